@@ -1,0 +1,43 @@
+# The two commands of the README:
+#   make run    start the whole stack (web + worker + services of the Procfile)
+#   make test   lint, type-check and run the test suite against real PostgreSQL and Redis
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: run test pytest lint typecheck bench demo clean
+
+$(VENV)/.stamp-%: setup.cfg pyproject.toml scripts/bootstrap.sh
+	bash scripts/bootstrap.sh $(VENV) $(subst +,$(comma),$*)
+	@touch $@
+
+comma := ,
+
+run: $(VENV)/.stamp-embedded
+	$(PY) scripts/run_stack.py
+
+test: $(VENV)/.stamp-test+dev+embedded
+	$(VENV)/bin/ruff check services actors web tests bench scripts migrations
+	$(VENV)/bin/mypy
+	$(PY) scripts/with_test_services.py -- $(PY) -m pytest $(PYTEST_ARGS)
+
+# The suite without lint, e.g. `make pytest PYTEST_ARGS="-k broker -x"`.
+pytest: $(VENV)/.stamp-test+dev+embedded
+	$(PY) scripts/with_test_services.py -- $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.stamp-test+dev+embedded
+	$(VENV)/bin/ruff check services actors web tests bench scripts migrations
+	$(VENV)/bin/ruff format --check services actors web tests bench scripts migrations
+
+typecheck: $(VENV)/.stamp-test+dev+embedded
+	$(VENV)/bin/mypy
+
+bench: $(VENV)/.stamp-test+dev+embedded+bench
+	$(PY) scripts/with_test_services.py -- $(PY) -m bench
+
+demo: $(VENV)/.stamp-embedded
+	$(PY) scripts/demo.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

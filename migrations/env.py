@@ -1,0 +1,41 @@
+"""Alembic environment: the database comes from DATABASE_URL, like every other setting."""
+
+from alembic import context
+from sqlalchemy import create_engine, pool
+
+from services.config import Settings
+from services.models import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def database_url() -> str:
+    override = config.attributes.get("database_url")
+    return str(override) if override else Settings.from_env().database_url
+
+
+def run_migrations_offline() -> None:
+    context.configure(url=database_url(), target_metadata=target_metadata, literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        context.configure(connection=connection, target_metadata=target_metadata)
+        with context.begin_transaction():
+            context.run_migrations()
+        return
+    engine = create_engine(database_url(), poolclass=pool.NullPool)
+    with engine.connect() as conn:
+        context.configure(connection=conn, target_metadata=target_metadata)
+        with context.begin_transaction():
+            context.run_migrations()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

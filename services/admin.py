@@ -1,0 +1,230 @@
+"""The admin side: the record list, regeneration of reports (seed 000), soft delete.
+
+Regeneration resets a record in status 3 (生成中) or 5 (生成失败) to 3, clears its
+results and summary, commits, and only then queues a job with RetryCount 0: a worker
+that takes the job at once must see the reset. Errors use the seed's codes: missing or
+soft-deleted record 3241, wrong status 2005, empty id list 1001.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from sqlalchemy import BigInteger, ColumnElement, any_, bindparam, delete, func, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import InstrumentedAttribute, Session
+
+from services.errors import (
+    MSG_EMPTY_ID_LIST,
+    MSG_REGENERATE_NOT_ALLOWED,
+    InvalidOperation,
+    ParamError,
+    QueueUnavailable,
+    RecordNotFound,
+)
+from services.models import MAX_BIGINT, AssessmentRecord, DimensionResult, ReportSummary
+from services.queue import ReportQueue
+from services.status import REGENERATABLE, RecordStatus, status_text
+from services.uow import UnitOfWork
+from services.views import AdminRecordRow, BatchRegenerateResult, Page, RecordFilter
+
+logger = logging.getLogger(__name__)
+
+MAX_PAGE_SIZE = 100
+#: Statuses as plain ints, for SQL parameters.
+_REGENERATABLE = sorted(int(s) for s in REGENERATABLE)
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_BIGINT
+
+
+def _any(column: InstrumentedAttribute[int], ids: Sequence[int]) -> ColumnElement[bool]:
+    """``column = ANY(:ids)``: one array parameter, whatever the number of ids."""
+    return column == any_(bindparam(None, list(ids), type_=ARRAY(BigInteger)))
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def list_records(
+    uow: UnitOfWork, filters: RecordFilter, page: int = 1, page_size: int = 20
+) -> Page[AdminRecordRow]:
+    """One page of records matching `filters`, newest (highest id) first, with the total count.
+
+    Soft-deleted records are left out unless ``filters.include_deleted``; the creation
+    range is half-open (``created_from <= created_at < created_to``), naive times are UTC.
+    """
+    if not _is_id(page) or not 1 <= page_size <= MAX_PAGE_SIZE or isinstance(page_size, bool):
+        raise ParamError(f"分页参数错误：page 从 1 开始，page_size 取 1 到 {MAX_PAGE_SIZE}")
+    if (page - 1) * page_size > MAX_BIGINT:
+        raise ParamError("分页参数错误：page 过大")
+    conditions: list[ColumnElement[bool]] = []
+    if filters.status is not None:
+        if filters.status not in {int(s) for s in RecordStatus}:
+            raise ParamError(f"状态取值错误：{filters.status!r}")
+        conditions.append(AssessmentRecord.status == filters.status)
+    if filters.user_id is not None:
+        if not _is_id(filters.user_id):
+            raise ParamError("用户ID必须是正整数")
+        conditions.append(AssessmentRecord.user_id == filters.user_id)
+    if not filters.include_deleted:
+        conditions.append(AssessmentRecord.is_deleted.is_(False))
+    created_from = _utc(filters.created_from) if filters.created_from else None
+    created_to = _utc(filters.created_to) if filters.created_to else None
+    if created_from and created_to and created_from > created_to:
+        raise ParamError("开始时间不能晚于结束时间")
+    if created_from:
+        conditions.append(AssessmentRecord.created_at >= created_from)
+    if created_to:
+        conditions.append(AssessmentRecord.created_at < created_to)
+
+    with uow:
+        session = uow.session
+        total = session.scalar(select(func.count()).select_from(AssessmentRecord).where(*conditions)) or 0
+        records = session.scalars(
+            select(AssessmentRecord)
+            .where(*conditions)
+            .order_by(AssessmentRecord.id.desc())
+            .offset((page - 1) * page_size)
+            .limit(page_size)
+        ).all()
+        items = [
+            AdminRecordRow(
+                id=r.id,
+                user_id=r.user_id,
+                status=r.status,
+                status_name=status_text(r.status),
+                created_at=r.created_at,
+                submitted_at=r.submitted_at,
+                completed_at=r.completed_at,
+                is_deleted=r.is_deleted,
+            )
+            for r in records
+        ]
+    return Page(items=items, total=total, page=page, page_size=page_size)
+
+
+def _reset_for_regeneration(session: Session, ids: Sequence[int]) -> None:
+    """Status 3, no completion time, no results, no summary: set-based, one statement each."""
+    session.execute(
+        update(AssessmentRecord)
+        .where(_any(AssessmentRecord.id, ids))
+        .values(status=RecordStatus.GENERATING, completed_at=None)
+        .execution_options(synchronize_session=False)
+    )
+    session.execute(delete(DimensionResult).where(_any(DimensionResult.record_id, ids)))
+    session.execute(delete(ReportSummary).where(_any(ReportSummary.record_id, ids)))
+
+
+def regenerate_report(uow: UnitOfWork, queue: ReportQueue, record_id: int) -> None:
+    """Reset a record in status 3 or 5 to 3, clear its report, commit, then queue it.
+
+    RecordNotFound (3241) for a missing or soft-deleted record, InvalidOperation (2005,
+    "当前状态不允许重新生成") for any other status; both change nothing. If the queue
+    refuses the job, the failure is logged and QueueUnavailable (5003) raised; the record
+    then stays in 3 and may be regenerated again.
+    """
+    if not _is_id(record_id):
+        raise RecordNotFound()
+    with uow:
+        session = uow.session
+        status = session.execute(
+            select(AssessmentRecord.status)
+            .where(AssessmentRecord.id == record_id, AssessmentRecord.is_deleted.is_(False))
+            .with_for_update()
+        ).scalar_one_or_none()
+        if status is None:
+            raise RecordNotFound()
+        if status not in REGENERATABLE:
+            raise InvalidOperation(MSG_REGENERATE_NOT_ALLOWED)
+        _reset_for_regeneration(session, [record_id])
+        uow.commit()
+    try:
+        queue.enqueue(record_id)
+    except Exception as exc:
+        logger.error("record %s was reset for regeneration but could not be queued", record_id, exc_info=True)
+        raise QueueUnavailable() from exc
+    logger.info("report of record %s queued for regeneration", record_id)
+
+
+def batch_regenerate_report(
+    uow: UnitOfWork, queue: ReportQueue, record_ids: Sequence[int]
+) -> BatchRegenerateResult:
+    """Regenerate every eligible record of `record_ids`; the others are skipped.
+
+    ``success_count + skipped_count == len(record_ids)`` always. Skipped: ids of missing
+    or soft-deleted records, records not in status 3 or 5, and repeats: an id given
+    several times is reset and queued once and counts once as a success, every further
+    occurrence as skipped (queueing it twice would only make a worker skip the second
+    job). An empty list is ParamError (1001, "记录ID列表不能为空"); an element that is not
+    an int is ParamError too.
+
+    Set-based, so a thousand ids cost the same few statements as one: one
+    ``SELECT ... FOR UPDATE`` with ``id = ANY(:ids)`` (locking in id order, so concurrent
+    batches cannot deadlock), one UPDATE, one DELETE per result table, a COMMIT, then one
+    ``queue.enqueue_many`` call. If that call fails it is logged and all those ids count
+    as skipped; their records stay in 3 and may be regenerated again.
+    """
+    if not record_ids:
+        raise ParamError(MSG_EMPTY_ID_LIST)
+    if any(not isinstance(i, int) or isinstance(i, bool) for i in record_ids):
+        raise ParamError("记录ID必须是整数")
+    total = len(record_ids)
+    # First occurrences in request order; ids outside BIGINT cannot exist, skip them here.
+    candidates = list(dict.fromkeys(i for i in record_ids if _is_id(i)))
+    if not candidates:
+        return BatchRegenerateResult(success_count=0, skipped_count=total)
+
+    with uow:
+        session = uow.session
+        locked = set(
+            session.scalars(
+                select(AssessmentRecord.id)
+                .where(
+                    _any(AssessmentRecord.id, candidates),
+                    AssessmentRecord.is_deleted.is_(False),
+                    AssessmentRecord.status.in_(_REGENERATABLE),
+                )
+                .order_by(AssessmentRecord.id)
+                .with_for_update()
+            ).all()
+        )
+        eligible = [i for i in candidates if i in locked]
+        if not eligible:
+            return BatchRegenerateResult(success_count=0, skipped_count=total)
+        _reset_for_regeneration(session, eligible)
+        uow.commit()
+
+    try:
+        queue.enqueue_many(eligible)
+    except Exception:
+        logger.error(
+            "%d records were reset for regeneration but could not be queued: %s",
+            len(eligible),
+            eligible[:20],
+            exc_info=True,
+        )
+        return BatchRegenerateResult(success_count=0, skipped_count=total)
+    logger.info("%d of %d records queued for regeneration", len(eligible), total)
+    return BatchRegenerateResult(success_count=len(eligible), skipped_count=total - len(eligible))
+
+
+def soft_delete_record(uow: UnitOfWork, record_id: int) -> None:
+    """Mark a record deleted (it keeps its rows); RecordNotFound if missing or already deleted."""
+    if not _is_id(record_id):
+        raise RecordNotFound()
+    with uow:
+        deleted = uow.session.execute(
+            update(AssessmentRecord)
+            .where(AssessmentRecord.id == record_id, AssessmentRecord.is_deleted.is_(False))
+            .values(is_deleted=True)
+            .returning(AssessmentRecord.id)
+            .execution_options(synchronize_session=False)
+        ).scalar_one_or_none()
+        if deleted is None:
+            raise RecordNotFound()
+        uow.commit()

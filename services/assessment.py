@@ -1,0 +1,244 @@
+"""The mini-program user's side: records, questions, submission, result and report.
+
+A record the caller may not see (missing, soft-deleted, or another user's) is always
+`RecordNotFound` (3241), never a "forbidden": ids of other users' records leak nothing.
+Every function runs in one unit of work and commits explicitly when it writes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from sqlalchemy import delete, func, insert, select, update
+
+from services.errors import InvalidOperation, ParamError, RecordNotFound, ServiceError
+from services.models import (
+    MAX_BIGINT,
+    Answer,
+    AssessmentRecord,
+    Dimension,
+    DimensionResult,
+    Question,
+    ReportSummary,
+)
+from services.queue import ReportQueue
+from services.scoring import validate_answers
+from services.status import SUBMITTABLE, RecordStatus, status_description, status_text
+from services.uow import UnitOfWork
+from services.views import (
+    DimensionScoreView,
+    QuestionView,
+    RecordView,
+    ReportView,
+    ResultStatusView,
+    SubmitResult,
+)
+
+logger = logging.getLogger(__name__)
+
+MSG_SUBMIT_NOT_ALLOWED = "当前状态不允许提交答案"
+MSG_START_NOT_ALLOWED = "当前状态不允许开始测评"
+MSG_REPORT_NOT_READY = "报告尚未生成"
+
+
+def _check_id(value: object, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_BIGINT:
+        raise ParamError(f"{what}必须是正整数")
+    return value
+
+
+def record_view(record: AssessmentRecord) -> RecordView:
+    return RecordView(
+        id=record.id,
+        user_id=record.user_id,
+        status=int(record.status),
+        status_text=status_text(record.status),
+        created_at=record.created_at,
+        started_at=record.started_at,
+        submitted_at=record.submitted_at,
+        completed_at=record.completed_at,
+    )
+
+
+def _own_record(uow: UnitOfWork, user_id: int, record_id: int, *, lock: bool = False) -> AssessmentRecord:
+    """The live record `record_id` of `user_id`, optionally row-locked; else RecordNotFound."""
+    _check_id(user_id, "用户ID")
+    if not isinstance(record_id, int) or isinstance(record_id, bool) or not 1 <= record_id <= MAX_BIGINT:
+        raise RecordNotFound()
+    stmt = select(AssessmentRecord).where(
+        AssessmentRecord.id == record_id,
+        AssessmentRecord.user_id == user_id,
+        AssessmentRecord.is_deleted.is_(False),
+    )
+    if lock:
+        # populate_existing: the locked read must win over anything in the identity map.
+        stmt = stmt.with_for_update().execution_options(populate_existing=True)
+    record = uow.session.execute(stmt).scalar_one_or_none()
+    if record is None:
+        raise RecordNotFound()
+    return record
+
+
+def create_record(uow: UnitOfWork, user_id: int) -> RecordView:
+    """A new record of `user_id` in status 1 (待测评)."""
+    _check_id(user_id, "用户ID")
+    with uow:
+        record = AssessmentRecord(user_id=user_id, status=RecordStatus.PENDING, is_deleted=False)
+        uow.session.add(record)
+        uow.session.flush()  # server defaults (id, created_at) come back through RETURNING
+        view = record_view(record)
+        uow.commit()
+    return view
+
+
+def start_record(uow: UnitOfWork, user_id: int, record_id: int) -> RecordView:
+    """1 → 2 with started_at; a record already in 2 is returned unchanged; else InvalidOperation."""
+    with uow:
+        record = _own_record(uow, user_id, record_id, lock=True)
+        if record.status == RecordStatus.PENDING:
+            # started_at from the database clock, like created_at.
+            record = uow.session.scalars(
+                update(AssessmentRecord)
+                .where(AssessmentRecord.id == record.id)
+                .values(status=RecordStatus.IN_PROGRESS, started_at=func.now())
+                .returning(AssessmentRecord),
+                execution_options={"populate_existing": True},
+            ).one()
+        elif record.status != RecordStatus.IN_PROGRESS:
+            raise InvalidOperation(MSG_START_NOT_ALLOWED)
+        view = record_view(record)
+        uow.commit()
+    return view
+
+
+def get_record(uow: UnitOfWork, user_id: int, record_id: int) -> RecordView:
+    with uow:
+        return record_view(_own_record(uow, user_id, record_id))
+
+
+def list_user_records(uow: UnitOfWork, user_id: int) -> list[RecordView]:
+    """The user's live records, newest first."""
+    _check_id(user_id, "用户ID")
+    with uow:
+        records = uow.session.scalars(
+            select(AssessmentRecord)
+            .where(AssessmentRecord.user_id == user_id, AssessmentRecord.is_deleted.is_(False))
+            .order_by(AssessmentRecord.id.desc())
+        ).all()
+        return [record_view(r) for r in records]
+
+
+def list_questions(uow: UnitOfWork) -> list[QuestionView]:
+    """The active questions, in dimension order, then question order."""
+    with uow:
+        rows = uow.session.execute(
+            select(Question.id, Dimension.code, Dimension.name, Question.text, Question.sort_order)
+            .join(Dimension, Question.dimension_id == Dimension.id)
+            .where(Question.is_active)
+            .order_by(Dimension.sort_order, Dimension.id, Question.sort_order, Question.id)
+        ).all()
+    return [
+        QuestionView(id=qid, dimension_code=code, dimension_name=name, text=text, sort_order=order)
+        for qid, code, name, text, order in rows
+    ]
+
+
+def submit_answers(
+    uow: UnitOfWork,
+    queue: ReportQueue,
+    user_id: int,
+    record_id: int,
+    answers: Sequence[tuple[int, int]],
+) -> SubmitResult:
+    """Save the answers of a record in status 1 or 2, set it to 3 and queue its report.
+
+    All or nothing: any error (RecordNotFound, InvalidOperation "当前状态不允许提交答案",
+    ParamError for a missing, repeated or unknown question or a value outside 1..5)
+    leaves the database untouched. The record row is locked for the check-and-update,
+    so of two concurrent submissions exactly one passes.
+
+    The job is queued only after the commit (a worker must find the answers). If the
+    queue fails, the failure is logged and the call still succeeds with
+    ``enqueued=False``: the record stays in 3 and an admin can trigger it again (seed 000).
+    """
+    with uow:
+        session = uow.session
+        record = _own_record(uow, user_id, record_id, lock=True)
+        if record.status not in SUBMITTABLE:
+            raise InvalidOperation(MSG_SUBMIT_NOT_ALLOWED)
+        active_ids = session.scalars(select(Question.id).where(Question.is_active)).all()
+        values = validate_answers(active_ids, answers)
+
+        # Replace, not merge: a resubmission (status 2 after a failed attempt) leaves no stale rows.
+        session.execute(delete(Answer).where(Answer.record_id == record.id))
+        session.execute(
+            insert(Answer),
+            [{"record_id": record.id, "question_id": qid, "value": v} for qid, v in values.items()],
+        )
+        session.execute(
+            update(AssessmentRecord)
+            .where(AssessmentRecord.id == record.id)
+            .values(status=RecordStatus.GENERATING, submitted_at=func.now())
+            .execution_options(synchronize_session=False)
+        )
+        uow.commit()
+
+    enqueued = True
+    try:
+        queue.enqueue(record_id)
+    except Exception:
+        enqueued = False
+        logger.error(
+            "answers of record %s saved, but its report job could not be queued", record_id, exc_info=True
+        )
+    return SubmitResult(record_id=record_id, status=int(RecordStatus.GENERATING), enqueued=enqueued)
+
+
+def get_result_status(uow: UnitOfWork, user_id: int, record_id: int) -> ResultStatusView:
+    with uow:
+        record = _own_record(uow, user_id, record_id)
+        return ResultStatusView(
+            record_id=record.id,
+            status=record.status,
+            status_text=status_text(record.status),
+            description=status_description(record.status),
+        )
+
+
+def get_report(uow: UnitOfWork, user_id: int, record_id: int) -> ReportView:
+    """The report of a completed record (status 4); any other status → InvalidOperation("报告尚未生成")."""
+    with uow:
+        session = uow.session
+        record = _own_record(uow, user_id, record_id)
+        if record.status != RecordStatus.COMPLETED:
+            raise InvalidOperation(MSG_REPORT_NOT_READY)
+        rows = session.execute(
+            select(
+                Dimension.code,
+                Dimension.name,
+                DimensionResult.raw_score,
+                DimensionResult.score,
+                DimensionResult.rank,
+                DimensionResult.level,
+            )
+            .join(Dimension, DimensionResult.dimension_id == Dimension.id)
+            .where(DimensionResult.record_id == record.id)
+            .order_by(DimensionResult.rank, Dimension.sort_order)
+        ).all()
+        summary = session.get(ReportSummary, record.id)
+        if summary is None or not rows:
+            # Generation writes results, summary and status 4 in one transaction: this is damage.
+            logger.error("record %s is completed but its report rows are missing", record.id)
+            raise ServiceError("报告数据缺失，请联系客服")
+        return ReportView(
+            record_id=record.id,
+            user_id=record.user_id,
+            completed_at=record.completed_at,
+            dimensions=[
+                DimensionScoreView(code=code, name=name, raw_score=raw, score=score, rank=rank, level=level)
+                for code, name, raw, score, rank, level in rows
+            ],
+            top_dimensions=list(summary.top_dimensions),
+            summary=summary.summary,
+        )

@@ -1,0 +1,61 @@
+"""The one error hierarchy of the product.
+
+Every error a caller can act on is a `ServiceError` carrying the numeric code of the
+original API (seed 000: 1001 ParamError, 2005 InvalidOperation, 3241
+AssessmentRecordNotFound) and a message meant for the client. The web tier maps codes
+to HTTP statuses in one place; the worker side logs them.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class MiAssessmentError(Exception):
+    """Base of every exception raised on purpose by this code base."""
+
+
+class ConfigError(MiAssessmentError):
+    """A setting in the environment is missing or malformed."""
+
+
+class ServiceError(MiAssessmentError):
+    code: ClassVar[int] = 5000
+    default_message: ClassVar[str] = "服务内部错误"
+
+    def __init__(self, message: str | None = None) -> None:
+        self.message = message or self.default_message
+        super().__init__(self.message)
+
+
+class ParamError(ServiceError):
+    """Bad input: a missing, malformed or out-of-range parameter."""
+
+    code = 1001
+    default_message = "参数错误"
+
+
+class InvalidOperation(ServiceError):
+    """The record is not in a state that allows the operation."""
+
+    code = 2005
+    default_message = "当前状态不允许该操作"
+
+
+class RecordNotFound(ServiceError):
+    """The record does not exist, is soft-deleted, or belongs to someone else."""
+
+    code = 3241
+    default_message = "测评记录不存在"
+
+
+class QueueUnavailable(ServiceError):
+    """The report queue (Redis) could not take the job."""
+
+    code = 5003
+    default_message = "报告队列暂不可用，请稍后重试"
+
+
+#: Messages of the seed, used verbatim.
+MSG_REGENERATE_NOT_ALLOWED = "当前状态不允许重新生成"
+MSG_EMPTY_ID_LIST = "记录ID列表不能为空"

@@ -1,0 +1,127 @@
+"""What the services return: frozen dataclasses, so ORM objects never leave a session.
+
+The web tier serialises these; the worker side only looks at outcomes. Field names
+follow the contract in /work/notes/services-contract.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class QuestionView:
+    id: int
+    dimension_code: str
+    dimension_name: str
+    text: str
+    sort_order: int
+
+
+@dataclass(frozen=True)
+class DimensionView:
+    id: int
+    code: str
+    name: str
+    description: str
+
+
+@dataclass(frozen=True)
+class RecordView:
+    id: int
+    user_id: int
+    status: int
+    status_text: str
+    created_at: datetime
+    started_at: datetime | None
+    submitted_at: datetime | None
+    completed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    record_id: int
+    status: int
+    #: False when the answers were saved but the report job could not be queued; the
+    #: record then stays in status 3 and an admin can trigger the report again.
+    enqueued: bool
+
+
+@dataclass(frozen=True)
+class ResultStatusView:
+    record_id: int
+    status: int
+    status_text: str
+    description: str
+
+
+@dataclass(frozen=True)
+class DimensionScoreView:
+    code: str
+    name: str
+    raw_score: int
+    score: float
+    rank: int
+    level: str
+
+
+@dataclass(frozen=True)
+class ReportView:
+    record_id: int
+    user_id: int
+    completed_at: datetime | None
+    #: Ordered by rank, the strongest dimension first.
+    dimensions: list[DimensionScoreView]
+    #: Dimension codes, strongest first.
+    top_dimensions: list[str]
+    summary: str
+
+
+@dataclass(frozen=True)
+class AdminRecordRow:
+    id: int
+    user_id: int
+    status: int
+    status_name: str
+    created_at: datetime
+    submitted_at: datetime | None
+    completed_at: datetime | None
+    is_deleted: bool
+
+
+@dataclass(frozen=True)
+class RecordFilter:
+    """Filters of the admin record list; `None` means "any".
+
+    The creation range is half-open: ``created_from <= created_at < created_to``. A
+    naive datetime is taken as UTC.
+    """
+
+    status: int | None = None
+    user_id: int | None = None
+    include_deleted: bool = False
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    total: int
+    page: int
+    page_size: int
+
+    @property
+    def pages(self) -> int:
+        """Number of pages for `total` items (0 when there are none)."""
+        return -(-self.total // self.page_size) if self.page_size > 0 else 0
+
+
+@dataclass(frozen=True)
+class BatchRegenerateResult:
+    success_count: int
+    skipped_count: int

@@ -1,0 +1,238 @@
+"""Shared fixtures: the real PostgreSQL and Redis of the integration tests.
+
+The servers come from TEST_DATABASE_URL / TEST_REDIS_URL (`make test` sets them, see
+scripts/with_test_services.py). Without them the local defaults are tried; when a
+server is unreachable the integration tests are skipped locally and fail under
+`make test` (MI_REQUIRE_SERVICES=1), like Dramatiq's own broker tests.
+
+The Redis db index must be empty or marked as ours: tests delete every key in it
+before and after each test, so they never run against someone else's data.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+TEST_DATABASE_URL = os.environ.get(
+    "TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/mi_assessment_test"
+)
+TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+REQUIRE_SERVICES = os.environ.get("MI_REQUIRE_SERVICES") == "1"
+
+# Processes and modules that read the environment (the actors package builds its broker
+# at import) must see the test servers, never a developer's own.
+os.environ["DATABASE_URL"] = TEST_DATABASE_URL
+os.environ["REDIS_URL"] = TEST_REDIS_URL
+
+import redis  # noqa: E402
+from sqlalchemy import Engine, text  # noqa: E402
+from sqlalchemy.orm import Session, sessionmaker  # noqa: E402
+
+from services.config import Settings  # noqa: E402
+from services.db import make_engine, make_session_factory  # noqa: E402
+from services.uow import UnitOfWork  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytest_plugins = ("broker_fixtures",)
+REDIS_OWNER_KEY = "mi-assessment:test-db"
+REDIS_LOCK_KEY = "mi-assessment:test-lock"
+PROTECTED_KEYS = {REDIS_OWNER_KEY.encode(), REDIS_LOCK_KEY.encode()}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "/integration/" in str(item.path) or "/e2e/" in str(item.path):
+            item.add_marker(pytest.mark.integration)
+
+
+def _unavailable(what: str, exc: BaseException) -> None:
+    message = f"{what} unavailable: {exc}"
+    if REQUIRE_SERVICES:
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return Settings(
+        database_url=Settings.from_env({"DATABASE_URL": TEST_DATABASE_URL}).database_url,
+        redis_url=TEST_REDIS_URL,
+        secret_key="test-secret-key",
+        admin_tokens=("test-admin-token",),
+    )
+
+
+def migrate(database_url: str) -> None:
+    """Drop our own test schema and build it again from the migrations."""
+    from alembic import command
+    from alembic.config import Config
+
+    engine = make_engine(database_url, pool_size=1)
+    with engine.begin() as conn:
+        conn.execute(text("DROP SCHEMA IF EXISTS public CASCADE"))
+        conn.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
+    cfg = Config(str(ROOT / "alembic.ini"))
+    cfg.attributes["database_url"] = database_url
+    command.upgrade(cfg, "head")
+
+
+@pytest.fixture(scope="session")
+def engine(settings: Settings) -> Iterator[Engine]:
+    try:
+        probe = make_engine(settings.database_url, pool_size=1)
+        with probe.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        probe.dispose()
+    except Exception as exc:  # any driver error means the same: no database
+        _unavailable("PostgreSQL", exc)
+    migrate(settings.database_url)
+    eng = make_engine(settings.database_url, pool_size=10)
+    from services.questionnaire import seed_questionnaire
+
+    with UnitOfWork(make_session_factory(eng)) as uow:
+        seed_questionnaire(uow)
+    yield eng
+    eng.dispose()
+
+
+def truncate_records(engine: Engine) -> None:
+    """Remove every record (answers, results and summaries cascade); keep the questionnaire."""
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE assessment_records RESTART IDENTITY CASCADE"))
+
+
+@pytest.fixture
+def session_factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
+    truncate_records(engine)
+    yield make_session_factory(engine)
+    truncate_records(engine)
+
+
+@pytest.fixture
+def uow(session_factory: sessionmaker[Session]) -> UnitOfWork:
+    return UnitOfWork(session_factory)
+
+
+def clean_redis(client: redis.Redis) -> None:
+    """Delete every key of our own test db index, except the markers that make it ours."""
+    keys = [k for k in client.scan_iter(count=1000) if k not in PROTECTED_KEYS]
+    for start in range(0, len(keys), 500):
+        client.delete(*keys[start : start + 500])
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    try:
+        client = redis.Redis.from_url(TEST_REDIS_URL, socket_timeout=2)
+        client.ping()
+    except redis.RedisError as exc:
+        _unavailable("Redis", exc)
+    if not client.exists(REDIS_OWNER_KEY):
+        if client.dbsize() > 0:
+            pytest.fail(
+                f"{TEST_REDIS_URL} holds keys that are not ours; set TEST_REDIS_URL to an empty db index",
+                pytrace=False,
+            )
+        client.set(REDIS_OWNER_KEY, "1")
+    return TEST_REDIS_URL
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    clean_redis(client)
+    yield client
+    clean_redis(client)
+    client.close()
+
+
+# -- service-layer helpers (fake report queues, records in a given state) -----------------
+
+
+class RecordingQueue:
+    """A `ReportQueue` that records what it was asked to queue."""
+
+    def __init__(self) -> None:
+        self.enqueued: list[int] = []
+        self.batches: list[list[int]] = []
+
+    def enqueue(self, record_id: int) -> None:
+        self.enqueued.append(record_id)
+
+    def enqueue_many(self, record_ids: Sequence[int]) -> None:
+        self.batches.append(list(record_ids))
+
+
+class FailingQueue:
+    """A `ReportQueue` whose every call fails, like a Redis that is down."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def enqueue(self, record_id: int) -> None:
+        self.calls += 1
+        raise ConnectionError("redis is down (test)")
+
+    def enqueue_many(self, record_ids: Sequence[int]) -> None:
+        self.calls += 1
+        raise ConnectionError("redis is down (test)")
+
+
+@pytest.fixture
+def recording_queue() -> RecordingQueue:
+    return RecordingQueue()
+
+
+@pytest.fixture
+def failing_queue() -> FailingQueue:
+    return FailingQueue()
+
+
+def default_answer(question_id: int) -> int:
+    """A fixed, varied answer per question (1..5), for records made by `make_record`."""
+    return question_id * 7 % 5 + 1
+
+
+@pytest.fixture
+def make_record(session_factory: sessionmaker[Session]) -> Callable[..., int]:
+    """Insert a record directly (no service rules) and return its id.
+
+    ``make_record(status=1, user_id=1, answers=None, deleted=False)``: `answers` is a
+    {question id: value} mapping; by default records in status >= 3 get a full set of
+    answers (`default_answer`) to the active questions and the others none.
+    """
+    from sqlalchemy import insert, select
+
+    from services.models import Answer, AssessmentRecord, Question
+
+    def make(
+        status: int = 1,
+        user_id: int = 1,
+        *,
+        answers: Mapping[int, int] | None = None,
+        deleted: bool = False,
+    ) -> int:
+        with session_factory() as session:
+            record_id = session.execute(
+                insert(AssessmentRecord)
+                .values(user_id=user_id, status=status, is_deleted=deleted)
+                .returning(AssessmentRecord.id)
+            ).scalar_one()
+            if answers is None and status >= 3:
+                ids = session.scalars(select(Question.id).where(Question.is_active)).all()
+                answers = {qid: default_answer(qid) for qid in ids}
+            if answers:
+                session.execute(
+                    insert(Answer),
+                    [{"record_id": record_id, "question_id": q, "value": v} for q, v in answers.items()],
+                )
+            session.commit()
+        return record_id
+
+    return make
