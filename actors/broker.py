@@ -1,0 +1,224 @@
+"""`RedisListBroker`: a Dramatiq broker on plain Redis lists.
+
+Each queue `q` is the Redis list `q:queue` (so the report actor's queue "report" is
+exactly the seed's `report:queue`); producers LPUSH, consumers take from the right.
+Compared with Dramatiq's RedisBroker:
+
+- the payload in the list is the message itself, in a per-queue codec, so other
+  producers can LPUSH jobs (the report queue speaks the .NET system's JSON);
+- reliable fetch into per-consumer processing lists, a deterministic reaper and
+  atomic outcome recording (see `consumer.py`, `maintenance.py`, `scripts.py`);
+- delayed messages and retries wait in Redis, not in worker memory, and are released
+  by whichever worker is alive, on time;
+- fetches and acks are batched: about one round trip per prefetch batch.
+
+Redis errors surface as `dramatiq.errors.ConnectionClosed`, so Dramatiq's consumer
+threads log, pause and reconnect (the seed's "log, wait 5 s, listen again").
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import dramatiq
+import redis
+from dramatiq.broker import Broker, MessageProxy
+from dramatiq.common import q_name
+from dramatiq.errors import QueueJoinTimeout, QueueNotFound
+from dramatiq.middleware import Middleware
+
+from actors.codecs import Codec, DramatiqCodec
+from actors.constants import (
+    DEFAULT_DELAY_POLL_MS,
+    DEFAULT_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_HEARTBEAT_TIMEOUT_MS,
+    HEARTBEATS_KEY,
+    PROCESSING_INFIX,
+)
+from actors.consumer import MAX_BLOCK_SECONDS, RedisListConsumer, connection_errors
+from actors.maintenance import Maintenance
+from actors.queues import QueueKeys
+from actors.scripts import Scripts
+
+#: Socket timeout of the broker's own client: longer than any BLMOVE it issues.
+DEFAULT_SOCKET_TIMEOUT = MAX_BLOCK_SECONDS + 5
+
+#: How often `join` looks at the queue.
+JOIN_POLL_SECONDS = 0.05
+
+
+class RedisListBroker(Broker):
+    """A Dramatiq broker whose queues are Redis lists.
+
+    Parameters:
+      url: Redis URL (ignored when `client` is given).
+      client: a ready `redis.Redis[bytes]`; the broker uses it from several threads.
+      middleware: as for every Dramatiq broker (default: Dramatiq's default set).
+      codecs: queue name -> Codec for queues not in Dramatiq's own encoding.
+      heartbeat_timeout_ms: silence after which a consumer is presumed dead.
+      heartbeat_interval_ms: period of heartbeats and of the reaper.
+      delay_poll_ms: longest sleep of the delay scheduler.
+    """
+
+    queues: dict[str, QueueKeys]
+
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        client: redis.Redis[bytes] | None = None,
+        middleware: list[Middleware] | None = None,
+        codecs: Mapping[str, Codec] | None = None,
+        heartbeat_timeout_ms: int = DEFAULT_HEARTBEAT_TIMEOUT_MS,
+        heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
+        delay_poll_ms: int = DEFAULT_DELAY_POLL_MS,
+    ) -> None:
+        if heartbeat_interval_ms <= 0 or heartbeat_timeout_ms <= heartbeat_interval_ms:
+            raise ValueError("need 0 < heartbeat_interval_ms < heartbeat_timeout_ms")
+        super().__init__(middleware=middleware)
+        self.client = client or redis.Redis.from_url(
+            url or "redis://127.0.0.1:6379/0",
+            socket_timeout=DEFAULT_SOCKET_TIMEOUT,
+            socket_connect_timeout=5,
+            socket_keepalive=True,
+            health_check_interval=30,
+        )
+        self.scripts = Scripts.register(self.client)
+        self.codecs: dict[str, Codec] = dict(codecs or {})
+        self.default_codec: Codec = DramatiqCodec()
+        self.heartbeat_timeout_ms = heartbeat_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.delay_poll_ms = delay_poll_ms
+        self.heartbeats_key = HEARTBEATS_KEY
+        self.queues = {}
+        self._maintenance: Maintenance | None = None
+        self._maintenance_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ queues
+
+    def queue_keys(self, queue_name: str) -> QueueKeys:
+        try:
+            return self.queues[q_name(queue_name)]
+        except KeyError:
+            raise QueueNotFound(queue_name) from None
+
+    def declared_queue_keys(self) -> list[QueueKeys]:
+        return list(self.queues.values())
+
+    def codec_for(self, queue_name: str) -> Codec:
+        return self.codecs.get(q_name(queue_name), self.default_codec)
+
+    def declare_queue(self, queue_name: str) -> None:
+        if queue_name not in self.queues:
+            self.emit_before("declare_queue", queue_name)
+            self.queues[queue_name] = QueueKeys.for_queue(queue_name)
+            self.emit_after("declare_queue", queue_name)
+
+    def get_declared_delay_queues(self) -> set[str]:
+        """None: delays live in each queue's sorted set, released by the broker itself."""
+        return set()
+
+    # ------------------------------------------------------------------ producing
+
+    def enqueue(self, message: dramatiq.Message[Any], *, delay: int | None = None) -> dramatiq.Message[Any]:
+        if isinstance(message, MessageProxy):
+            message = message._message
+        keys = self.queue_keys(message.queue_name)
+        self.emit_before("enqueue", message, delay)
+        payload = self.codec_for(message.queue_name).encode(message)
+        with connection_errors():
+            if delay:
+                member = secrets.token_hex(8) + "|" + payload
+                self.scripts.delay(keys=[keys.delayed], args=[int(delay), member])
+                self.delay_scheduled(int(delay))
+            else:
+                self.client.lpush(keys.queue, payload)
+        self.emit_after("enqueue", message, delay)
+        return message
+
+    def enqueue_many(self, messages: Iterable[dramatiq.Message[Any]]) -> list[dramatiq.Message[Any]]:
+        """Enqueue several messages in one round trip (one LPUSH per queue), hooks included."""
+        by_queue: dict[str, list[str]] = {}
+        sent = []
+        for message in messages:
+            keys = self.queue_keys(message.queue_name)
+            self.emit_before("enqueue", message, None)
+            by_queue.setdefault(keys.queue, []).append(self.codec_for(message.queue_name).encode(message))
+            sent.append(message)
+        if by_queue:
+            with connection_errors():
+                pipe = self.client.pipeline(transaction=False)
+                for key, payloads in by_queue.items():
+                    pipe.lpush(key, *payloads)
+                pipe.execute()
+        for message in sent:
+            self.emit_after("enqueue", message, None)
+        return sent
+
+    def delay_scheduled(self, delay_ms: int) -> None:
+        """A delayed message was stored: let this process's scheduler recompute its sleep."""
+        if self._maintenance is not None:
+            self._maintenance.wake()
+
+    # ------------------------------------------------------------------ consuming
+
+    def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 30000) -> RedisListConsumer:
+        self.queue_keys(queue_name)
+        consumer = RedisListConsumer(self, queue_name, prefetch, timeout)
+        with connection_errors():
+            self.maintenance().register(consumer)
+        return consumer
+
+    def maintenance(self) -> Maintenance:
+        with self._maintenance_lock:
+            if self._maintenance is None or not self._maintenance.is_alive():
+                self._maintenance = Maintenance(self)
+                self._maintenance.start()
+            return self._maintenance
+
+    def consumer_released(self, consumer: RedisListConsumer) -> None:
+        if self._maintenance is not None:
+            self._maintenance.unregister(consumer)
+
+    def close(self) -> None:
+        if self._maintenance is not None:
+            self._maintenance.stop()
+            self._maintenance = None
+        self.client.close()
+
+    # ------------------------------------------------------------------ testing helpers
+
+    def flush(self, queue_name: str) -> None:
+        keys = self.queue_keys(queue_name)
+        with connection_errors():
+            self.client.delete(keys.queue, keys.delayed, keys.dead, keys.invalid, keys.crashed)
+
+    def flush_all(self) -> None:
+        for queue_name in list(self.queues):
+            self.flush(queue_name)
+
+    def pending(self, queue_name: str) -> int:
+        """Messages queued, delayed or in flight on a queue (what `join` waits for)."""
+        keys = self.queue_keys(queue_name)
+        prefix = (keys.queue + PROCESSING_INFIX).encode()
+        with connection_errors():
+            lists = [m for m in self.client.zrange(self.heartbeats_key, 0, -1) if bytes(m).startswith(prefix)]
+            pipe = self.client.pipeline(transaction=False)
+            pipe.llen(keys.queue)
+            pipe.zcard(keys.delayed)
+            for key in lists:
+                pipe.llen(key)
+            counts: list[Any] = pipe.execute()
+        return sum(int(c) for c in counts)
+
+    def join(self, queue_name: str, *, timeout: int | None = None) -> None:
+        """Wait until nothing is queued, delayed or in flight on the queue."""
+        deadline = None if timeout is None else time.monotonic() + timeout / 1000
+        while self.pending(queue_name):
+            if deadline is not None and time.monotonic() >= deadline:
+                raise QueueJoinTimeout(queue_name)
+            time.sleep(JOIN_POLL_SECONDS)

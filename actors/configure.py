@@ -1,0 +1,57 @@
+"""Build the worker's broker from the environment and make it Dramatiq's global broker."""
+
+from __future__ import annotations
+
+import os
+
+import dramatiq
+import dramatiq.worker
+from dramatiq.middleware import (
+    AgeLimit,
+    Callbacks,
+    Middleware,
+    Pipelines,
+    ShutdownNotifications,
+    TimeLimit,
+)
+
+from actors.broker import RedisListBroker
+from actors.codecs import ReportCodec
+from actors.constants import (
+    DEFAULT_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_HEARTBEAT_TIMEOUT_MS,
+    ERROR_RECOVERY_DELAY_MS,
+    REPORT_ACTOR_NAME,
+    REPORT_QUEUE_NAME,
+)
+from actors.retries import ExactRetries
+from services.config import Settings, env_int
+
+
+def default_middleware() -> list[Middleware]:
+    """Dramatiq's default middleware, with its Retries replaced by ExactRetries."""
+    return [AgeLimit(), TimeLimit(), ShutdownNotifications(), Callbacks(), Pipelines(), ExactRetries()]
+
+
+def build_broker(settings: Settings | None = None) -> RedisListBroker:
+    settings = settings or Settings.from_env()
+    heartbeat_timeout = env_int(
+        os.environ, "BROKER_HEARTBEAT_TIMEOUT_MS", DEFAULT_HEARTBEAT_TIMEOUT_MS, minimum=2_000
+    )
+    return RedisListBroker(
+        url=settings.redis_url,
+        middleware=default_middleware(),
+        codecs={REPORT_QUEUE_NAME: ReportCodec(REPORT_QUEUE_NAME, REPORT_ACTOR_NAME)},
+        heartbeat_timeout_ms=heartbeat_timeout,
+        # Beat often enough that a live consumer is never presumed dead.
+        heartbeat_interval_ms=max(1_000, min(DEFAULT_HEARTBEAT_INTERVAL_MS, heartbeat_timeout // 6)),
+    )
+
+
+def install(settings: Settings | None = None) -> RedisListBroker:
+    broker = build_broker(settings)
+    dramatiq.set_broker(broker)
+    if "dramatiq_restart_delay" not in os.environ:
+        # Seed: ErrorRecoveryDelay, the pause before listening again after a Redis error.
+        dramatiq.worker.CONSUMER_RESTART_DELAY_SECS = ERROR_RECOVERY_DELAY_MS / 1000
+    return broker

@@ -1,0 +1,370 @@
+"""The consumer of one queue in one worker process, and the proxies it hands out.
+
+Reliable fetch: messages are moved atomically from the queue into this consumer's
+processing list (batched in one Lua call, or BLMOVE when the queue is empty) and leave
+it only when their outcome is recorded: ack, retry, dead letter, quarantine, or
+requeue at shutdown. If the process dies, the reaper of another worker returns them.
+
+Threads: Dramatiq's consumer thread calls `__next__`; worker threads call `ack`/`nack`
+and the proxies' `retry_later`/`dead_letter` concurrently. All shared state is guarded
+by one condition variable. Acknowledgements are batched: they ride along with the next
+fetch, or are flushed at once by the acking thread when the consumer thread is blocked
+waiting for messages, so an idle queue never holds an ack back.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, cast
+
+import dramatiq
+import redis
+from dramatiq.broker import Consumer, MessageProxy
+from dramatiq.errors import ConnectionClosed
+
+from actors.codecs import Codec
+from actors.constants import MAX_FETCH_BATCH, PROCESSING_INFIX
+from actors.message import InvalidMessage
+from actors.queues import QueueKeys
+
+if TYPE_CHECKING:
+    from actors.broker import RedisListBroker
+
+logger = logging.getLogger(__name__)
+
+#: Longest single BLMOVE, kept below the client's socket timeout.
+MAX_BLOCK_SECONDS = 5.0
+
+#: Acks waiting for a flush beyond this number are flushed by the acking thread itself.
+ACK_FLUSH_THRESHOLD = 64
+
+
+@contextmanager
+def connection_errors() -> Iterator[None]:
+    """Redis failures become Dramatiq's ConnectionClosed, so its threads reconnect and retry."""
+    try:
+        yield
+    except redis.ConnectionError as exc:
+        raise ConnectionClosed(exc) from exc
+    except redis.TimeoutError as exc:
+        raise ConnectionClosed(exc) from exc
+
+
+class ListMessageProxy(MessageProxy):
+    """A message taken from a Redis list, with what is needed to record its outcome."""
+
+    def __init__(
+        self, message: dramatiq.Message[Any], *, payload: bytes, origin: RedisListConsumer, redeliveries: int
+    ) -> None:
+        super().__init__(message)
+        #: The exact bytes held in the processing list (removed by value).
+        self.payload = payload
+        #: How many earlier deliveries of this payload were lost with their worker.
+        self.redeliveries = redeliveries
+        self._origin = origin
+        self._finished = False
+
+    def retry_later(self, message: dramatiq.Message[Any], delay_ms: int) -> bool:
+        """Atomically drop this delivery and schedule `message` to be queued after `delay_ms`."""
+        return self._origin.settle(self, "delay", self._origin.codec.encode(message), delay_ms)
+
+    def dead_letter(self) -> bool:
+        """Atomically move this message, verbatim, to the queue's dead-letter list."""
+        return self._origin.settle(self, "push", self.payload.decode("utf-8", "surrogateescape"))
+
+    @property
+    def settled(self) -> bool:
+        return self._finished
+
+
+class RedisListConsumer(Consumer):
+    def __init__(self, broker: RedisListBroker, queue_name: str, prefetch: int, timeout_ms: int) -> None:
+        self.broker = broker
+        self.queue_name = queue_name
+        self.keys: QueueKeys = broker.queue_keys(queue_name)
+        self.codec: Codec = broker.codec_for(queue_name)
+        self.consumer_id = uuid.uuid4().hex
+        self.processing_key = self.keys.queue + PROCESSING_INFIX + self.consumer_id
+        self.prefetch = max(1, prefetch)
+        self.timeout = timeout_ms / 1000
+        self.client = broker.client
+        self.scripts = broker.scripts
+        self._cond = threading.Condition()
+        self._buffer: deque[ListMessageProxy] = deque()
+        self._outstanding = 0  # handed out, outcome not yet recorded
+        self._pending_acks: list[bytes] = []
+        self._blocking = False
+        self.closed = False
+        self.released = False
+
+    # ------------------------------------------------------------------ fetching
+
+    def __next__(self) -> MessageProxy | None:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            with self._cond:
+                if self._buffer:
+                    self._outstanding += 1
+                    return self._buffer.popleft()
+                capacity = self.prefetch - self._outstanding
+                acks = self._take_acks() if capacity <= 0 else []
+            if capacity <= 0:
+                if acks:
+                    self._flush(acks)
+                if not self._wait_for_capacity(deadline):
+                    return None
+                continue
+            with self._cond:
+                acks = self._take_acks()
+            payloads, crashes = self._fetch(acks, min(capacity, MAX_FETCH_BATCH))
+            if payloads:
+                self._accept(payloads, crashes)
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            payload = self._block(min(remaining, MAX_BLOCK_SECONDS))
+            if payload is None:
+                return None
+            self._accept([payload], [self._crash_count(payload)])
+
+    def _wait_for_capacity(self, deadline: float) -> bool:
+        with self._cond:
+            while self._outstanding >= self.prefetch:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def _fetch(self, acks: list[bytes], count: int) -> tuple[list[bytes], list[Any]]:
+        try:
+            with connection_errors():
+                result = self.scripts.fetch(
+                    keys=[self.keys.queue, self.processing_key, self.keys.crashed], args=[count, *acks]
+                )
+        except ConnectionClosed:
+            self._restore_acks(acks)
+            raise
+        payloads = list(result[0])
+        crashes = list(result[1]) if len(result) > 1 else [None] * len(payloads)
+        return payloads, crashes
+
+    def _block(self, seconds: float) -> bytes | None:
+        with self._cond:
+            self._blocking = True
+            acks = self._take_acks()
+        try:
+            if acks:
+                self._flush(acks)
+            with connection_errors():
+                payload = self.client.blmove(
+                    self.keys.queue, self.processing_key, max(seconds, 0.01), "RIGHT", "LEFT"
+                )
+        finally:
+            with self._cond:
+                self._blocking = False
+        return None if payload is None else bytes(cast(bytes, payload))
+
+    def _crash_count(self, payload: bytes) -> Any:
+        with connection_errors():
+            return self.client.hget(self.keys.crashed, payload)
+
+    def _accept(self, payloads: list[bytes], crashes: list[Any]) -> None:
+        proxies = []
+        for payload, crashed in zip(payloads, crashes, strict=True):
+            try:
+                message = self.codec.decode(payload)
+            except InvalidMessage as exc:
+                self._quarantine(payload, exc)
+                continue
+            proxies.append(
+                ListMessageProxy(message, payload=payload, origin=self, redeliveries=int(crashed or 0))
+            )
+        with self._cond:
+            self._buffer.extend(proxies)
+
+    def _quarantine(self, payload: bytes, reason: InvalidMessage) -> None:
+        logger.error(
+            "Quarantining undecodable message on %s in %s: %s; payload %r",
+            self.keys.queue,
+            self.keys.invalid,
+            reason,
+            payload[:500],
+        )
+        with connection_errors():
+            self.scripts.settle(
+                keys=[self.processing_key, self.keys.invalid, self.keys.crashed],
+                args=[payload, "push", payload],
+            )
+
+    # ------------------------------------------------------------------ outcomes
+
+    def ack(self, message: MessageProxy) -> None:
+        proxy = _own(message)
+        proxy._origin._ack(proxy)
+
+    def nack(self, message: MessageProxy) -> None:
+        proxy = _own(message)
+        if not proxy.settled:
+            proxy.dead_letter()
+
+    def _ack(self, proxy: ListMessageProxy) -> None:
+        if proxy.settled:
+            return
+        if proxy.redeliveries:
+            # Rare: also clears the payload's crash count, in the same step.
+            self.settle(proxy, "ack", "")
+            return
+        with self._cond:
+            if proxy._finished:
+                return
+            self._finish_locked(proxy)
+            self._pending_acks.append(proxy.payload)
+            flush_now = self._blocking or self.closed or len(self._pending_acks) >= ACK_FLUSH_THRESHOLD
+            acks = self._take_acks() if flush_now else []
+        if acks:
+            self._flush(acks)
+        self._release_if_done()
+
+    def settle(self, proxy: ListMessageProxy, mode: str, new_payload: str, delay_ms: int = 0) -> bool:
+        """Record the outcome of one message in one atomic step (see scripts.SETTLE).
+
+        Returns False when the message was no longer ours (a reaper gave it back to the
+        queue after this process was presumed dead): then nothing is scheduled twice.
+        """
+        target = {"delay": self.keys.delayed, "push": self.keys.dead, "ack": self.keys.dead}[mode]
+        member_prefix = secrets.token_hex(8) + "|"
+        with connection_errors():
+            held = self.scripts.settle(
+                keys=[self.processing_key, target, self.keys.crashed],
+                args=[proxy.payload, mode, new_payload, delay_ms, member_prefix],
+            )
+        with self._cond:
+            if not proxy._finished:
+                self._finish_locked(proxy)
+        if mode == "delay":
+            self.broker.delay_scheduled(delay_ms)
+        self._release_if_done()
+        return bool(held)
+
+    def requeue(self, messages: Iterable[MessageProxy]) -> None:
+        """Return messages handed out but never started (shutdown); no attempt is counted."""
+        by_origin: dict[RedisListConsumer, list[ListMessageProxy]] = {}
+        for message in messages:
+            proxy = _own(message)
+            by_origin.setdefault(proxy._origin, []).append(proxy)
+        for origin, proxies in by_origin.items():
+            origin._requeue(proxies)
+
+    def _requeue(self, proxies: list[ListMessageProxy]) -> None:
+        with self._cond:
+            proxies = [p for p in proxies if not p._finished]
+        if not proxies:
+            return
+        with connection_errors():
+            self.scripts.requeue(
+                keys=[self.processing_key, self.keys.queue], args=[p.payload for p in proxies]
+            )
+        with self._cond:
+            for proxy in proxies:
+                if not proxy._finished:
+                    self._finish_locked(proxy)
+        self._release_if_done()
+
+    def _finish_locked(self, proxy: ListMessageProxy) -> None:
+        proxy._finished = True
+        self._outstanding -= 1
+        self._cond.notify_all()
+
+    def _take_acks(self) -> list[bytes]:
+        acks, self._pending_acks = self._pending_acks, []
+        return acks
+
+    def _restore_acks(self, acks: list[bytes]) -> None:
+        with self._cond:
+            self._pending_acks[:0] = acks
+
+    def _flush(self, acks: list[bytes]) -> None:
+        """Record acknowledgements; on a Redis error keep them for the next attempt."""
+        try:
+            self._fetch(acks, 0)
+        except ConnectionClosed:
+            logger.warning(
+                "Could not record %d acknowledgement(s) on %s yet; will retry.", len(acks), self.keys.queue
+            )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Give back what was fetched but never handed out; release the list once nothing is in flight.
+
+        Messages still being processed keep the consumer registered (and heartbeating)
+        until their outcome is recorded. If Redis is unreachable, the broker's
+        maintenance thread retries the release.
+        """
+        with self._cond:
+            self.closed = True
+            unstarted = list(self._buffer)
+            self._buffer.clear()
+            self._outstanding += len(unstarted)
+        if unstarted:
+            try:
+                self._requeue(unstarted)
+            except ConnectionClosed:
+                # Keep them buffered; the maintenance thread calls try_release again.
+                with self._cond:
+                    left = [p for p in unstarted if not p._finished]
+                    self._outstanding -= len(left)
+                    self._buffer.extend(left)
+                logger.warning(
+                    "Could not requeue %d prefetched message(s) of %s yet; will retry.",
+                    len(left),
+                    self.keys.queue,
+                )
+        self._release_if_done()
+
+    def _release_if_done(self) -> None:
+        with self._cond:
+            if not self.closed or self.released or self._outstanding > 0:
+                return
+            acks = self._take_acks()
+        try:
+            with connection_errors():
+                self.scripts.release(
+                    keys=[self.processing_key, self.keys.queue, self.broker.heartbeats_key], args=acks
+                )
+        except ConnectionClosed:
+            self._restore_acks(acks)
+            return
+        with self._cond:
+            self.released = True
+        self.broker.consumer_released(self)
+
+    def try_release(self) -> None:
+        """Called periodically by the maintenance thread for closed consumers."""
+        if self.closed and not self.released:
+            with self._cond:
+                unstarted = list(self._buffer)
+            if unstarted:
+                self.close()
+            else:
+                self._release_if_done()
+
+    @property
+    def outstanding(self) -> int:
+        with self._cond:
+            return self._outstanding
+
+
+def _own(message: MessageProxy) -> ListMessageProxy:
+    if not isinstance(message, ListMessageProxy):
+        raise TypeError(f"not a message of this broker: {message!r}")
+    return message

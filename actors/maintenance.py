@@ -1,0 +1,136 @@
+"""The broker's housekeeping thread, one per worker process.
+
+- Heartbeats: every interval, one ZADD per process for all its consumers' processing lists.
+- Reaper: every interval, consumers silent for longer than the heartbeat timeout are
+  declared dead and their messages returned to the queue (each counted as a lost
+  delivery). Every worker runs it, on a fixed period: recovery takes at most
+  timeout + interval, however quiet the queue (Dramatiq's RedisBroker reaps on a 0.1 %
+  dice roll per fetch, issue #527).
+- Delay scheduler: due messages of every declared queue are moved from its delayed set
+  to the queue. It sleeps until the earliest due time, woken early when this process
+  schedules a retry, and never longer than the poll interval, so retries scheduled by
+  another process are released on time too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import redis
+
+from actors.constants import PROMOTE_BATCH
+
+if TYPE_CHECKING:
+    from actors.broker import RedisListBroker
+    from actors.consumer import RedisListConsumer
+
+logger = logging.getLogger(__name__)
+
+#: How long to back off after a Redis error in the housekeeping loop.
+ERROR_BACKOFF_SECONDS = 1.0
+
+#: Most dead consumers reaped per call.
+REAP_BATCH = 100
+
+
+class Maintenance(threading.Thread):
+    def __init__(self, broker: RedisListBroker) -> None:
+        super().__init__(name="redis-list-broker-maintenance", daemon=True)
+        self.broker = broker
+        self._lock = threading.Lock()
+        self._consumers: set[RedisListConsumer] = set()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+
+    # Called from consumer threads -------------------------------------------------
+
+    def register(self, consumer: RedisListConsumer) -> None:
+        with self._lock:
+            self._consumers.add(consumer)
+        # Beat at once: a consumer must be visible to the reaper before it takes anything.
+        self.broker.scripts.heartbeat(keys=[self.broker.heartbeats_key], args=[consumer.processing_key])
+
+    def unregister(self, consumer: RedisListConsumer) -> None:
+        with self._lock:
+            self._consumers.discard(consumer)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if self.is_alive():
+            self.join(timeout)
+
+    # The loop ------------------------------------------------------------------------
+
+    def run(self) -> None:
+        interval = self.broker.heartbeat_interval_ms / 1000
+        next_beat = next_reap = 0.0
+        while not self._stopping.is_set():
+            now = time.monotonic()
+            sleep = self.broker.delay_poll_ms / 1000
+            try:
+                if now >= next_beat:
+                    self.beat()
+                    next_beat = now + interval
+                if now >= next_reap:
+                    self.reap()
+                    next_reap = now + interval
+                until_due = self.promote_due()
+                if until_due is not None:
+                    sleep = min(sleep, until_due)
+            except redis.RedisError as exc:
+                logger.warning(
+                    "Broker housekeeping failed (%s); retrying in %.0f s.", exc, ERROR_BACKOFF_SECONDS
+                )
+                sleep = ERROR_BACKOFF_SECONDS
+            except Exception:
+                logger.exception("Unexpected error in broker housekeeping.")
+                sleep = ERROR_BACKOFF_SECONDS
+            sleep = min(sleep, max(0.0, min(next_beat, next_reap) - time.monotonic()))
+            self._wake.wait(max(sleep, 0.0))
+            self._wake.clear()
+
+    def beat(self) -> None:
+        with self._lock:
+            consumers = list(self._consumers)
+        for consumer in consumers:
+            if consumer.closed:
+                consumer.try_release()
+        with self._lock:
+            keys = [c.processing_key for c in self._consumers]
+        if keys:
+            self.broker.scripts.heartbeat(keys=[self.broker.heartbeats_key], args=keys)
+
+    def reap(self) -> int:
+        """Return the messages of dead consumers to their queues; the number of messages moved."""
+        consumers, moved = self.broker.scripts.reap(
+            keys=[self.broker.heartbeats_key], args=[self.broker.heartbeat_timeout_ms, REAP_BATCH]
+        )
+        if consumers:
+            logger.warning(
+                "Reaped %d dead consumer(s): %d message(s) returned to their queues.", consumers, moved
+            )
+        return int(moved)
+
+    def promote_due(self) -> float | None:
+        """Release due delayed messages; seconds until the next one is due (None: none waiting)."""
+        until: float | None = None
+        for keys in self.broker.declared_queue_keys():
+            while True:
+                moved, now_ms, next_ms = self.broker.scripts.promote(
+                    keys=[keys.delayed, keys.queue], args=[PROMOTE_BATCH]
+                )
+                if moved:
+                    logger.debug("Released %d delayed message(s) to %s.", moved, keys.queue)
+                if moved < PROMOTE_BATCH:
+                    break
+            if next_ms >= 0:
+                wait = max(0.0, (next_ms - now_ms) / 1000)
+                until = wait if until is None else min(until, wait)
+        return until

@@ -1,0 +1,92 @@
+"""The report job message, exactly as the original .NET system writes it.
+
+    {"RecordId": 12345, "RetryCount": 0, "EnqueueTime": "2025-01-15T10:30:00"}
+
+PascalCase, compact JSON. EnqueueTime is any ISO-8601 date-time (with or without a
+fraction of up to 7 digits, with or without an offset); its text is kept verbatim, so
+decoding and encoding again gives back the same RecordId, RetryCount and EnqueueTime.
+This module is pure: the web tier imports it without Dramatiq.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from services.errors import MiAssessmentError
+
+#: RecordId is a .NET long / PostgreSQL bigint.
+MAX_RECORD_ID = 2**63 - 1
+#: RetryCount is a .NET int.
+MAX_RETRY_FIELD = 2**31 - 1
+
+FIELDS = ("RecordId", "RetryCount", "EnqueueTime")
+
+
+class InvalidMessage(MiAssessmentError):
+    """A queue message that cannot be decoded; it is quarantined, never processed."""
+
+
+@dataclass(frozen=True)
+class ReportQueueMessage:
+    record_id: int
+    retry_count: int
+    #: The producer's text, kept as written (see `enqueued_at` for the parsed value).
+    enqueue_time: str
+
+    @classmethod
+    def new(cls, record_id: int, *, now: datetime | None = None) -> ReportQueueMessage:
+        """A first attempt (RetryCount 0) enqueued now, in local time with its offset."""
+        moment = (now or datetime.now()).astimezone()
+        return cls(_check_record_id(record_id), 0, moment.isoformat(timespec="microseconds"))
+
+    @property
+    def enqueued_at(self) -> datetime:
+        return datetime.fromisoformat(self.enqueue_time)
+
+    def retried(self, retry_count: int) -> ReportQueueMessage:
+        """The same job for a later attempt: RecordId and EnqueueTime unchanged."""
+        return replace(self, retry_count=retry_count)
+
+    def encode(self) -> str:
+        return json.dumps(
+            {"RecordId": self.record_id, "RetryCount": self.retry_count, "EnqueueTime": self.enqueue_time},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+
+    @classmethod
+    def decode(cls, raw: str | bytes) -> ReportQueueMessage:
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InvalidMessage(f"not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise InvalidMessage(f"not a JSON object but {type(data).__name__}")
+        missing = [name for name in FIELDS if name not in data]
+        if missing:
+            raise InvalidMessage(f"missing field(s) {', '.join(missing)}")
+        record_id = _check_record_id(data["RecordId"])
+        retry_count = data["RetryCount"]
+        if not _is_int(retry_count) or not 0 <= retry_count <= MAX_RETRY_FIELD:
+            raise InvalidMessage(f"RetryCount must be an integer >= 0, got {retry_count!r}")
+        enqueue_time = data["EnqueueTime"]
+        if not isinstance(enqueue_time, str):
+            raise InvalidMessage(f"EnqueueTime must be an ISO-8601 string, got {enqueue_time!r}")
+        try:
+            datetime.fromisoformat(enqueue_time)
+        except ValueError:
+            raise InvalidMessage(f"EnqueueTime is not ISO-8601: {enqueue_time!r}") from None
+        return cls(record_id, retry_count, enqueue_time)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_record_id(value: Any) -> int:
+    if not _is_int(value) or not 1 <= value <= MAX_RECORD_ID:
+        raise InvalidMessage(f"RecordId must be an integer in 1..2^63-1, got {value!r}")
+    return int(value)

@@ -1,0 +1,176 @@
+"""Retries that are exact, atomic, and count crashed deliveries.
+
+Replaces Dramatiq's `Retries` middleware on a `RedisListBroker`:
+
+- An actor with the option `retry_delays=(d1, d2, ...)` (milliseconds) is retried on
+  exactly that schedule: a failure of attempt k (k = 1, 2, ...) re-queues the message
+  after d_k with its retry count k, and a failure once the schedule is used up moves it
+  verbatim to the queue's dead-letter list after calling the actor's `on_dead_letter`
+  hook (whose failure is logged and does not stop the dead-lettering). This is the
+  seed's 10 s / 30 s / 60 s schedule and `report:queue:dead`.
+- Other actors keep Dramatiq's semantics (max_retries, min/max_backoff with jitter,
+  retry_when, throws, on_retry_exhausted).
+- Recording the failure and scheduling the retry (or dead-lettering) is one atomic
+  Redis step, so no crash can duplicate or lose the message (Dramatiq #431/#545).
+- Deliveries lost to a dead worker count against the same budget: a message that keeps
+  killing its worker is dead-lettered on arrival instead of looping forever.
+
+For the report queue the retry count lives in the message (RetryCount); for Dramatiq
+messages in `options["retries"]`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import dramatiq
+from dramatiq.common import compute_backoff
+from dramatiq.errors import Retry
+from dramatiq.middleware import Retries, SkipMessage
+from dramatiq.middleware.retries import DEFAULT_MAX_BACKOFF
+
+from actors.consumer import ListMessageProxy
+
+logger = logging.getLogger(__name__)
+
+#: Signature of the `on_dead_letter` actor option: called with the message before it is dead-lettered.
+DeadLetterHook = Callable[[dramatiq.Message[Any]], None]
+
+
+class ExactRetries(Retries):
+    @property
+    def actor_options(self) -> set[str]:
+        return set(super().actor_options) | {"retry_delays", "on_dead_letter"}
+
+    # ------------------------------------------------------------------ hooks
+
+    def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
+        if not isinstance(message, ListMessageProxy):
+            return
+        actor = broker.get_actor(message.actor_name)
+        failed = self._failed_attempts(message, actor)
+        if failed > self._max_retries(message, actor):
+            logger.error(
+                "Message %s arrived with its attempts used up (%d failed or lost with a dead "
+                "worker); dead-lettering it.",
+                message,
+                failed,
+            )
+            self._dead_letter(message, actor)
+            raise SkipMessage("attempts exhausted by crashed deliveries")
+
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: Any,
+        *,
+        result: Any = None,
+        exception: BaseException | None = None,
+    ) -> None:
+        if exception is None:
+            return
+        if not isinstance(message, ListMessageProxy):
+            super().after_process_message(broker, message, result=result, exception=exception)  # type: ignore[no-untyped-call]
+            return
+        if message.settled:
+            return
+        actor = broker.get_actor(message.actor_name)
+        delays: Sequence[int] | None = actor.options.get("retry_delays")
+        if delays is not None:
+            self._retry_on_schedule(message, actor, delays)
+        else:
+            self._retry_with_backoff(message, actor, exception)
+
+    # ------------------------------------------------------------------ exact schedule
+
+    def _retry_on_schedule(
+        self, message: ListMessageProxy, actor: dramatiq.Actor[Any, Any], delays: Sequence[int]
+    ) -> None:
+        failed = self._failed_attempts(message, actor) + 1  # this attempt included
+        if failed > len(delays):
+            logger.error("Message %s failed %d time(s); dead-lettering it.", message, failed)
+            self._dead_letter(message, actor)
+            return
+        delay = delays[failed - 1]
+        retried = message._message.copy(options={**message.options, "retry_count": failed})
+        if message.retry_later(retried, delay):
+            logger.warning("Message %s failed; retry %d in %d ms.", message, failed, delay)
+        else:
+            logger.warning("Message %s was returned to the queue while it ran; not retried twice.", message)
+
+    # ------------------------------------------------------------------ Dramatiq's backoff
+
+    def _retry_with_backoff(
+        self, message: ListMessageProxy, actor: dramatiq.Actor[Any, Any], exception: BaseException
+    ) -> None:
+        throws = message.options.get("throws") or actor.options.get("throws")
+        if throws and isinstance(exception, throws):
+            logger.info("Aborting message %r.", message.message_id)
+            message.fail()
+            return
+        retries = self._failed_attempts(message, actor)
+        message.options["retries"] = retries + 1
+        message.options["traceback"] = traceback.format_exc(limit=30)
+        message.options["requeue_timestamp"] = int(time.time() * 1000)
+        max_retries = self._max_retries(message, actor)
+        retry_when = actor.options.get("retry_when", self.retry_when)
+        exhausted = (
+            (not retry_when(retries, exception))
+            if retry_when is not None
+            else (max_retries is not None and retries >= max_retries)
+        )
+        if exhausted:
+            logger.warning("Retries exceeded for message %r.", message.message_id)
+            message.fail()  # the worker nacks it: an atomic move to the dead-letter list
+            target = message.options.get("on_retry_exhausted") or actor.options.get("on_retry_exhausted")
+            if target:
+                broker = actor.broker
+                broker.get_actor(target).send(
+                    message.asdict(), {"retries": retries, "max_retries": max_retries}
+                )
+            return
+        if isinstance(exception, Retry) and exception.delay is not None:
+            delay = exception.delay
+        else:
+            min_backoff = message.options.get(
+                "min_backoff", actor.options.get("min_backoff", self.min_backoff)
+            )
+            max_backoff = message.options.get(
+                "max_backoff", actor.options.get("max_backoff", self.max_backoff)
+            )
+            _, delay = compute_backoff(
+                retries, factor=min_backoff, max_backoff=min(max_backoff, DEFAULT_MAX_BACKOFF)
+            )
+        logger.info("Retrying message %r in %d milliseconds.", message.message_id, delay)
+        message.retry_later(message._message, delay)
+
+    # ------------------------------------------------------------------ shared
+
+    def _failed_attempts(self, message: ListMessageProxy, actor: dramatiq.Actor[Any, Any]) -> int:
+        """Attempts of this message that ended without success: failures plus crashed deliveries."""
+        field = "retry_count" if actor.options.get("retry_delays") is not None else "retries"
+        return int(message.options.get(field, 0)) + message.redeliveries
+
+    def _max_retries(self, message: ListMessageProxy, actor: dramatiq.Actor[Any, Any]) -> int:
+        delays = actor.options.get("retry_delays")
+        if delays is not None:
+            return len(delays)
+        value = message.options.get("max_retries", actor.options.get("max_retries", self.max_retries))
+        return int(value) if value is not None else 2**31
+
+    def _dead_letter(self, message: ListMessageProxy, actor: dramatiq.Actor[Any, Any]) -> None:
+        hook: DeadLetterHook | None = actor.options.get("on_dead_letter")
+        if hook is not None:
+            try:
+                hook(message._message)
+            except Exception:
+                logger.exception(
+                    "on_dead_letter hook of %s failed for %s; dead-lettering anyway.",
+                    actor.actor_name,
+                    message,
+                )
+        message.dead_letter()

@@ -1,0 +1,65 @@
+"""Fixtures for broker tests: brokers on the test Redis and in-process workers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import dramatiq
+import pytest
+import redis
+
+from actors.broker import RedisListBroker
+from actors.codecs import ReportCodec
+from actors.configure import default_middleware
+from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
+
+#: Short timings so reaper and delay tests run in seconds.
+FAST_BROKER = {"heartbeat_timeout_ms": 2_000, "heartbeat_interval_ms": 250, "delay_poll_ms": 50}
+
+BrokerFactory = Callable[..., RedisListBroker]
+WorkerFactory = Callable[..., dramatiq.Worker]
+
+
+@pytest.fixture
+def make_broker(redis_url: str, redis_client: redis.Redis) -> Iterator[BrokerFactory]:
+    """Brokers on the test Redis; the first one made is also Dramatiq's global broker."""
+    made: list[RedisListBroker] = []
+    previous = dramatiq.get_broker()
+
+    def make(**options: object) -> RedisListBroker:
+        settings = {**FAST_BROKER, **options}
+        broker = RedisListBroker(
+            client=redis.Redis.from_url(redis_url, socket_timeout=10),
+            middleware=default_middleware(),
+            codecs={REPORT_QUEUE_NAME: ReportCodec(REPORT_QUEUE_NAME, REPORT_ACTOR_NAME)},
+            **settings,  # type: ignore[arg-type]
+        )
+        if not made:
+            dramatiq.set_broker(broker)
+        made.append(broker)
+        return broker
+
+    yield make
+    for broker in made:
+        broker.close()
+    dramatiq.set_broker(previous)
+
+
+@pytest.fixture
+def broker(make_broker: BrokerFactory) -> RedisListBroker:
+    return make_broker()
+
+
+@pytest.fixture
+def make_worker() -> Iterator[WorkerFactory]:
+    started: list[dramatiq.Worker] = []
+
+    def make(broker: dramatiq.Broker, threads: int = 2, **options: object) -> dramatiq.Worker:
+        worker = dramatiq.Worker(broker, worker_threads=threads, worker_timeout=100, **options)
+        worker.start()
+        started.append(worker)
+        return worker
+
+    yield make
+    for worker in started:
+        worker.stop(timeout=10_000)

@@ -1,0 +1,325 @@
+"""RedisListBroker on a real Redis: reliable fetch, acks, reaper, delays, hooks (seed property 2)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import dramatiq
+import pytest
+import redis
+from broker_fixtures import BrokerFactory, WorkerFactory
+from dramatiq.errors import ConnectionClosed, QueueJoinTimeout
+from dramatiq.middleware import Middleware
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from actors.broker import RedisListBroker
+from actors.constants import HEARTBEATS_KEY
+from actors.consumer import ListMessageProxy, RedisListConsumer
+from actors.message import InvalidMessage
+
+RAW_QUEUE = "raw"
+
+
+class RawCodec:
+    """Any bytes are a message: lets the tests push arbitrary strings like any producer."""
+
+    def encode(self, message: dramatiq.Message) -> str:
+        return str(message.args[0])
+
+    def decode(self, payload: bytes) -> dramatiq.Message:
+        if payload == b"\x00poison":
+            raise InvalidMessage("poison")
+        return dramatiq.Message(
+            queue_name=RAW_QUEUE, actor_name="take", args=(payload.decode(),), kwargs={}, options={}
+        )
+
+
+@pytest.fixture
+def raw_broker(broker: RedisListBroker) -> RedisListBroker:
+    broker.codecs[RAW_QUEUE] = RawCodec()
+    broker.declare_queue(RAW_QUEUE)
+    return broker
+
+
+def take(consumer: RedisListConsumer, n: int, timeout: float = 5.0) -> list[ListMessageProxy]:
+    got: list[ListMessageProxy] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < n and time.monotonic() < deadline:
+        message = next(consumer)
+        if message is not None:
+            assert isinstance(message, ListMessageProxy)
+            got.append(message)
+    return got
+
+
+def processing_len(client: redis.Redis, consumer: RedisListConsumer) -> int:
+    return int(client.llen(consumer.processing_key))
+
+
+values = st.lists(
+    st.text(min_size=1, max_size=40).filter(lambda s: s != "\x00poison"), min_size=1, max_size=30
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values)
+def test_property_2_redis_list_lpush_take_round_trip(
+    raw_broker: RedisListBroker, redis_client: redis.Redis, values: list[str]
+) -> None:
+    """Feature: redis-report-queue, Property 2: Redis List LPUSH/BRPOP round trip.
+
+    N LPUSHes give LLEN N; taking N messages returns every value in FIFO order; acked,
+    nothing is left behind.
+    """
+    key = raw_broker.queue_keys(RAW_QUEUE).queue
+    redis_client.delete(key)
+    for value in values:
+        redis_client.lpush(key, value)
+    assert redis_client.llen(key) == len(values)
+
+    consumer = raw_broker.consume(RAW_QUEUE, prefetch=len(values), timeout=1000)
+    got = take(consumer, len(values))
+    assert [m.args[0] for m in got] == values
+    assert redis_client.llen(key) == 0
+    assert processing_len(redis_client, consumer) == len(values)  # held until their outcome is known
+    for message in got:
+        consumer.ack(message)
+    consumer.close()
+    assert processing_len(redis_client, consumer) == 0
+    assert redis_client.zscore(HEARTBEATS_KEY, consumer.processing_key) is None
+
+
+def test_blocked_consumer_wakes_up_for_a_new_message(
+    raw_broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    consumer = raw_broker.consume(RAW_QUEUE, prefetch=1, timeout=3000)
+    threading.Timer(0.3, lambda: redis_client.lpush("raw:queue", "late")).start()
+    started = time.monotonic()
+    message = next(consumer)
+    assert message is not None
+    assert message.args == ("late",)
+    assert time.monotonic() - started < 1.5
+    consumer.ack(message)
+    consumer.close()
+
+
+def test_empty_queue_returns_none_after_the_timeout(raw_broker: RedisListBroker) -> None:
+    consumer = raw_broker.consume(RAW_QUEUE, prefetch=1, timeout=200)
+    started = time.monotonic()
+    assert next(consumer) is None
+    assert 0.15 < time.monotonic() - started < 1.5
+    consumer.close()
+
+
+def test_prefetch_limits_messages_held(raw_broker: RedisListBroker, redis_client: redis.Redis) -> None:
+    redis_client.lpush("raw:queue", *[str(i) for i in range(10)])
+    consumer = raw_broker.consume(RAW_QUEUE, prefetch=3, timeout=100)
+    got = take(consumer, 3)
+    assert next(consumer) is None  # no capacity until something is acked
+    assert processing_len(redis_client, consumer) == 3
+    consumer.ack(got[0])
+    assert take(consumer, 1)[0].args == ("3",)
+    assert redis_client.llen("raw:queue") == 6
+
+
+def test_undecodable_message_is_quarantined_verbatim(
+    raw_broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    redis_client.lpush("raw:queue", "first", b"\x00poison", "after")
+    consumer = raw_broker.consume(RAW_QUEUE, prefetch=5, timeout=500)
+    got = take(consumer, 2)
+    assert [m.args[0] for m in got] == ["first", "after"]
+    assert redis_client.lrange("raw:queue:invalid", 0, -1) == [b"\x00poison"]
+    assert processing_len(redis_client, consumer) == 2
+
+
+def test_reaper_returns_messages_of_a_dead_consumer(
+    make_broker: BrokerFactory, redis_client: redis.Redis
+) -> None:
+    dying = make_broker()
+    dying.codecs[RAW_QUEUE] = RawCodec()
+    dying.declare_queue(RAW_QUEUE)
+    redis_client.lpush("raw:queue", "a", "b", "c", "d")
+    consumer = dying.consume(RAW_QUEUE, prefetch=3, timeout=100)
+    assert [m.args[0] for m in take(consumer, 3)] == ["a", "b", "c"]
+    # The process "dies": its heartbeats stop, nothing is acked or closed.
+    dying.maintenance().stop()
+
+    survivor = make_broker()
+    survivor.codecs[RAW_QUEUE] = RawCodec()
+    survivor.declare_queue(RAW_QUEUE)
+    died_at = time.monotonic()
+    survivor.maintenance()
+    timeout_s = survivor.heartbeat_timeout_ms / 1000
+    interval_s = survivor.heartbeat_interval_ms / 1000
+    while processing_len(redis_client, consumer) and time.monotonic() - died_at < timeout_s + 10:
+        time.sleep(0.05)
+    waited = time.monotonic() - died_at
+    assert processing_len(redis_client, consumer) == 0
+    assert waited <= timeout_s + interval_s + 1.0
+    # Back at the head of the queue in their original order, each with one lost delivery.
+    taker = survivor.consume(RAW_QUEUE, prefetch=4, timeout=500)
+    again = take(taker, 4)
+    assert [m.args[0] for m in again] == ["a", "b", "c", "d"]
+    assert [m.redeliveries for m in again] == [1, 1, 1, 0]
+    assert redis_client.zscore(HEARTBEATS_KEY, consumer.processing_key) is None
+
+
+def test_requeue_puts_unstarted_messages_back_without_counting_an_attempt(
+    raw_broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    redis_client.lpush("raw:queue", "a", "b", "c")
+    consumer = raw_broker.consume(RAW_QUEUE, prefetch=3, timeout=100)
+    got = take(consumer, 3)
+    consumer.ack(got[0])
+    consumer.requeue(got[1:])
+    assert redis_client.lrange("raw:queue", 0, -1) == [b"c", b"b"]  # "b" is next (right end)
+    assert not redis_client.exists("raw:queue:crashed")
+    consumer.close()
+    assert processing_len(redis_client, consumer) == 0
+
+
+def test_close_returns_prefetched_messages_and_waits_for_in_flight_ones(
+    raw_broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    redis_client.lpush("raw:queue", *"abcde")
+    consumer = raw_broker.consume(RAW_QUEUE, prefetch=5, timeout=100)
+    in_flight = next(consumer)  # fetches five, hands out one
+    assert in_flight is not None
+    assert in_flight.args == ("a",)
+    consumer.close()
+    assert redis_client.lrange("raw:queue", 0, -1) == [b"e", b"d", b"c", b"b"]
+    assert processing_len(redis_client, consumer) == 1
+    assert redis_client.zscore(HEARTBEATS_KEY, consumer.processing_key) is not None  # still beating
+    consumer.ack(in_flight)
+    assert processing_len(redis_client, consumer) == 0
+    assert redis_client.zscore(HEARTBEATS_KEY, consumer.processing_key) is None
+
+
+def test_delayed_message_waits_in_redis_and_is_released_on_time(
+    raw_broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    raw_broker.maintenance()
+    message = dramatiq.Message(
+        queue_name=RAW_QUEUE, actor_name="take", args=("later",), kwargs={}, options={}
+    )
+    raw_broker.enqueue(message, delay=400)
+    sent = time.monotonic()
+    assert redis_client.llen("raw:queue") == 0
+    assert redis_client.zcard("raw:queue:delayed") == 1
+    while not redis_client.llen("raw:queue") and time.monotonic() - sent < 5:
+        time.sleep(0.005)
+    released = time.monotonic() - sent
+    assert redis_client.lrange("raw:queue", 0, -1) == [b"later"]
+    assert 0.39 <= released <= 0.4 + 0.25
+    assert redis_client.zcard("raw:queue:delayed") == 0
+
+
+def test_equal_delayed_payloads_are_kept_apart(
+    raw_broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    message = dramatiq.Message(queue_name=RAW_QUEUE, actor_name="take", args=("same",), kwargs={}, options={})
+    raw_broker.enqueue(message, delay=60_000)
+    raw_broker.enqueue(message, delay=60_000)
+    assert redis_client.zcard("raw:queue:delayed") == 2
+
+
+class Recorder(Middleware):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def before_declare_queue(self, broker: Any, queue_name: str) -> None:
+        self.calls.append(("before_declare_queue", queue_name))
+
+    def after_declare_queue(self, broker: Any, queue_name: str) -> None:
+        self.calls.append(("after_declare_queue", queue_name))
+
+    def before_enqueue(self, broker: Any, message: Any, delay: Any) -> None:
+        self.calls.append(("before_enqueue", delay))
+
+    def after_enqueue(self, broker: Any, message: Any, delay: Any) -> None:
+        self.calls.append(("after_enqueue", delay))
+
+
+def test_declare_and_enqueue_emit_dramatiq_hooks(broker: RedisListBroker) -> None:
+    recorder = Recorder()
+    broker.add_middleware(recorder)
+    broker.declare_queue("hooked")
+    broker.declare_queue("hooked")  # idempotent
+    message = dramatiq.Message(queue_name="hooked", actor_name="x", args=(), kwargs={}, options={})
+    broker.enqueue(message)
+    broker.enqueue(message, delay=10_000)
+    assert recorder.calls == [
+        ("before_declare_queue", "hooked"),
+        ("after_declare_queue", "hooked"),
+        ("before_enqueue", None),
+        ("after_enqueue", None),
+        ("before_enqueue", 10_000),
+        ("after_enqueue", 10_000),
+    ]
+    assert "hooked" in broker.get_declared_queues()
+    assert broker.get_declared_delay_queues() == set()
+
+
+def test_worker_runs_every_message_once_with_concurrent_acks(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    @dramatiq.actor(queue_name="many", max_retries=0)
+    def record(i: int) -> None:
+        with lock:
+            seen.append(i)
+
+    broker.enqueue_many(record.message(i) for i in range(2000))
+    worker = make_worker(broker, threads=8)
+    broker.join("many", timeout=60_000)
+    worker.stop()
+    assert sorted(seen) == list(range(2000))
+    assert redis_client.zcard(HEARTBEATS_KEY) == 0
+    assert not redis_client.keys("many:queue:processing:*")
+
+
+def test_generic_actor_keeps_dramatiq_retries_and_dead_letters(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    attempts: list[float] = []
+
+    @dramatiq.actor(queue_name="flaky", max_retries=2, min_backoff=50, max_backoff=200)
+    def flaky() -> None:
+        attempts.append(time.monotonic())
+        raise ValueError("always")
+
+    flaky.send()
+    make_worker(broker, threads=1)
+    broker.join("flaky", timeout=20_000)
+    assert len(attempts) == 3
+    dead = redis_client.lrange("flaky:queue:dead", 0, -1)
+    assert len(dead) == 1
+    # Dead-lettered verbatim: the payload of its last delivery.
+    assert dramatiq.Message.decode(dead[0]).options["retries"] == 2
+
+
+def test_join_times_out_while_messages_wait(raw_broker: RedisListBroker, redis_client: redis.Redis) -> None:
+    redis_client.lpush("raw:queue", "x")
+    with pytest.raises(QueueJoinTimeout):
+        raw_broker.join(RAW_QUEUE, timeout=200)
+    raw_broker.flush(RAW_QUEUE)
+    raw_broker.join(RAW_QUEUE, timeout=200)
+
+
+def test_redis_errors_surface_as_connection_closed() -> None:
+    from broker_fixtures import FAST_BROKER
+
+    dead = RedisListBroker(url="redis://127.0.0.1:1/0", **FAST_BROKER)  # type: ignore[arg-type]
+    dead.declare_queue("q")
+    message = dramatiq.Message(queue_name="q", actor_name="x", args=(), kwargs={}, options={})
+    with pytest.raises(ConnectionClosed):
+        dead.enqueue(message)
+    with pytest.raises(ConnectionClosed):
+        dead.consume("q")
+    dead.close()

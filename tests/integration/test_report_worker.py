@@ -1,0 +1,220 @@
+"""The real report actor in a Dramatiq worker, on the real Redis and PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import dramatiq
+import pytest
+import redis
+from broker_fixtures import BrokerFactory
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from actors.broker import RedisListBroker
+from actors.constants import (
+    DEAD_LETTER_QUEUE_KEY,
+    INVALID_QUEUE_KEY,
+    MAX_RETRY_COUNT,
+    REPORT_QUEUE_KEY,
+    REPORT_QUEUE_NAME,
+    RETRY_DELAYS_MS,
+)
+from actors.message import ReportQueueMessage
+from actors.monitor import queue_figures
+from actors.producer import RedisReportQueue
+from actors.report import generate_report
+from services.models import AssessmentRecord, DimensionResult, ReportSummary
+from services.status import RecordStatus
+
+MakeRecord = Callable[..., int]
+
+
+@pytest.fixture
+def report_broker(make_broker: BrokerFactory) -> RedisListBroker:
+    """A fresh broker with the real actor (its function and options) declared on it."""
+    broker = make_broker()
+    dramatiq.actor(
+        generate_report.fn,
+        broker=broker,
+        actor_name=generate_report.actor_name,
+        queue_name=generate_report.queue_name,
+        **generate_report.options,
+    )
+    return broker
+
+
+@pytest.fixture
+def report_worker(
+    report_broker: RedisListBroker, session_factory: sessionmaker[Session]
+) -> Iterator[dramatiq.Worker]:
+    worker = dramatiq.Worker(report_broker, worker_threads=2, worker_timeout=100)
+    worker.start()
+    yield worker
+    worker.stop(timeout=10_000)
+
+
+def status_of(session_factory: sessionmaker[Session], record_id: int) -> int:
+    with session_factory() as session:
+        return session.scalars(select(AssessmentRecord.status).where(AssessmentRecord.id == record_id)).one()
+
+
+def result_rows(session_factory: sessionmaker[Session], record_id: int) -> tuple[int, int]:
+    with session_factory() as session:
+        results = session.scalar(
+            select(func.count()).select_from(DimensionResult).where(DimensionResult.record_id == record_id)
+        )
+        summaries = session.scalar(
+            select(func.count()).select_from(ReportSummary).where(ReportSummary.record_id == record_id)
+        )
+        return int(results or 0), int(summaries or 0)
+
+
+def wait_for_status(
+    session_factory: sessionmaker[Session], record_id: int, status: int, timeout: float
+) -> None:
+    deadline = time.monotonic() + timeout
+    while status_of(session_factory, record_id) != status and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert status_of(session_factory, record_id) == status
+
+
+def test_submitted_record_gets_its_report(
+    report_broker: RedisListBroker,
+    report_worker: dramatiq.Worker,
+    make_record: MakeRecord,
+    redis_client: redis.Redis,
+    session_factory: sessionmaker[Session],
+) -> None:
+    record_id = make_record(RecordStatus.GENERATING)
+    RedisReportQueue(redis_client).enqueue(record_id)
+    report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
+    assert status_of(session_factory, record_id) == RecordStatus.COMPLETED
+    assert result_rows(session_factory, record_id) == (8, 1)
+    assert queue_figures(redis_client) == queue_figures(redis_client).__class__(0, 0, 0, 0, 0)
+
+
+def test_message_lpushed_by_the_dotnet_producer_is_processed(
+    report_broker: RedisListBroker,
+    report_worker: dramatiq.Worker,
+    make_record: MakeRecord,
+    redis_client: redis.Redis,
+    session_factory: sessionmaker[Session],
+) -> None:
+    record_id = make_record(RecordStatus.GENERATING)
+    redis_client.lpush(
+        REPORT_QUEUE_KEY,
+        f'{{"RecordId":{record_id},"RetryCount":0,"EnqueueTime":"2025-01-15T10:30:00.1234567+08:00"}}',
+    )
+    report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
+    assert status_of(session_factory, record_id) == RecordStatus.COMPLETED
+
+
+@pytest.mark.parametrize(
+    "status", [RecordStatus.PENDING, RecordStatus.IN_PROGRESS, RecordStatus.COMPLETED, RecordStatus.FAILED]
+)
+def test_record_not_generating_is_acknowledged_and_skipped(
+    report_broker: RedisListBroker,
+    report_worker: dramatiq.Worker,
+    make_record: MakeRecord,
+    redis_client: redis.Redis,
+    session_factory: sessionmaker[Session],
+    status: RecordStatus,
+) -> None:
+    record_id = make_record(status)
+    RedisReportQueue(redis_client).enqueue(record_id)
+    report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
+    assert status_of(session_factory, record_id) == status
+    assert result_rows(session_factory, record_id) == (0, 0)
+    assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 0
+
+
+def test_poison_messages_are_quarantined_and_the_worker_goes_on(
+    report_broker: RedisListBroker,
+    report_worker: dramatiq.Worker,
+    make_record: MakeRecord,
+    redis_client: redis.Redis,
+    session_factory: sessionmaker[Session],
+) -> None:
+    poison = [
+        b"{not json",
+        b'{"RecordId":1,"RetryCount":0}',
+        b'{"RecordId":0,"RetryCount":0,"EnqueueTime":"2025-01-15T10:30:00"}',
+        b'{"RecordId":-3,"RetryCount":0,"EnqueueTime":"2025-01-15T10:30:00"}',
+        b'{"RecordId":"5","RetryCount":0,"EnqueueTime":"2025-01-15T10:30:00"}',
+        b'{"RecordId":5,"RetryCount":"0","EnqueueTime":"2025-01-15T10:30:00"}',
+        b"[]",
+    ]
+    record_id = make_record(RecordStatus.GENERATING)
+    redis_client.lpush(REPORT_QUEUE_KEY, *poison, ReportQueueMessage.new(record_id).encode())
+    report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
+    assert status_of(session_factory, record_id) == RecordStatus.COMPLETED
+    # Verbatim, oldest at the right like the queue itself.
+    assert redis_client.lrange(INVALID_QUEUE_KEY, 0, -1) == poison[::-1]
+
+
+def test_last_failure_dead_letters_and_marks_the_record_failed(
+    report_broker: RedisListBroker,
+    report_worker: dramatiq.Worker,
+    make_record: MakeRecord,
+    redis_client: redis.Redis,
+    session_factory: sessionmaker[Session],
+) -> None:
+    record_id = make_record(RecordStatus.GENERATING, answers={})  # generation raises: no answers
+    last = ReportQueueMessage(record_id, MAX_RETRY_COUNT, "2025-01-15T10:30:00")
+    redis_client.lpush(REPORT_QUEUE_KEY, last.encode())
+    report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
+    assert redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1) == [last.encode().encode()]
+    assert status_of(session_factory, record_id) == RecordStatus.FAILED
+
+
+class AttemptClock(dramatiq.Middleware):
+    """Records when each attempt starts and ends, as the worker sees it."""
+
+    def __init__(self) -> None:
+        self.starts: list[tuple[int, float]] = []
+        self.ends: list[float] = []
+
+    def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.Message) -> None:
+        self.starts.append((message.options["retry_count"], time.monotonic()))
+
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: dramatiq.Message,
+        *,
+        result: object = None,
+        exception: BaseException | None = None,
+    ) -> None:
+        self.ends.append(time.monotonic())
+
+
+@pytest.mark.slow
+def test_full_retry_schedule_with_the_real_delays(
+    report_broker: RedisListBroker,
+    make_record: MakeRecord,
+    redis_client: redis.Redis,
+    session_factory: sessionmaker[Session],
+) -> None:
+    """Seed 000: failures at RetryCount 0, 1, 2 return after exactly 10 s, 30 s, 60 s; then dead + status 5."""
+    clock = AttemptClock()
+    report_broker.add_middleware(clock)
+    worker = dramatiq.Worker(report_broker, worker_threads=1, worker_timeout=100)
+    worker.start()
+    try:
+        record_id = make_record(RecordStatus.GENERATING, answers={})
+        RedisReportQueue(redis_client).enqueue(record_id)
+        wait_for_status(
+            session_factory, record_id, RecordStatus.FAILED, timeout=sum(RETRY_DELAYS_MS) / 1000 + 15
+        )
+    finally:
+        worker.stop(timeout=10_000)
+        report_broker.middleware.remove(clock)
+    assert [count for count, _ in clock.starts] == [0, 1, 2, 3]
+    for k, delay_ms in enumerate(RETRY_DELAYS_MS):
+        lateness = clock.starts[k + 1][1] - clock.ends[k] - delay_ms / 1000
+        assert -0.01 <= lateness <= 0.25, (k, lateness)
+    [dead] = redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1)
+    assert ReportQueueMessage.decode(dead).retry_count == MAX_RETRY_COUNT
+    assert ReportQueueMessage.decode(dead).record_id == record_id

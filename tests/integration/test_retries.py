@@ -1,0 +1,258 @@
+"""ExactRetries on a real Redis: the seed's schedule, dead letters, the shared attempt budget (property 3)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import dramatiq
+import pytest
+import redis
+from broker_fixtures import WorkerFactory
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from actors.broker import RedisListBroker
+from actors.constants import (
+    DEAD_LETTER_QUEUE_KEY,
+    MAX_RETRY_COUNT,
+    REPORT_ACTOR_NAME,
+    REPORT_DELAYED_KEY,
+    REPORT_QUEUE_KEY,
+    REPORT_QUEUE_NAME,
+    RETRY_DELAYS_MS,
+)
+from actors.consumer import ListMessageProxy
+from actors.message import MAX_RECORD_ID, ReportQueueMessage
+from actors.retries import ExactRetries
+from actors.scripts import DELAYED_PREFIX_LEN
+
+DotnetMessage = st.builds(
+    ReportQueueMessage,
+    st.integers(min_value=1, max_value=MAX_RECORD_ID),
+    st.integers(min_value=0, max_value=MAX_RETRY_COUNT - 1),
+    st.sampled_from(["2025-01-15T10:30:00", "2025-01-15T10:30:00.1234567+08:00", "2026-11-30T04:00:00.5Z"]),
+)
+
+
+def declare_report_actor(
+    broker: RedisListBroker,
+    fn: Callable[[int], None],
+    *,
+    delays: tuple[int, ...] = RETRY_DELAYS_MS,
+    on_dead_letter: Callable[[dramatiq.Message], None] | None = None,
+) -> dramatiq.Actor[[int], None]:
+    """A stand-in for actors.report.generate_report with the same name, queue and retry options."""
+    return dramatiq.actor(
+        fn,
+        broker=broker,
+        actor_name=REPORT_ACTOR_NAME,
+        queue_name=REPORT_QUEUE_NAME,
+        retry_delays=delays,
+        on_dead_letter=on_dead_letter or (lambda message: None),
+    )
+
+
+def retries_middleware(broker: RedisListBroker) -> ExactRetries:
+    return next(m for m in broker.middleware if isinstance(m, ExactRetries))
+
+
+def delayed_entries(client: redis.Redis) -> list[tuple[ReportQueueMessage, float]]:
+    return [
+        (ReportQueueMessage.decode(member[DELAYED_PREFIX_LEN:]), score)
+        for member, score in client.zrange(REPORT_DELAYED_KEY, 0, -1, withscores=True)
+    ]
+
+
+def redis_millis(client: redis.Redis) -> float:
+    seconds, micros = client.time()
+    return seconds * 1000 + micros / 1000
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(DotnetMessage)
+def test_property_3_failure_increments_retry_count(
+    broker: RedisListBroker, redis_client: redis.Redis, message: ReportQueueMessage
+) -> None:
+    """Feature: redis-report-queue, Property 3: 失败重试递增 RetryCount.
+
+    A failed message with RetryCount r < 3 comes back with r + 1, the same RecordId and
+    EnqueueTime, due after the r-th delay of the schedule; the failed delivery is gone.
+    """
+    redis_client.delete(REPORT_QUEUE_KEY, REPORT_DELAYED_KEY)
+    if REPORT_ACTOR_NAME not in broker.actors:
+        declare_report_actor(broker, lambda record_id: None)
+    redis_client.lpush(REPORT_QUEUE_KEY, message.encode())
+    consumer = broker.consume(REPORT_QUEUE_NAME, prefetch=1, timeout=1000)
+    proxy = next(consumer)
+    assert isinstance(proxy, ListMessageProxy)
+
+    before = redis_millis(redis_client)
+    retries_middleware(broker).after_process_message(
+        broker, proxy, exception=RuntimeError("generation failed")
+    )
+    after = redis_millis(redis_client)
+
+    [(retried, due)] = delayed_entries(redis_client)
+    assert retried == ReportQueueMessage(message.record_id, message.retry_count + 1, message.enqueue_time)
+    delay = RETRY_DELAYS_MS[message.retry_count]
+    assert before + delay - 1 <= due <= after + delay + 1
+    assert redis_client.llen(consumer.processing_key) == 0
+    consumer.ack(proxy)  # what the worker does next: a no-op for a settled message
+    consumer.close()
+    assert redis_client.llen(REPORT_QUEUE_KEY) == 0
+
+
+def test_schedule_through_a_worker_then_dead_letter(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    delays = (300, 600, 900)
+    attempts: list[tuple[int, float, float]] = []  # (retry count seen, start, end)
+    dead: list[dramatiq.Message] = []
+    current: dict[str, int] = {}
+
+    class SeeRetryCount(dramatiq.Middleware):
+        def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.Message) -> None:
+            current["retry_count"] = message.options["retry_count"]
+
+    def always_fails(record_id: int) -> None:
+        start = time.monotonic()
+        attempts.append((current["retry_count"], start, start))
+        raise RuntimeError("boom")
+
+    broker.add_middleware(SeeRetryCount())
+    declare_report_actor(broker, always_fails, delays=delays, on_dead_letter=dead.append)
+    first = ReportQueueMessage(7, 0, "2025-01-15T10:30:00.1234567+08:00")
+    redis_client.lpush(REPORT_QUEUE_KEY, first.encode())
+    make_worker(broker, threads=2)
+    deadline = time.monotonic() + 10
+    while not redis_client.llen(DEAD_LETTER_QUEUE_KEY) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    assert [a[0] for a in attempts] == [0, 1, 2, 3]
+    for k, delay in enumerate(delays):
+        gap = attempts[k + 1][1] - attempts[k][2]
+        assert delay / 1000 <= gap + 0.005 <= delay / 1000 + 0.25, (k, gap)
+    [dead_payload] = redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1)
+    assert ReportQueueMessage.decode(dead_payload) == first.retried(3)
+    assert [m.args for m in dead] == [(7,)]
+    broker.join(REPORT_QUEUE_NAME, timeout=5000)
+
+
+def test_other_messages_run_during_a_backoff(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    done: dict[int, float] = {}
+
+    def fails_for_one(record_id: int) -> None:
+        if record_id == 1:
+            raise RuntimeError("record 1 is broken")
+        done[record_id] = time.monotonic()
+
+    declare_report_actor(broker, fails_for_one, delays=(3000, 3000, 3000))
+    redis_client.lpush(REPORT_QUEUE_KEY, ReportQueueMessage.new(1).encode())
+    make_worker(broker, threads=1)  # one thread: a sleeping backoff would block everything
+    time.sleep(0.3)
+    sent = time.monotonic()
+    redis_client.lpush(REPORT_QUEUE_KEY, *[ReportQueueMessage.new(i).encode() for i in (2, 3)])
+    while len(done) < 2 and time.monotonic() - sent < 5:
+        time.sleep(0.01)
+    assert sorted(done) == [2, 3]
+    assert max(done.values()) - sent < 1.0
+    assert [m.record_id for m, _ in delayed_entries(redis_client)] == [1]
+
+
+def test_failing_dead_letter_hook_still_dead_letters(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    def broken_hook(message: dramatiq.Message) -> None:
+        raise ConnectionError("database down while setting status 5")
+
+    def always_fails(record_id: int) -> None:
+        raise RuntimeError("boom")
+
+    declare_report_actor(broker, always_fails, on_dead_letter=broken_hook)
+    last = ReportQueueMessage(9, MAX_RETRY_COUNT, "2025-01-15T10:30:00")
+    redis_client.lpush(REPORT_QUEUE_KEY, last.encode())
+    make_worker(broker, threads=1)
+    broker.join(REPORT_QUEUE_NAME, timeout=5000)
+    assert redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1) == [last.encode().encode()]
+
+
+def test_crashed_deliveries_share_the_attempt_budget(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    ran: list[int] = []
+    dead: list[dramatiq.Message] = []
+    declare_report_actor(broker, ran.append, on_dead_letter=dead.append)
+    # RetryCount 3 and one delivery lost with a killed worker: four deliveries already.
+    spent = ReportQueueMessage(11, MAX_RETRY_COUNT, "2025-01-15T10:30:00").encode()
+    # RetryCount 1 and one lost delivery: its third delivery may still run.
+    alive = ReportQueueMessage(12, 1, "2025-01-15T10:30:00").encode()
+    redis_client.lpush(REPORT_QUEUE_KEY, spent, alive)
+    redis_client.hset(f"{REPORT_QUEUE_KEY}:crashed", mapping={spent: 1, alive: 1})
+    make_worker(broker, threads=1)
+    broker.join(REPORT_QUEUE_NAME, timeout=5000)
+    assert ran == [12]
+    assert [m.args for m in dead] == [(11,)]
+    assert redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1) == [spent.encode()]
+    assert not redis_client.exists(f"{REPORT_QUEUE_KEY}:crashed")
+
+
+def test_a_failure_after_a_crash_uses_the_next_step_of_the_schedule(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    declare_report_actor(broker, lambda record_id: None)
+    payload = ReportQueueMessage(13, 0, "2025-01-15T10:30:00").encode()
+    redis_client.lpush(REPORT_QUEUE_KEY, payload)
+    redis_client.hset(f"{REPORT_QUEUE_KEY}:crashed", payload, 1)
+    consumer = broker.consume(REPORT_QUEUE_NAME, prefetch=1, timeout=1000)
+    proxy = next(consumer)
+    assert isinstance(proxy, ListMessageProxy)
+    assert proxy.redeliveries == 1
+    retries_middleware(broker).after_process_message(broker, proxy, exception=RuntimeError())
+    [(retried, _)] = delayed_entries(redis_client)
+    assert retried.retry_count == 2  # one failure + one crash
+    assert not redis_client.exists(f"{REPORT_QUEUE_KEY}:crashed")
+
+
+def test_no_retry_for_a_message_given_back_while_it_ran(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    """If this worker was presumed dead and its message returned, its late failure schedules nothing."""
+    declare_report_actor(broker, lambda record_id: None)
+    redis_client.lpush(REPORT_QUEUE_KEY, ReportQueueMessage.new(14).encode())
+    consumer = broker.consume(REPORT_QUEUE_NAME, prefetch=1, timeout=1000)
+    proxy = next(consumer)
+    assert isinstance(proxy, ListMessageProxy)
+    redis_client.lmove(consumer.processing_key, REPORT_QUEUE_KEY, "LEFT", "RIGHT")  # what the reaper does
+    retries_middleware(broker).after_process_message(broker, proxy, exception=RuntimeError())
+    assert redis_client.zcard(REPORT_DELAYED_KEY) == 0
+    assert redis_client.llen(REPORT_QUEUE_KEY) == 1
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_many_failures_at_once_are_released_on_time(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis, threads: int
+) -> None:
+    seen: dict[int, list[float]] = {}
+    lock = threading.Lock()
+
+    def fail_once(record_id: int) -> None:
+        with lock:
+            seen.setdefault(record_id, []).append(time.monotonic())
+            first = len(seen[record_id]) == 1
+        if first:
+            raise RuntimeError("first attempt fails")
+
+    declare_report_actor(broker, fail_once, delays=(1000, 1000, 1000))
+    redis_client.lpush(REPORT_QUEUE_KEY, *[ReportQueueMessage.new(i).encode() for i in range(1, 201)])
+    make_worker(broker, threads=threads)
+    time.sleep(0.5)
+    broker.join(REPORT_QUEUE_NAME, timeout=20_000)
+    gaps = sorted(times[1] - times[0] for times in seen.values())
+    assert len(gaps) == 200
+    # Each retry starts 1 s after its failure, not later than the lateness target (plus queueing).
+    assert gaps[0] >= 0.995
+    assert gaps[int(len(gaps) * 0.99) - 1] <= 1.0 + 0.25 + 0.25

@@ -1,0 +1,171 @@
+"""`dramatiq actors` as real processes: killed mid-generation, stopped with SIGTERM, Redis restarted."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from processes import RedisServer, WorkerProcess, row_locked, sessions_waiting_for_a_lock, wait_until
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from actors.constants import HEARTBEATS_KEY, REPORT_QUEUE_KEY
+from actors.message import ReportQueueMessage
+from actors.monitor import QueueFigures, queue_figures
+from actors.producer import RedisReportQueue
+from services.config import Settings
+from services.models import AssessmentRecord, DimensionResult, ReportSummary
+from services.status import RecordStatus
+
+pytestmark = pytest.mark.slow
+
+#: Short heartbeat timeout so a killed worker's messages come back in seconds.
+FAST_REAPER = {"BROKER_HEARTBEAT_TIMEOUT_MS": "3000"}
+
+MakeRecord = Callable[..., int]
+
+
+@pytest.fixture
+def start_worker(
+    settings: Settings, tmp_path: Path, redis_url: str
+) -> Iterator[Callable[..., WorkerProcess]]:
+    started: list[WorkerProcess] = []
+
+    def start(*, redis: str | None = None, threads: int = 1) -> WorkerProcess:
+        worker = WorkerProcess(
+            database_url=settings.database_url,
+            redis_url=redis or redis_url,
+            log_path=tmp_path / f"worker-{len(started)}.log",
+            threads=threads,
+            env=FAST_REAPER,
+        )
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def status_of(session_factory: sessionmaker[Session], record_id: int) -> int:
+    with session_factory() as session:
+        return session.scalars(select(AssessmentRecord.status).where(AssessmentRecord.id == record_id)).one()
+
+
+def report_rows(session_factory: sessionmaker[Session], record_id: int) -> tuple[int, int]:
+    with session_factory() as session:
+        results = session.scalar(select(func.count()).where(DimensionResult.record_id == record_id))
+        summaries = session.scalar(select(func.count()).where(ReportSummary.record_id == record_id))
+        return int(results or 0), int(summaries or 0)
+
+
+def consuming(client: redis.Redis) -> Callable[[], bool]:
+    return lambda: client.zcard(HEARTBEATS_KEY) > 0
+
+
+def test_worker_killed_mid_generation_redelivers_and_completes_once(
+    start_worker: Callable[..., WorkerProcess],
+    make_record: MakeRecord,
+    redis_client: redis.Redis,
+    session_factory: sessionmaker[Session],
+    settings: Settings,
+) -> None:
+    record_id = make_record(RecordStatus.GENERATING)
+    with row_locked(settings.database_url, record_id):
+        worker = start_worker()
+        wait_until(consuming(redis_client), timeout=30, what="the worker to start consuming")
+        RedisReportQueue(redis_client).enqueue(record_id)
+        wait_until(
+            lambda: sessions_waiting_for_a_lock(settings.database_url) > 0,
+            timeout=10,
+            what="generation to start",
+        )
+        worker.kill()  # SIGKILL to the supervisor and its worker process, mid-transaction
+    assert status_of(session_factory, record_id) == RecordStatus.GENERATING
+    assert queue_figures(redis_client).in_flight == 1  # held by the dead consumer, not lost
+
+    start_worker()
+    wait_until(
+        lambda: status_of(session_factory, record_id) == RecordStatus.COMPLETED,
+        timeout=3 + 5 + 10,
+        what="the redelivered message to complete",
+    )
+    assert report_rows(session_factory, record_id) == (8, 1)
+    wait_until(
+        lambda: queue_figures(redis_client) == QueueFigures(0, 0, 0, 0, 0),
+        timeout=5,
+        what="the queue to settle",
+    )
+    assert not redis_client.exists(f"{REPORT_QUEUE_KEY}:crashed")
+
+
+def test_sigterm_finishes_in_flight_work_and_returns_prefetched_messages(
+    start_worker: Callable[..., WorkerProcess],
+    make_record: MakeRecord,
+    redis_client: redis.Redis,
+    session_factory: sessionmaker[Session],
+    settings: Settings,
+) -> None:
+    first, second, third = (make_record(RecordStatus.GENERATING) for _ in range(3))
+    with row_locked(settings.database_url, first):
+        worker = start_worker(threads=1)  # prefetch 2: `first` runs, `second` waits in the worker
+        wait_until(consuming(redis_client), timeout=30, what="the worker to start consuming")
+        RedisReportQueue(redis_client).enqueue_many([first, second, third])
+        wait_until(
+            lambda: sessions_waiting_for_a_lock(settings.database_url) > 0,
+            timeout=10,
+            what="generation to start",
+        )
+        wait_until(lambda: queue_figures(redis_client).in_flight == 2, timeout=5, what="the prefetch")
+        worker.signal(signal.SIGTERM)
+        time.sleep(1.0)
+        assert worker.process.poll() is None  # waiting for the message in flight
+    assert worker.process.wait(timeout=30) == 0, worker.output()
+
+    assert status_of(session_factory, first) == RecordStatus.COMPLETED
+    assert status_of(session_factory, second) == RecordStatus.GENERATING
+    queued = [ReportQueueMessage.decode(m) for m in redis_client.lrange(REPORT_QUEUE_KEY, 0, -1)]
+    assert [m.record_id for m in queued] == [third, second]  # `second` is next, as before
+    assert all(m.retry_count == 0 for m in queued)
+    assert not redis_client.exists(f"{REPORT_QUEUE_KEY}:crashed")  # no attempt counted
+    assert queue_figures(redis_client).in_flight == 0
+    assert redis_client.zcard(HEARTBEATS_KEY) == 0
+
+
+def test_worker_recovers_when_redis_restarts(
+    start_worker: Callable[..., WorkerProcess],
+    make_record: MakeRecord,
+    session_factory: sessionmaker[Session],
+    tmp_path: Path,
+) -> None:
+    server = RedisServer(tmp_path / "redis", appendonly=True).start()
+    try:
+        client = redis.Redis.from_url(server.url)
+        worker = start_worker(redis=server.url, threads=2)
+        wait_until(consuming(client), timeout=30, what="the worker to start consuming")
+        before = make_record(RecordStatus.GENERATING)
+        RedisReportQueue(client).enqueue(before)
+        wait_until(
+            lambda: status_of(session_factory, before) == RecordStatus.COMPLETED,
+            timeout=10,
+            what="the first report",
+        )
+
+        server.stop()
+        time.sleep(2)  # the worker sees connection errors meanwhile
+        server.start()
+        after = make_record(RecordStatus.GENERATING)
+        RedisReportQueue(client).enqueue(after)
+        wait_until(
+            lambda: status_of(session_factory, after) == RecordStatus.COMPLETED,
+            timeout=30,
+            what="a report after the restart",
+        )
+        assert worker.process.poll() is None
+        assert worker.stop() == 0, worker.output()
+    finally:
+        server.stop()
