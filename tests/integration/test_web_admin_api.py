@@ -1,0 +1,217 @@
+"""The admin API and the probes on the real PostgreSQL and Redis, with the real producer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy import Engine, text
+from web_support import ADMIN_PATH, CLOSED_DATABASE_URL, USER_PATH, Records, RecordSpec
+
+from actors.constants import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_DELAYED_KEY, REPORT_QUEUE_KEY
+from services.config import Settings
+from web import create_app
+
+Headers = Callable[[int], dict[str, str]]
+RECORDS = ADMIN_PATH + "/assessmentRecord"
+
+
+def data(response: Any) -> Any:
+    body = response.json
+    assert response.status_code == 200, body
+    assert (body["code"], body["message"]) == (0, "success")
+    return body["data"]
+
+
+def error(response: Any, status: int, code: int) -> str:
+    body = response.json
+    assert (response.status_code, body["code"], body["data"]) == (status, code, None), body
+    return str(body["message"])
+
+
+# -- regeneration: the cases the properties leave out -----------------------------------
+
+
+def test_regenerate_missing_or_deleted_record_is_3241(
+    client: FlaskClient, admin_headers: dict[str, str], records: Records, redis_client: redis.Redis
+) -> None:
+    (deleted,) = records.insert(RecordSpec(status=5, deleted=True, results=True))
+    before = records.snapshot()
+    for record_id in (deleted, deleted + 1, 2**63 - 1):
+        response = client.post(f"{RECORDS}/regenerateReport", json={"id": record_id}, headers=admin_headers)
+        assert error(response, 404, 3241) == "测评记录不存在"
+    assert records.snapshot() == before
+    assert redis_client.llen(REPORT_QUEUE_KEY) == 0
+
+
+def test_batch_of_only_ineligible_ids_succeeds_with_all_skipped(
+    client: FlaskClient, admin_headers: dict[str, str], records: Records, redis_client: redis.Redis
+) -> None:
+    ids = records.insert(
+        RecordSpec(status=1), RecordSpec(status=4, results=True), RecordSpec(status=3, deleted=True)
+    )
+    before = records.snapshot()
+    response = client.post(
+        f"{RECORDS}/batchRegenerateReport", json={"ids": [*ids, 99999]}, headers=admin_headers
+    )
+    assert data(response) == {"successCount": 0, "skippedCount": 4}
+    assert records.snapshot() == before
+    assert redis_client.llen(REPORT_QUEUE_KEY) == 0
+
+
+def test_regenerate_with_redis_down_is_503_and_leaves_the_record_in_3(
+    settings: Settings, admin_headers: dict[str, str], redis_down_app: Flask, records: Records
+) -> None:
+    (record_id,) = records.insert(RecordSpec(status=5, results=True))
+    client = redis_down_app.test_client()
+    response = client.post(f"{RECORDS}/regenerateReport", json={"id": record_id}, headers=admin_headers)
+    message = error(response, 503, 5003)
+    assert "127.0.0.1" not in message  # internals are logged, not shown
+    # The services commit the reset before queueing: the record can be regenerated again later.
+    assert records.status(record_id) == 3
+    batch = client.post(
+        f"{RECORDS}/batchRegenerateReport", json={"ids": [record_id, 42]}, headers=admin_headers
+    )
+    assert data(batch) == {"successCount": 0, "skippedCount": 2}
+
+
+# -- the record list ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def listed(records: Records, engine: Engine) -> list[int]:
+    """Six records of two users, created a day apart (oldest first)."""
+    ids = records.insert(
+        RecordSpec(status=1, user_id=10),
+        RecordSpec(status=2, user_id=10),
+        RecordSpec(status=3, user_id=20),
+        RecordSpec(status=4, user_id=20, results=True),
+        RecordSpec(status=5, user_id=10),
+        RecordSpec(status=5, user_id=20, deleted=True),
+    )
+    with engine.begin() as conn:
+        for days, record_id in enumerate(reversed(ids)):
+            conn.execute(
+                text("UPDATE assessment_records SET created_at = :t WHERE id = :id"),
+                {"t": datetime(2025, 1, 20, tzinfo=UTC) - timedelta(days=days), "id": record_id},
+            )
+    return ids
+
+
+def page(client: FlaskClient, headers: dict[str, str], **query: object) -> Any:
+    return data(client.get(f"{RECORDS}/list", query_string=query, headers=headers))
+
+
+def test_list_shows_rows_newest_first(
+    client: FlaskClient, admin_headers: dict[str, str], listed: list[int]
+) -> None:
+    result = page(client, admin_headers)
+    assert (result["total"], result["page"], result["pageSize"]) == (5, 1, 20)
+    assert [r["id"] for r in result["items"]] == list(reversed(listed[:5]))
+    newest = result["items"][0]
+    assert set(newest) == {
+        "id",
+        "userId",
+        "status",
+        "statusName",
+        "createdAt",
+        "submittedAt",
+        "completedAt",
+        "isDeleted",
+    }
+    assert (newest["status"], newest["statusName"], newest["isDeleted"]) == (5, "生成失败", False)
+    assert datetime.fromisoformat(newest["createdAt"]) == datetime(2025, 1, 19, tzinfo=UTC)
+
+
+def test_list_filters(client: FlaskClient, admin_headers: dict[str, str], listed: list[int]) -> None:
+    def ids(**query: object) -> list[int]:
+        return [r["id"] for r in page(client, admin_headers, **query)["items"]]
+
+    assert ids(status=5) == [listed[4]]
+    assert ids(status=5, includeDeleted="true") == [listed[5], listed[4]]
+    assert ids(userId=20) == [listed[3], listed[2]]
+    assert ids(userId=20, includeDeleted="1") == [listed[5], listed[3], listed[2]]
+    assert ids(userId=999) == []
+    # Half-open range: 2025-01-16 <= created_at < 2025-01-18 holds the records of the 16th and 17th.
+    assert ids(createdFrom="2025-01-16", createdTo="2025-01-18T00:00:00Z") == [listed[2], listed[1]]
+    assert ids(createdFrom="2025-01-16T08:00:00+08:00", createdTo="2025-01-17T08:00:00+08:00") == [listed[1]]
+
+
+def test_list_pages(client: FlaskClient, admin_headers: dict[str, str], listed: list[int]) -> None:
+    first = page(client, admin_headers, pageSize=2)
+    third = page(client, admin_headers, pageSize=2, page=3)
+    beyond = page(client, admin_headers, pageSize=2, page=2**31 - 1)
+    assert [r["id"] for r in first["items"]] == [listed[4], listed[3]]
+    assert [r["id"] for r in third["items"]] == [listed[0]]
+    assert (beyond["items"], beyond["total"]) == ([], 5)
+
+
+# -- soft delete -------------------------------------------------------------------------
+
+
+def test_soft_delete(
+    client: FlaskClient, admin_headers: dict[str, str], user_headers: Headers, records: Records
+) -> None:
+    (record_id,) = records.insert(RecordSpec(status=5, user_id=7))
+    assert data(client.post(f"{RECORDS}/delete", json={"id": record_id}, headers=admin_headers)) is None
+    assert len(records.snapshot([record_id])["records"]) == 1  # soft: the row stays
+    error(client.post(f"{RECORDS}/delete", json={"id": record_id}, headers=admin_headers), 404, 3241)
+    error(
+        client.post(f"{RECORDS}/regenerateReport", json={"id": record_id}, headers=admin_headers), 404, 3241
+    )
+    user_view = client.get(
+        f"{USER_PATH}/resultStatus", query_string={"recordId": record_id}, headers=user_headers(7)
+    )
+    error(user_view, 404, 3241)
+    assert page(client, admin_headers)["total"] == 0
+    (row,) = page(client, admin_headers, includeDeleted="true")["items"]
+    assert (row["id"], row["isDeleted"], row["status"]) == (record_id, True, 5)
+
+
+# -- queue figures and probes ------------------------------------------------------------
+
+
+def test_queue_stats(client: FlaskClient, admin_headers: dict[str, str], redis_client: redis.Redis) -> None:
+    assert data(client.get(f"{ADMIN_PATH}/queue/stats", headers=admin_headers)) == {
+        "queued": 0,
+        "dead": 0,
+        "delayed": 0,
+        "inFlight": 0,
+        "invalid": 0,
+    }
+    redis_client.lpush(REPORT_QUEUE_KEY, "a", "b", "c")
+    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, "d", "e")
+    redis_client.zadd(REPORT_DELAYED_KEY, {"f": 1})
+    redis_client.lpush(INVALID_QUEUE_KEY, "g")
+    stats = data(client.get(f"{ADMIN_PATH}/queue/stats", headers=admin_headers))
+    assert stats == {"queued": 3, "dead": 2, "delayed": 1, "inFlight": 0, "invalid": 1}
+
+
+def test_queue_stats_with_redis_down_is_503(redis_down_app: Flask, admin_headers: dict[str, str]) -> None:
+    response = redis_down_app.test_client().get(f"{ADMIN_PATH}/queue/stats", headers=admin_headers)
+    error(response, 503, 5003)
+
+
+def test_readyz(client: FlaskClient) -> None:
+    assert data(client.get("/readyz")) == {"database": "ok", "redis": "ok"}
+    assert data(client.get("/healthz")) == {"status": "ok"}
+
+
+def test_readyz_names_redis_when_it_is_down(redis_down_app: Flask) -> None:
+    response = redis_down_app.test_client().get("/readyz")
+    assert response.status_code == 503
+    assert response.json["data"] == {"database": "ok", "redis": "unavailable"}
+    assert response.json["message"] == "not ready: redis"
+
+
+def test_readyz_names_the_database_when_it_is_down(settings: Settings, redis_client: redis.Redis) -> None:
+    app = create_app(settings.with_overrides(database_url=CLOSED_DATABASE_URL), redis_client=redis_client)
+    response = app.test_client().get("/readyz")
+    assert response.status_code == 503
+    assert response.json["data"] == {"database": "unavailable", "redis": "ok"}
+    assert response.json["message"] == "not ready: database"

@@ -1,0 +1,197 @@
+"""web/errors.py, web/envelope.py, web/jsonify.py: every outcome is the JSON envelope."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from flask import Flask, abort
+from web_unit_support import UNIT_SETTINGS, make_app, user_auth
+
+from services.errors import InvalidOperation, ParamError, QueueUnavailable, RecordNotFound, ServiceError
+from services.views import BatchRegenerateResult, Page, ResultStatusView
+from web import create_app
+from web.jsonify import camel_case, to_json
+from web.validation import MAX_CONTENT_LENGTH
+
+
+@pytest.fixture
+def app() -> Flask:
+    app = create_app(UNIT_SETTINGS)
+
+    # Routes that fail on purpose, added before the first request.
+    @app.get("/boom")
+    def boom() -> str:
+        raise RuntimeError("password=hunter2 at db.internal:5432")
+
+    @app.get("/abort500")
+    def abort500() -> str:
+        abort(500)
+
+    @app.get("/raise/<int:code>")
+    def raise_service_error(code: int) -> str:
+        errors: dict[int, ServiceError] = {
+            1001: ParamError("参数 x 错误"),
+            2005: InvalidOperation("当前状态不允许重新生成"),
+            3241: RecordNotFound(),
+            5003: QueueUnavailable("could not enqueue: Error 111 connecting to 10.0.0.7:6379"),
+            5000: ServiceError("报告数据缺失 on host db.internal"),
+        }
+        raise errors[code]
+
+    return app
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "message"),
+    [
+        (1001, 400, "参数 x 错误"),
+        (2005, 409, "当前状态不允许重新生成"),
+        (3241, 404, "测评记录不存在"),
+        (5003, 503, QueueUnavailable.default_message),
+        (5000, 500, ServiceError.default_message),
+    ],
+)
+def test_service_errors_map_by_code(app: Flask, code: int, status: int, message: str) -> None:
+    response = app.test_client().get(f"/raise/{code}")
+    assert response.status_code == status
+    assert response.json == {"code": code, "message": message, "data": None}
+
+
+def test_unexpected_exception_is_500_generic_and_logged(app: Flask, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.ERROR):
+        response = app.test_client().get("/boom")
+    assert response.status_code == 500
+    assert response.json == {"code": 5000, "message": ServiceError.default_message, "data": None}
+    assert "hunter2" not in response.get_data(as_text=True)
+    logged = [r for r in caplog.records if r.exc_info and "hunter2" in str(r.exc_info[1])]
+    assert logged, "the traceback must be logged"
+
+
+def test_http_500_is_generic(app: Flask) -> None:
+    response = app.test_client().get("/abort500")
+    assert response.status_code == 500
+    assert response.json is not None
+    assert response.json["code"] == 5000
+
+
+def test_unknown_path_is_404(app: Flask) -> None:
+    for path in ("/nope", "/api/assessment/nope", "/api/admin/nope", "/api/assessment/records/"):
+        response = app.test_client().get(path)
+        assert response.status_code == 404
+        assert response.json == {"code": 404, "message": "接口不存在", "data": None}
+
+
+def test_wrong_method_is_405_with_allow(app: Flask) -> None:
+    response = app.test_client().get("/api/assessment/submitAnswers", headers=user_auth())
+    assert response.status_code == 405
+    assert response.json is not None
+    assert response.json["code"] == 405
+    assert "POST" in response.headers["Allow"]
+
+
+def test_non_json_body_is_415(app: Flask) -> None:
+    response = app.test_client().post(
+        "/api/assessment/startAssessment", data="recordId=1", content_type="text/plain", headers=user_auth()
+    )
+    assert response.status_code == 415
+    assert response.json is not None
+    assert response.json["code"] == 415
+
+
+def test_oversized_body_is_413(app: Flask) -> None:
+    body = '{"recordId": 1, "pad": "' + "x" * MAX_CONTENT_LENGTH + '"}'
+    response = app.test_client().post(
+        "/api/assessment/startAssessment", data=body, content_type="application/json", headers=user_auth()
+    )
+    assert response.status_code == 413
+    assert response.json is not None
+    assert response.json["code"] == 413
+    assert "64 KiB" in response.json["message"]
+
+
+def test_malformed_json_is_400_1001(app: Flask) -> None:
+    response = app.test_client().post(
+        "/api/assessment/startAssessment",
+        data="{recordId: 1",
+        content_type="application/json",
+        headers=user_auth(),
+    )
+    assert response.status_code == 400
+    assert response.json == {"code": 1001, "message": "请求体不是合法的 JSON", "data": None}
+
+
+def test_success_envelope_keeps_chinese_readable() -> None:
+    app = make_app()
+    with app.test_request_context():
+        from web.envelope import ok
+
+        response = ok({"statusText": "生成失败"})
+    assert response.status_code == 200
+    assert "生成失败".encode() in response.get_data()
+    assert response.json == {"code": 0, "message": "success", "data": {"statusText": "生成失败"}}
+
+
+def test_healthz_does_no_io() -> None:
+    response = make_app().test_client().get("/healthz")  # both servers are unreachable here
+    assert response.status_code == 200
+    assert response.json == {"code": 0, "message": "success", "data": {"status": "ok"}}
+
+
+def test_readyz_names_what_is_down() -> None:
+    response = make_app().test_client().get("/readyz")
+    assert response.status_code == 503
+    assert response.json is not None
+    assert response.json["code"] == 5003
+    assert response.json["data"] == {"database": "unavailable", "redis": "unavailable"}
+    assert "database" in response.json["message"]
+    assert "redis" in response.json["message"]
+
+
+# -- JSON conversion --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "camel"),
+    [
+        ("id", "id"),
+        ("record_id", "recordId"),
+        ("status_text", "statusText"),
+        ("success_count", "successCount"),
+    ],
+)
+def test_camel_case(name: str, camel: str) -> None:
+    assert camel_case(name) == camel
+
+
+@dataclass(frozen=True)
+class Nested:
+    created_at: datetime
+    items: list[BatchRegenerateResult]
+
+
+def test_to_json_converts_views() -> None:
+    moment = datetime(2025, 1, 15, 10, 30, tzinfo=timezone(timedelta(hours=8)))
+    assert to_json(Nested(moment, [BatchRegenerateResult(1, 2)])) == {
+        "createdAt": "2025-01-15T10:30:00+08:00",
+        "items": [{"successCount": 1, "skippedCount": 2}],
+    }
+    assert to_json(
+        Page(
+            items=[ResultStatusView(3, 5, "生成失败", "报告生成失败，请联系客服")],
+            total=1,
+            page=1,
+            page_size=20,
+        )
+    ) == {
+        "items": [
+            {"recordId": 3, "status": 5, "statusText": "生成失败", "description": "报告生成失败，请联系客服"}
+        ],
+        "total": 1,
+        "page": 1,
+        "pageSize": 20,
+    }
+    assert to_json(None) is None
+    assert to_json(datetime(2025, 1, 1, tzinfo=UTC)) == "2025-01-01T00:00:00+00:00"

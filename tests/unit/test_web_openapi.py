@@ -1,0 +1,101 @@
+"""web/openapi.py: the document describes exactly the app's endpoints and the views' fields."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+import pytest
+from web_unit_support import make_app, routes
+
+from actors.monitor import QueueFigures
+from services import views
+from web.jsonify import camel_case
+from web.openapi import document
+
+APP = make_app()
+DOC = document()
+
+#: The component schema of each service view the API returns.
+VIEW_SCHEMAS: dict[str, type] = {
+    "Record": views.RecordView,
+    "Question": views.QuestionView,
+    "SubmitResult": views.SubmitResult,
+    "ResultStatus": views.ResultStatusView,
+    "DimensionScore": views.DimensionScoreView,
+    "Report": views.ReportView,
+    "AdminRecord": views.AdminRecordRow,
+    "AdminRecordPage": views.Page,
+    "BatchRegenerateResult": views.BatchRegenerateResult,
+    "QueueStats": QueueFigures,
+}
+HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
+
+
+def operations() -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (path, method, op)
+        for path, item in DOC["paths"].items()
+        for method, op in item.items()
+        if method in HTTP_METHODS
+    ]
+
+
+def test_document_lists_exactly_the_url_map() -> None:
+    documented = sorted((path, method.upper()) for path, method, _ in operations())
+    assert documented == routes(APP)
+
+
+def test_served_document_is_the_document() -> None:
+    response = APP.test_client().get("/openapi.json")
+    assert response.status_code == 200
+    assert response.json == DOC
+    assert DOC["openapi"] == "3.1.0"
+
+
+@pytest.mark.parametrize(("schema", "view"), VIEW_SCHEMAS.items())
+def test_schemas_are_the_camel_cased_views(schema: str, view: type) -> None:
+    properties = DOC["components"]["schemas"][schema]["properties"]
+    assert list(properties) == [camel_case(f.name) for f in fields(view)]
+    assert DOC["components"]["schemas"][schema]["required"] == list(properties)
+
+
+def refs(node: object) -> list[str]:
+    if isinstance(node, dict):
+        found = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        return found + [r for value in node.values() for r in refs(value)]
+    if isinstance(node, list):
+        return [r for value in node for r in refs(value)]
+    return []
+
+
+def test_every_reference_resolves() -> None:
+    for ref in refs(DOC):
+        assert ref.startswith("#/")
+        node: Any = DOC
+        for part in ref[2:].split("/"):
+            node = node[part]
+
+
+@pytest.mark.parametrize(("path", "method", "op"), operations(), ids=[f"{m} {p}" for p, m, _ in operations()])
+def test_operations_state_security_and_errors(path: str, method: str, op: dict[str, Any]) -> None:
+    assert op["summary"]
+    assert "200" in op["responses"]
+    if path.startswith("/api/admin/"):
+        assert op["security"] == [{"adminToken": []}]
+    elif path.startswith("/api/assessment/"):
+        assert op["security"] == [{"userToken": []}]
+    else:
+        assert "security" not in op
+    if path.startswith("/api/"):
+        assert {"401", "403"} <= set(op["responses"])
+    if "requestBody" in op:
+        assert {"400", "413", "415"} <= set(op["responses"])
+    for parameter in op.get("parameters", []):
+        assert parameter["in"] == "query"
+        assert "400" in op["responses"]
+
+
+def test_document_is_valid_openapi_31() -> None:
+    validator = pytest.importorskip("openapi_spec_validator")
+    validator.validate(DOC)

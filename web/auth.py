@@ -1,0 +1,119 @@
+"""Credentials: admin bearer tokens and signed user tokens.
+
+Both travel as ``Authorization: Bearer <token>``; they are told apart by what they are:
+
+* an admin token is one of ``settings.admin_tokens`` (ADMIN_TOKENS), compared in
+  constant time; with none configured the admin API refuses every call;
+* a user token is ``issue_user_token(secret_key, user_id)``: the user id signed with
+  itsdangerous under SECRET_KEY and the salt "user-token"; with an empty SECRET_KEY
+  every user call is refused.
+
+Missing or invalid credentials answer 401; a valid credential of the other kind 403.
+The blueprints install `require_admin` / `require_user` as `before_request` hooks, so
+no endpoint of theirs can be left unguarded.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Sequence
+from typing import Any
+
+from flask import g, request
+from itsdangerous import BadData, URLSafeTimedSerializer
+from werkzeug.exceptions import Forbidden, Unauthorized
+
+from web import deps
+from web.validation import MAX_ID, is_int
+
+USER_TOKEN_SALT = "user-token"  # noqa: S105 - a namespace for signatures, not a secret
+#: A user token is accepted for this long after it was issued.
+USER_TOKEN_MAX_AGE_S = 30 * 24 * 3600
+
+MSG_MISSING = "缺少身份凭证（Authorization: Bearer <token>）"
+MSG_INVALID_USER = "用户凭证无效或已过期"
+MSG_INVALID_ADMIN = "管理员凭证无效"
+MSG_USER_AUTH_DISABLED = "用户接口未启用：服务端未配置 SECRET_KEY"
+MSG_ADMIN_AUTH_DISABLED = "管理接口未启用：服务端未配置 ADMIN_TOKENS"
+MSG_ADMIN_ON_USER_API = "管理员凭证不能用于用户接口"
+MSG_USER_ON_ADMIN_API = "用户凭证不能用于管理接口"
+
+
+def _serializer(secret_key: str) -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(secret_key, salt=USER_TOKEN_SALT)
+
+
+def issue_user_token(secret_key: str, user_id: int) -> str:
+    """A user token for `user_id` (what the login of the mini-program would hand out)."""
+    if not secret_key:
+        raise ValueError("SECRET_KEY is empty: user tokens cannot be signed")
+    if not is_int(user_id) or not 1 <= user_id <= MAX_ID:
+        raise ValueError(f"user id must be an integer in 1..{MAX_ID}, got {user_id!r}")
+    return _serializer(secret_key).dumps({"uid": user_id})
+
+
+def verify_user_token(secret_key: str, token: str) -> int | None:
+    """The user id of a valid, unexpired user token, else None."""
+    if not secret_key:
+        return None
+    try:
+        payload: Any = _serializer(secret_key).loads(token, max_age=USER_TOKEN_MAX_AGE_S)
+    except BadData:
+        return None
+    user_id: object = payload.get("uid") if isinstance(payload, dict) else None
+    if not is_int(user_id) or not 1 <= user_id <= MAX_ID:
+        return None
+    return user_id
+
+
+def is_admin_token(admin_tokens: Sequence[str], token: str) -> bool:
+    """Constant-time membership; bytes because compare_digest refuses non-ASCII str."""
+    candidate = token.encode("utf-8", "surrogateescape")
+    matched = False
+    for expected in admin_tokens:
+        matched |= hmac.compare_digest(expected.encode("utf-8", "surrogateescape"), candidate)
+    return matched
+
+
+def bearer_token() -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return token
+
+
+def require_admin() -> None:
+    settings = deps.current().settings
+    token = bearer_token()
+    if token is None:
+        raise Unauthorized(MSG_MISSING)
+    if is_admin_token(settings.admin_tokens, token):
+        return
+    if verify_user_token(settings.secret_key, token) is not None:
+        raise Forbidden(MSG_USER_ON_ADMIN_API)
+    raise Unauthorized(MSG_INVALID_ADMIN if settings.admin_tokens else MSG_ADMIN_AUTH_DISABLED)
+
+
+def require_user() -> None:
+    settings = deps.current().settings
+    if not settings.secret_key:
+        raise Unauthorized(MSG_USER_AUTH_DISABLED)
+    token = bearer_token()
+    if token is None:
+        raise Unauthorized(MSG_MISSING)
+    if is_admin_token(settings.admin_tokens, token):
+        raise Forbidden(MSG_ADMIN_ON_USER_API)
+    user_id = verify_user_token(settings.secret_key, token)
+    if user_id is None:
+        raise Unauthorized(MSG_INVALID_USER)
+    g.user_id = user_id
+
+
+def current_user_id() -> int:
+    """The id of the authenticated user (set by `require_user`)."""
+    user_id = g.get("user_id")
+    if not isinstance(user_id, int):
+        raise RuntimeError("current_user_id() outside a user endpoint")
+    return user_id

@@ -1,0 +1,49 @@
+"""What the views depend on, built once by the app factory and kept on the app.
+
+Views reach the database, the report queue and Redis only through these helpers, so
+tests inject fakes or other servers through `create_app(...)` and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import redis
+from flask import Flask, current_app
+from sqlalchemy.orm import Session, sessionmaker
+
+from services.config import Settings
+from services.queue import ReportQueue
+from services.uow import UnitOfWork
+
+EXTENSION_KEY = "mi_assessment"
+
+
+@dataclass(frozen=True)
+class Dependencies:
+    settings: Settings
+    session_factory: sessionmaker[Session]
+    report_queue: ReportQueue
+    redis: redis.Redis[bytes]
+
+
+def install(app: Flask, dependencies: Dependencies) -> None:
+    app.extensions[EXTENSION_KEY] = dependencies
+
+
+def current() -> Dependencies:
+    return cast(Dependencies, current_app.extensions[EXTENSION_KEY])
+
+
+def new_uow() -> UnitOfWork:
+    """A unit of work for one service call (the service opens and commits it)."""
+    return UnitOfWork(current().session_factory)
+
+
+def report_queue() -> ReportQueue:
+    return current().report_queue
+
+
+def redis_client() -> redis.Redis[bytes]:
+    return current().redis

@@ -1,0 +1,94 @@
+"""The one place where errors become responses.
+
+Every failure leaves the app as the JSON envelope with a non-zero code:
+
+* a `ServiceError` keeps its domain code (seed 000: 1001, 2005, 3241; 5003 queue
+  unavailable) and gets the HTTP status of `SERVICE_ERROR_STATUS`;
+* an HTTP error raised by Werkzeug/Flask or by web/auth.py (no domain code) uses its
+  HTTP status as the code, except 400 which is a `ParamError` (1001) like any other
+  bad input;
+* anything else is a bug: logged with its traceback, answered 500 / 5000 with a
+  generic message so no internals reach the client.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from services.errors import InvalidOperation, ParamError, QueueUnavailable, RecordNotFound, ServiceError
+from web.envelope import envelope
+from web.validation import MAX_CONTENT_LENGTH
+
+log = logging.getLogger(__name__)
+
+#: HTTP status of each domain error code; unknown codes fall back on `_fallback_status`.
+SERVICE_ERROR_STATUS: dict[int, int] = {
+    ParamError.code: 400,
+    InvalidOperation.code: 409,
+    RecordNotFound.code: 404,
+    QueueUnavailable.code: 503,
+}
+
+#: Envelope code of an unexpected failure (the ServiceError base code).
+INTERNAL_ERROR_CODE = ServiceError.code
+INTERNAL_ERROR_MESSAGE = ServiceError.default_message
+
+#: Client-facing messages of the HTTP errors, used unless the raiser gave its own.
+HTTP_ERROR_MESSAGE: dict[int, str] = {
+    400: "请求格式错误",
+    401: "未提供有效的身份凭证",
+    403: "无权访问该接口",
+    404: "接口不存在",
+    405: "不支持该请求方法",
+    413: f"请求体过大（上限 {MAX_CONTENT_LENGTH // 1024} KiB）",
+    415: "请求体必须是 JSON（Content-Type: application/json）",
+}
+
+
+def _fallback_status(code: int) -> int:
+    return 500 if code >= INTERNAL_ERROR_CODE else 400
+
+
+def handle_service_error(error: ServiceError) -> Response:
+    status = SERVICE_ERROR_STATUS.get(error.code, _fallback_status(error.code))
+    message = error.message
+    if status >= 500:
+        # Server-side messages may name hosts and ports: log them, tell the client the
+        # class's generic text.
+        log.error("%s %s failed with %d: %s", request.method, request.path, error.code, error.message)
+        message = type(error).default_message
+    return envelope(error.code, message, status=status)
+
+
+def handle_http_error(error: HTTPException) -> Response:
+    status = error.code or 500
+    if status >= 500:
+        log.error("%s %s answered HTTP %d: %s", request.method, request.path, status, error)
+        return envelope(INTERNAL_ERROR_CODE, INTERNAL_ERROR_MESSAGE, status=status)
+    code = ParamError.code if status == 400 else status
+    # A description passed by the raiser is meant for the client; Werkzeug's class
+    # defaults are English boilerplate, replaced by our table.
+    custom = error.description if error.description != type(error).description else None
+    message = custom or HTTP_ERROR_MESSAGE.get(status) or error.name
+    headers: dict[str, str] = {}
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    if status == 405 and error.response is None:
+        allow = dict(error.get_headers()).get("Allow")
+        if allow:
+            headers["Allow"] = allow
+    return envelope(code, message, status=status, headers=headers)
+
+
+def handle_unexpected(error: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.path, exc_info=error)
+    return envelope(INTERNAL_ERROR_CODE, INTERNAL_ERROR_MESSAGE, status=500)
+
+
+def register_error_handlers(app: Flask) -> None:
+    app.register_error_handler(ServiceError, handle_service_error)
+    app.register_error_handler(HTTPException, handle_http_error)
+    app.register_error_handler(Exception, handle_unexpected)

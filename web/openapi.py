@@ -1,0 +1,473 @@
+"""The OpenAPI 3.1 document of the HTTP API, served at ``GET /openapi.json``.
+
+Written out by hand, endpoint by endpoint, so it reads as the API's reference;
+tests/unit/test_web_openapi.py keeps it in step with the app's URL map and with the
+service views (every schema property is a camelCased view field).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify
+
+from services.admin import MAX_PAGE_SIZE
+from services.errors import MSG_EMPTY_ID_LIST
+from services.questionnaire import MAX_VALUE, MIN_VALUE
+from services.status import STATUS_TEXT
+from web.validation import (
+    DEFAULT_PAGE_SIZE,
+    MAX_ANSWERS,
+    MAX_BATCH_IDS,
+    MAX_CONTENT_LENGTH,
+    MAX_ID,
+    MAX_PAGE,
+    MAX_QUESTION_ID,
+)
+
+Schema = dict[str, Any]
+
+bp = Blueprint("openapi", __name__)
+
+
+def _ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _obj(required: list[str], **properties: Schema) -> Schema:
+    return {"type": "object", "required": required, "properties": properties}
+
+
+def _all(**properties: Schema) -> Schema:
+    """An object whose every property is always present (the views' dataclasses)."""
+    return _obj(list(properties), **properties)
+
+
+INTEGER: Schema = {"type": "integer"}
+STRING: Schema = {"type": "string"}
+BOOLEAN: Schema = {"type": "boolean"}
+DATETIME: Schema = {"type": "string", "format": "date-time"}
+NULLABLE_DATETIME: Schema = {"type": ["string", "null"], "format": "date-time"}
+ID: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_ID, "format": "int64"}
+STATUS: Schema = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": 5,
+    "description": "; ".join(f"{int(s)} {text}" for s, text in STATUS_TEXT.items()),
+}
+
+SCHEMAS: dict[str, Schema] = {
+    "Envelope": _obj(
+        ["code", "message", "data"],
+        code={"type": "integer", "description": "0 on success, else the error code"},
+        message={"type": "string", "description": '"success" on success, else a message for the user'},
+        data={"description": "the result; null on errors (readiness: the checks)"},
+    ),
+    "Error": {
+        "type": "object",
+        "required": ["code", "message", "data"],
+        "properties": {
+            "code": {
+                "type": "integer",
+                "description": (
+                    "1001 bad input (HTTP 400), 2005 invalid operation for the record's status (409), "
+                    "3241 record not found (404), 5003 queue or dependency unavailable (503), "
+                    "5000 internal error (500); HTTP errors without a domain code use the HTTP status "
+                    "(401, 403, 404, 405, 413, 415)"
+                ),
+            },
+            "message": STRING,
+            "data": {"type": "null"},
+        },
+    },
+    "Record": _all(
+        id=ID,
+        userId=ID,
+        status=STATUS,
+        statusText=STRING,
+        createdAt=DATETIME,
+        startedAt=NULLABLE_DATETIME,
+        submittedAt=NULLABLE_DATETIME,
+        completedAt=NULLABLE_DATETIME,
+    ),
+    "Question": _all(id=INTEGER, dimensionCode=STRING, dimensionName=STRING, text=STRING, sortOrder=INTEGER),
+    "SubmitResult": _all(
+        recordId=ID,
+        status=STATUS,
+        enqueued={
+            "type": "boolean",
+            "description": "false when the job could not be queued: the record stays in status 3 "
+            "and an admin can regenerate it",
+        },
+    ),
+    "ResultStatus": _all(
+        recordId=ID,
+        status=STATUS,
+        statusText=STRING,
+        description={"type": "string", "description": 'for status 5: "报告生成失败，请联系客服"'},
+    ),
+    "DimensionScore": _all(
+        code=STRING,
+        name=STRING,
+        rawScore=INTEGER,
+        score={"type": "number", "minimum": 0, "maximum": 100},
+        rank={"type": "integer", "minimum": 1, "description": "1 = strongest"},
+        level=STRING,
+    ),
+    "Report": _all(
+        recordId=ID,
+        userId=ID,
+        completedAt=NULLABLE_DATETIME,
+        dimensions={"type": "array", "items": _ref("DimensionScore"), "description": "by rank, 1 first"},
+        topDimensions={"type": "array", "items": STRING, "description": "dimension codes, strongest first"},
+        summary=STRING,
+    ),
+    "AdminRecord": _all(
+        id=ID,
+        userId=ID,
+        status=STATUS,
+        statusName=STRING,
+        createdAt=DATETIME,
+        submittedAt=NULLABLE_DATETIME,
+        completedAt=NULLABLE_DATETIME,
+        isDeleted=BOOLEAN,
+    ),
+    "AdminRecordPage": _all(
+        items={"type": "array", "items": _ref("AdminRecord")},
+        total={"type": "integer", "minimum": 0},
+        page={"type": "integer", "minimum": 1},
+        pageSize={"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE},
+    ),
+    "BatchRegenerateResult": _all(
+        successCount={"type": "integer", "minimum": 0, "description": "records reset to 3 and queued"},
+        skippedCount={
+            "type": "integer",
+            "minimum": 0,
+            "description": "missing, soft-deleted, not in status 3/5, or not queued (Redis down)",
+        },
+    ),
+    "QueueStats": _all(
+        queued={"type": "integer", "description": "LLEN report:queue"},
+        dead={"type": "integer", "description": "LLEN report:queue:dead"},
+        delayed={"type": "integer", "description": "retries waiting for their due time"},
+        inFlight={"type": "integer", "description": "taken by a worker, not yet acknowledged"},
+        invalid={"type": "integer", "description": "undecodable messages kept aside"},
+    ),
+    "Health": _all(status={"type": "string", "const": "ok"}),
+    "Readiness": _all(
+        database={"type": "string", "enum": ["ok", "unavailable"]},
+        redis={"type": "string", "enum": ["ok", "unavailable"]},
+    ),
+    "RecordIdRequest": _obj(["recordId"], recordId=ID),
+    "IdRequest": _obj(["id"], id=ID),
+    "IdsRequest": _obj(
+        ["ids"],
+        ids={
+            "type": "array",
+            "items": ID,
+            "minItems": 1,
+            "maxItems": MAX_BATCH_IDS,
+            "uniqueItems": True,
+            "description": f'non-empty ("{MSG_EMPTY_ID_LIST}", 1001), at most {MAX_BATCH_IDS} ids, '
+            "no duplicates (a duplicate is rejected with 1001)",
+        },
+    ),
+    "Answer": _obj(
+        ["questionId", "value"],
+        questionId={"type": "integer", "minimum": 1, "maximum": MAX_QUESTION_ID},
+        value={"type": "integer", "minimum": MIN_VALUE, "maximum": MAX_VALUE},
+    ),
+    "SubmitAnswersRequest": _obj(
+        ["recordId", "answers"],
+        recordId=ID,
+        answers={
+            "type": "array",
+            "items": _ref("Answer"),
+            "minItems": 1,
+            "maxItems": MAX_ANSWERS,
+            "description": "one answer per active question, each question once",
+        },
+    ),
+}
+
+
+def _error(description: str) -> Schema:
+    return {"description": description, "content": {"application/json": {"schema": _ref("Error")}}}
+
+
+RESPONSES: dict[str, Schema] = {
+    "BadRequest": _error("1001: bad input (wrong type, out of range, malformed JSON, duplicate ids, ...)"),
+    "Unauthorized": _error("missing or invalid credential (code 401)"),
+    "Forbidden": _error("a valid credential of the other kind (code 403)"),
+    "NotFound": _error("3241: the record does not exist, is soft-deleted or is another user's"),
+    "Conflict": _error("2005: the record's status does not allow the operation"),
+    "PayloadTooLarge": _error(f"body over {MAX_CONTENT_LENGTH} bytes (code 413)"),
+    "UnsupportedMediaType": _error("body not sent as application/json (code 415)"),
+    "ServiceUnavailable": _error("5003: the report queue (Redis) is unavailable"),
+}
+
+ERROR_RESPONSE_NAMES = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    413: "PayloadTooLarge",
+    415: "UnsupportedMediaType",
+    503: "ServiceUnavailable",
+}
+
+Security = list[dict[str, list[str]]]
+USER: Security = [{"userToken": []}]
+ADMIN: Security = [{"adminToken": []}]
+AUTH_ERRORS = (401, 403)
+BODY_ERRORS = (400, 413, 415)
+
+
+def _success(data: Schema | None, description: str = "success") -> Schema:
+    schema: Schema = {
+        "allOf": [
+            _ref("Envelope"),
+            {
+                "type": "object",
+                "properties": {
+                    "code": {"const": 0},
+                    "message": {"const": "success"},
+                    "data": data if data is not None else {"type": "null"},
+                },
+            },
+        ]
+    }
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _operation(
+    summary: str,
+    *,
+    tag: str,
+    data: Schema | None,
+    errors: tuple[int, ...] = (),
+    security: Security | None = None,
+    body: str | None = None,
+    parameters: list[Schema] | None = None,
+    description: str | None = None,
+) -> Schema:
+    op: Schema = {"summary": summary, "tags": [tag]}
+    if description:
+        op["description"] = description
+    if security is not None:
+        op["security"] = security
+    if parameters:
+        op["parameters"] = parameters
+    if body:
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(body)}}}
+    responses: Schema = {"200": _success(data)}
+    for status in sorted(set(errors)):
+        responses[str(status)] = {"$ref": f"#/components/responses/{ERROR_RESPONSE_NAMES[status]}"}
+    op["responses"] = responses
+    return op
+
+
+def _query(name: str, schema: Schema, description: str, *, required: bool = False) -> Schema:
+    return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
+
+
+RECORD_ID_QUERY = _query("recordId", ID, "id of one of the caller's records", required=True)
+
+
+def _user(summary: str, **kwargs: Any) -> Schema:
+    kwargs["errors"] = AUTH_ERRORS + kwargs.get("errors", ())
+    return _operation(summary, tag="assessment", security=USER, **kwargs)
+
+
+def _admin(summary: str, **kwargs: Any) -> Schema:
+    kwargs["errors"] = AUTH_ERRORS + kwargs.get("errors", ())
+    return _operation(summary, tag="admin", security=ADMIN, **kwargs)
+
+
+PATHS: dict[str, dict[str, Schema]] = {
+    "/api/assessment/createRecord": {
+        "post": _user("Create a record (status 1, 待测评); any body is ignored", data=_ref("Record")),
+    },
+    "/api/assessment/startAssessment": {
+        "post": _user(
+            "Start a record: 1 → 2 (测评中); a record already in 2 is returned unchanged",
+            data=_ref("Record"),
+            body="RecordIdRequest",
+            errors=(*BODY_ERRORS, 404, 409),
+        ),
+    },
+    "/api/assessment/questions": {
+        "get": _user(
+            "The active questions, in dimension order then question order",
+            data={"type": "array", "items": _ref("Question")},
+        ),
+    },
+    "/api/assessment/submitAnswers": {
+        "post": _user(
+            "Submit the answers of a record in status 1 or 2",
+            description=(
+                "Saves the answers, sets the record to 3 (生成中) and queues the report job; returns "
+                "as soon as both are done, before the report exists. If the queue (Redis) is down the "
+                "call still succeeds with enqueued=false and the record stays in 3."
+            ),
+            data=_ref("SubmitResult"),
+            body="SubmitAnswersRequest",
+            errors=(*BODY_ERRORS, 404, 409),
+        ),
+    },
+    "/api/assessment/resultStatus": {
+        "get": _user(
+            "The status of a record's result",
+            data=_ref("ResultStatus"),
+            parameters=[RECORD_ID_QUERY],
+            errors=(400, 404),
+        ),
+    },
+    "/api/assessment/report": {
+        "get": _user(
+            "The report of a completed record (status 4); other statuses answer 2005",
+            data=_ref("Report"),
+            parameters=[RECORD_ID_QUERY],
+            errors=(400, 404, 409),
+        ),
+    },
+    "/api/assessment/record": {
+        "get": _user(
+            "One of the caller's records",
+            data=_ref("Record"),
+            parameters=[RECORD_ID_QUERY],
+            errors=(400, 404),
+        ),
+    },
+    "/api/assessment/records": {
+        "get": _user("The caller's records, newest first", data={"type": "array", "items": _ref("Record")}),
+    },
+    "/api/admin/assessmentRecord/regenerateReport": {
+        "post": _admin(
+            "Regenerate the report of a record in status 3 or 5",
+            description=(
+                "Resets the record to 3, clears its results and summary, and queues a job with "
+                "RetryCount 0. 3241 if the record is missing or soft-deleted, 2005 "
+                "(当前状态不允许重新生成) for another status, 5003 if the job could not be queued."
+            ),
+            data=None,
+            body="IdRequest",
+            errors=(*BODY_ERRORS, 404, 409, 503),
+        ),
+    },
+    "/api/admin/assessmentRecord/batchRegenerateReport": {
+        "post": _admin(
+            "Regenerate the reports of the records in status 3 or 5 among `ids`",
+            description=(
+                "Every other id (missing, soft-deleted, wrong status) is skipped; "
+                "successCount + skippedCount == len(ids). An empty list is 1001 "
+                f"({MSG_EMPTY_ID_LIST}); so are duplicate ids and more than {MAX_BATCH_IDS} ids."
+            ),
+            data=_ref("BatchRegenerateResult"),
+            body="IdsRequest",
+            errors=BODY_ERRORS,
+        ),
+    },
+    "/api/admin/assessmentRecord/list": {
+        "get": _admin(
+            "A page of records, newest first",
+            data=_ref("AdminRecordPage"),
+            parameters=[
+                _query("status", STATUS, "only records in this status"),
+                _query("userId", ID, "only this user's records"),
+                _query("includeDeleted", BOOLEAN, "include soft-deleted records (default false)"),
+                _query("createdFrom", DATETIME, "created at or after (ISO-8601; no offset = UTC)"),
+                _query("createdTo", DATETIME, "created before (ISO-8601; no offset = UTC)"),
+                _query("page", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1}, "page"),
+                _query(
+                    "pageSize",
+                    {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE, "default": DEFAULT_PAGE_SIZE},
+                    "records per page",
+                ),
+            ],
+            errors=(400,),
+        ),
+    },
+    "/api/admin/assessmentRecord/delete": {
+        "post": _admin(
+            "Soft-delete a record (3241 if missing or already deleted)",
+            data=None,
+            body="IdRequest",
+            errors=(*BODY_ERRORS, 404),
+        ),
+    },
+    "/api/admin/queue/stats": {
+        "get": _admin("Figures of the report queue", data=_ref("QueueStats"), errors=(503,)),
+    },
+    "/healthz": {
+        "get": _operation("Liveness: the process answers (no I/O)", tag="health", data=_ref("Health")),
+    },
+    "/readyz": {
+        "get": {
+            **_operation(
+                "Readiness: PostgreSQL SELECT 1 and Redis PING", tag="health", data=_ref("Readiness")
+            ),
+            "responses": {
+                "200": _success(_ref("Readiness")),
+                "503": {
+                    "description": "5003: a dependency is unavailable; data names which",
+                    "content": {"application/json": {"schema": _ref("Envelope")}},
+                },
+            },
+        },
+    },
+    "/openapi.json": {
+        "get": {
+            "summary": "This document",
+            "tags": ["meta"],
+            "responses": {
+                "200": {"description": "the OpenAPI document", "content": {"application/json": {}}}
+            },
+        },
+    },
+}
+
+
+def document() -> Schema:
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "mi-assessment API",
+            "version": "1.0.0",
+            "description": (
+                'Every response is the envelope {"code", "message", "data"}: code 0 and message "success" '
+                "on success. JSON fields are camelCase; datetimes ISO-8601. Bodies are JSON objects sent "
+                f"as application/json, at most {MAX_CONTENT_LENGTH} bytes; unknown fields are ignored; "
+                "ids are integers in 1..2^63-1 (booleans, floats and strings are rejected)."
+            ),
+        },
+        "tags": [
+            {"name": "assessment", "description": "the mini-program's user API (user token)"},
+            {"name": "admin", "description": "the admin API (admin token)"},
+            {"name": "health", "description": "probes, no authentication"},
+            {"name": "meta", "description": "this document"},
+        ],
+        "paths": PATHS,
+        "components": {
+            "schemas": SCHEMAS,
+            "responses": RESPONSES,
+            "securitySchemes": {
+                "userToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "a user token, from `flask --app web issue-user-token USER_ID`",
+                },
+                "adminToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "one of the server's ADMIN_TOKENS",
+                },
+            },
+        },
+    }
+
+
+@bp.get("/openapi.json")
+def openapi_json() -> Response:
+    return jsonify(document())

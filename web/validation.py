@@ -1,0 +1,206 @@
+"""Input validation for every endpoint: the body and query-string readers the views use.
+
+Each helper either returns a value of the promised type and range or raises
+`ParamError` (1001, HTTP 400) naming the parameter, so a bad request changes nothing.
+Rules shared by all endpoints:
+
+* ids are JSON integers in 1..2^63-1 (PostgreSQL bigint, .NET long); booleans, floats
+  and numeric strings are rejected, never coerced;
+* id lists hold at most `MAX_BATCH_IDS` ids and no duplicates (a duplicate would make
+  `successCount + skippedCount` ambiguous);
+* bodies are JSON objects sent as ``application/json`` (else 415); unknown fields are
+  ignored; size is capped by MAX_CONTENT_LENGTH (413, set by the app factory);
+* a query parameter appears at most once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any, TypeGuard
+
+from flask import Request
+from werkzeug.datastructures import MultiDict
+from werkzeug.exceptions import UnsupportedMediaType
+
+from services.admin import MAX_PAGE_SIZE
+from services.errors import ParamError
+from services.questionnaire import MAX_VALUE, MIN_VALUE
+
+#: Largest id: PostgreSQL bigint.
+MAX_ID = 2**63 - 1
+#: Largest question id: the questions.id column is an int4.
+MAX_QUESTION_ID = 2**31 - 1
+#: Most ids in one batch request.
+MAX_BATCH_IDS = 1_000
+#: Most answers in one submission (far above any questionnaire, far below the body cap).
+MAX_ANSWERS = 1_000
+#: Body size cap, in bytes (Flask's MAX_CONTENT_LENGTH).
+MAX_CONTENT_LENGTH = 64 * 1024
+#: Paging bounds (MAX_PAGE_SIZE is the services'); (page - 1) * page_size stays far within a bigint OFFSET.
+MAX_PAGE = 2**31 - 1
+DEFAULT_PAGE_SIZE = 20
+
+#: A plain decimal integer: int() alone would also take "1_000", " 7 " and non-ASCII digits.
+_INTEGER = re.compile(r"-?[0-9]{1,25}")
+_TRUE = frozenset({"true", "1"})
+_FALSE = frozenset({"false", "0"})
+
+
+# -- bodies -----------------------------------------------------------------------------
+
+
+def json_object(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object (415 for another content type, 1001 if malformed)."""
+    if not request.is_json:
+        raise UnsupportedMediaType()
+    raw = request.get_data(cache=True)  # raises 413 beyond MAX_CONTENT_LENGTH
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):  # RecursionError: "[[[[...", deeper than the stack
+        raise ParamError("请求体不是合法的 JSON") from None
+    if not isinstance(data, dict):
+        raise ParamError("请求体必须是 JSON 对象")
+    return data
+
+
+def is_int(value: object) -> TypeGuard[int]:
+    """A JSON integer: Python's bool is an int, JSON's true is not."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def int_in_range(value: object, name: str, minimum: int, maximum: int) -> int:
+    if not is_int(value):
+        raise ParamError(f"参数 {name} 必须是整数")
+    if not minimum <= value <= maximum:
+        raise ParamError(f"参数 {name} 必须在 {minimum} 到 {maximum} 之间")
+    return value
+
+
+def an_id(value: object, name: str) -> int:
+    return int_in_range(value, name, 1, MAX_ID)
+
+
+def required(body: dict[str, Any], name: str) -> Any:
+    value = body.get(name)
+    if value is None:
+        raise ParamError(f"缺少参数 {name}")
+    return value
+
+
+def body_id(body: dict[str, Any], name: str) -> int:
+    return an_id(required(body, name), name)
+
+
+def body_id_list(
+    body: dict[str, Any], name: str, *, empty_message: str, max_items: int = MAX_BATCH_IDS
+) -> list[int]:
+    """A non-empty list of distinct ids; a missing or null list counts as empty."""
+    value = body.get(name)
+    if value is None:
+        value = []
+    if not isinstance(value, list):
+        raise ParamError(f"参数 {name} 必须是整数数组")
+    if not value:
+        raise ParamError(empty_message)
+    if len(value) > max_items:
+        raise ParamError(f"参数 {name} 最多包含 {max_items} 个 ID")
+    ids = [an_id(item, f"{name}[{i}]") for i, item in enumerate(value)]
+    if len(set(ids)) != len(ids):
+        raise ParamError(f"参数 {name} 不能包含重复的 ID")
+    return ids
+
+
+def answer_list(body: dict[str, Any], name: str = "answers") -> list[tuple[int, int]]:
+    """``[{"questionId": q, "value": v}, ...]`` as (question id, value) pairs, distinct questions."""
+    value = required(body, name)
+    if not isinstance(value, list):
+        raise ParamError(f"参数 {name} 必须是数组")
+    if not value:
+        raise ParamError(f"参数 {name} 不能为空")
+    if len(value) > MAX_ANSWERS:
+        raise ParamError(f"参数 {name} 最多包含 {MAX_ANSWERS} 项")
+    pairs: list[tuple[int, int]] = []
+    for i, item in enumerate(value):
+        where = f"{name}[{i}]"
+        if not isinstance(item, dict):
+            raise ParamError(f"参数 {where} 必须是对象")
+        question_id = int_in_range(item.get("questionId"), f"{where}.questionId", 1, MAX_QUESTION_ID)
+        answer = int_in_range(item.get("value"), f"{where}.value", MIN_VALUE, MAX_VALUE)
+        pairs.append((question_id, answer))
+    if len({q for q, _ in pairs}) != len(pairs):
+        raise ParamError(f"参数 {name} 中同一题目只能作答一次")
+    return pairs
+
+
+# -- query strings ----------------------------------------------------------------------
+
+
+def _single(args: MultiDict[str, str], name: str) -> str | None:
+    values = args.getlist(name)
+    if len(values) > 1:
+        raise ParamError(f"参数 {name} 只能出现一次")
+    if not values or values[0] == "":
+        return None
+    return values[0]
+
+
+def _parse_int(raw: str, name: str) -> int:
+    if not _INTEGER.fullmatch(raw):
+        raise ParamError(f"参数 {name} 必须是整数")
+    return int(raw)
+
+
+def query_id(args: MultiDict[str, str], name: str) -> int:
+    raw = _single(args, name)
+    if raw is None:
+        raise ParamError(f"缺少参数 {name}")
+    return an_id(_parse_int(raw, name), name)
+
+
+def optional_query_int(args: MultiDict[str, str], name: str, minimum: int, maximum: int) -> int | None:
+    raw = _single(args, name)
+    if raw is None:
+        return None
+    return int_in_range(_parse_int(raw, name), name, minimum, maximum)
+
+
+def query_int(args: MultiDict[str, str], name: str, default: int, minimum: int, maximum: int) -> int:
+    value = optional_query_int(args, name, minimum, maximum)
+    return default if value is None else value
+
+
+def query_bool(args: MultiDict[str, str], name: str, default: bool = False) -> bool:
+    raw = _single(args, name)
+    if raw is None:
+        return default
+    if raw.lower() in _TRUE:
+        return True
+    if raw.lower() in _FALSE:
+        return False
+    raise ParamError(f"参数 {name} 必须是 true 或 false")
+
+
+def query_datetime(args: MultiDict[str, str], name: str) -> datetime | None:
+    """An ISO-8601 date or date-time, in UTC; one without an offset is taken as UTC.
+
+    Normalised here so no later step can overflow on the edges of the calendar (year 1
+    with a positive offset, year 9999 with a negative one).
+    """
+    raw = _single(args, name)
+    if raw is None:
+        return None
+    try:
+        value = datetime.fromisoformat(raw)
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise ParamError(f"参数 {name} 必须是 ISO-8601 时间，例如 2025-01-15T10:30:00+08:00") from None
+
+
+def page_params(args: MultiDict[str, str]) -> tuple[int, int]:
+    page = query_int(args, "page", 1, 1, MAX_PAGE)
+    page_size = query_int(args, "pageSize", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
+    return page, page_size
