@@ -197,7 +197,7 @@ def test_full_retry_schedule_with_the_real_delays(
     redis_client: redis.Redis,
     session_factory: sessionmaker[Session],
 ) -> None:
-    """Seed 000: failures at RetryCount 0, 1, 2 return after exactly 10 s, 30 s, 60 s; then dead + status 5."""
+    """Seed 000: failures at RetryCount 0, 1, 2 return after exactly 10, 30, 60 s; then dead + status 5."""
     clock = AttemptClock()
     report_broker.add_middleware(clock)
     worker = dramatiq.Worker(report_broker, worker_threads=1, worker_timeout=100)
