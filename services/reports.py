@@ -121,7 +121,9 @@ def generate_report(uow: UnitOfWork, record_id: int) -> GenerationOutcome:
         session.execute(
             update(AssessmentRecord)
             .where(AssessmentRecord.id == record_id)
-            .values(status=RecordStatus.COMPLETED, completed_at=func.now())
+            # clock_timestamp(), not now(): now() is when the transaction began, which for a
+            # generation that waited on the row lock is long before the report existed.
+            .values(status=RecordStatus.COMPLETED, completed_at=func.clock_timestamp())
             .execution_options(synchronize_session=False)
         )
         uow.commit()
