@@ -9,6 +9,7 @@ import dramatiq.worker
 from dramatiq.middleware import (
     AgeLimit,
     Callbacks,
+    CurrentMessage,
     Middleware,
     Pipelines,
     ShutdownNotifications,
@@ -29,8 +30,19 @@ from services.config import Settings, env_int
 
 
 def default_middleware() -> list[Middleware]:
-    """Dramatiq's default middleware, with its Retries replaced by ExactRetries."""
-    return [AgeLimit(), TimeLimit(), ShutdownNotifications(), Callbacks(), Pipelines(), ExactRetries()]
+    """Dramatiq's default middleware, with its Retries replaced by ExactRetries.
+
+    CurrentMessage lets the report actor log which attempt failed (actors/report.py).
+    """
+    return [
+        AgeLimit(),
+        TimeLimit(),
+        ShutdownNotifications(),
+        Callbacks(),
+        Pipelines(),
+        ExactRetries(),
+        CurrentMessage(),
+    ]
 
 
 def build_broker(settings: Settings | None = None) -> RedisListBroker:

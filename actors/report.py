@@ -1,15 +1,26 @@
-"""The report actor: generates one record's report (seed: ReportGenerationService)."""
+"""The report actor: generates one record's report (seed: ReportGenerationService).
+
+Each outcome goes to the event log (`eventlog:queue`): generated, a failed attempt (with
+its number), dead-lettered. Logging an event never fails the job (services.events.emit).
+"""
 
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from typing import Any
 
 import dramatiq
+import redis
+from dramatiq.middleware import CurrentMessage
 
 from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, RETRY_DELAYS_MS
+from actors.hotpath.eventlog import RedisEventSink
 from services import reports
+from services.config import Settings
 from services.db import session_factory
+from services.events import Event, EventSink, EventType, emit
 from services.uow import UnitOfWork
 
 logger = logging.getLogger(__name__)
@@ -17,16 +28,60 @@ logger = logging.getLogger(__name__)
 #: Longest a single generation may run before it counts as a failed attempt.
 GENERATION_TIME_LIMIT_MS = 5 * 60_000
 
+#: Who the worker's events name as their actor.
+WORKER_ACTOR = "worker"
+#: Longest error text kept in a failure event.
+MAX_ERROR_CHARS = 500
+
+_sinks: dict[int, EventSink] = {}
+_sinks_lock = threading.Lock()
+
 
 def _uow() -> UnitOfWork:
     # session_factory() is per process: built after dramatiq forks its workers.
     return UnitOfWork(session_factory())
 
 
+def _events() -> EventSink:
+    """The event sink of this process (a Redis connection must not cross a fork either)."""
+    with _sinks_lock:
+        sink = _sinks.get(os.getpid())
+        if sink is None:
+            client = redis.Redis.from_url(
+                Settings.from_env().redis_url, socket_connect_timeout=2, socket_timeout=5
+            )
+            sink = _sinks[os.getpid()] = RedisEventSink(client)
+        return sink
+
+
+def _log_event(event_type: EventType, record_id: int, **data: object) -> None:
+    """Never raises: the job's outcome must not depend on the audit trail."""
+    try:
+        sink = _events()
+    except Exception:
+        logger.error(
+            "event sink unavailable; %s of record %s not logged", event_type, record_id, exc_info=True
+        )
+        return
+    emit(sink, Event.new(event_type, record_id=record_id, actor=WORKER_ACTOR, data=data))
+
+
+def _attempt() -> int | None:
+    """1 for the first delivery of the current message, 2 for its first retry, ...; None outside a worker."""
+    message = CurrentMessage.get_current_message()
+    if message is None:
+        return None
+    return int(message.options.get("retry_count", 0)) + int(getattr(message, "redeliveries", 0)) + 1
+
+
 def mark_record_failed(message: dramatiq.Message[Any]) -> None:
     """on_dead_letter hook: the record shows status 5 (生成失败) once its attempts are used up."""
     record_id = int(message.args[0])
-    changed = reports.mark_generation_failed(_uow(), record_id)
+    changed: bool | None = None
+    try:
+        changed = reports.mark_generation_failed(_uow(), record_id)
+    finally:
+        _log_event(EventType.REPORT_DEAD_LETTERED, record_id, retries=MAX_RETRY_COUNT, statusSet=changed)
     logger.error(
         "Report of record %d dead-lettered after %d retries; status 5 %s.",
         record_id,
@@ -45,5 +100,27 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> None:
 )
 def generate_report(record_id: int) -> None:
     """Generate the report; a record that is not in status 3 is acknowledged and skipped."""
-    outcome = reports.generate_report(_uow(), record_id)
+    try:
+        outcome = reports.generate_report(_uow(), record_id)
+    except BaseException as exc:
+        emit(
+            _events(),
+            Event.new(
+                EventType.REPORT_GENERATION_FAILED,
+                record_id=record_id,
+                actor=WORKER_ACTOR,
+                data={"attempt": _attempt(), "error": f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]},
+            ),
+        )
+        raise
+    if outcome is reports.GenerationOutcome.GENERATED:
+        emit(
+            _events(),
+            Event.new(
+                EventType.REPORT_GENERATED,
+                record_id=record_id,
+                actor=WORKER_ACTOR,
+                data={"attempt": _attempt()},
+            ),
+        )
     logger.info("Report of record %d: %s.", record_id, outcome)

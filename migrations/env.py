@@ -4,10 +4,16 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 
 from services.config import Settings
+from services.event_partitions import is_partition_table
 from services.models import Base
 
 config = context.config
 target_metadata = Base.metadata
+
+
+def include_name(name, type_, parent_names):
+    """The partitions of event_log are managed at run time, not by the models."""
+    return not (type_ == "table" and name is not None and is_partition_table(name))
 
 
 def database_url() -> str:
@@ -16,7 +22,9 @@ def database_url() -> str:
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=database_url(), target_metadata=target_metadata, literal_binds=True)
+    context.configure(
+        url=database_url(), target_metadata=target_metadata, literal_binds=True, include_name=include_name
+    )
     with context.begin_transaction():
         context.run_migrations()
 
@@ -24,13 +32,13 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     connection = config.attributes.get("connection")
     if connection is not None:
-        context.configure(connection=connection, target_metadata=target_metadata)
+        context.configure(connection=connection, target_metadata=target_metadata, include_name=include_name)
         with context.begin_transaction():
             context.run_migrations()
         return
     engine = create_engine(database_url(), poolclass=pool.NullPool)
     with engine.connect() as conn:
-        context.configure(connection=conn, target_metadata=target_metadata)
+        context.configure(connection=conn, target_metadata=target_metadata, include_name=include_name)
         with context.begin_transaction():
             context.run_migrations()
 

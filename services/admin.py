@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import BigInteger, ColumnElement, any_, bindparam, delete, func, select, update
@@ -154,6 +155,18 @@ def regenerate_report(uow: UnitOfWork, queue: ReportQueue, record_id: int) -> No
 def batch_regenerate_report(
     uow: UnitOfWork, queue: ReportQueue, record_ids: Sequence[int]
 ) -> BatchRegenerateResult:
+    """Regenerate every eligible record of `record_ids` (see `batch_regenerate`); the counts."""
+    return batch_regenerate(uow, queue, record_ids).result
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    result: BatchRegenerateResult
+    #: The records reset and queued, in request order (for the event log).
+    queued: tuple[int, ...]
+
+
+def batch_regenerate(uow: UnitOfWork, queue: ReportQueue, record_ids: Sequence[int]) -> BatchOutcome:
     """Regenerate every eligible record of `record_ids`; the others are skipped.
 
     ``success_count + skipped_count == len(record_ids)`` always. Skipped: ids of missing
@@ -177,7 +190,7 @@ def batch_regenerate_report(
     # First occurrences in request order; ids outside BIGINT cannot exist, skip them here.
     candidates = list(dict.fromkeys(i for i in record_ids if _is_id(i)))
     if not candidates:
-        return BatchRegenerateResult(success_count=0, skipped_count=total)
+        return BatchOutcome(BatchRegenerateResult(success_count=0, skipped_count=total), ())
 
     with uow:
         session = uow.session
@@ -195,7 +208,7 @@ def batch_regenerate_report(
         )
         eligible = [i for i in candidates if i in locked]
         if not eligible:
-            return BatchRegenerateResult(success_count=0, skipped_count=total)
+            return BatchOutcome(BatchRegenerateResult(success_count=0, skipped_count=total), ())
         _reset_for_regeneration(session, eligible)
         uow.commit()
 
@@ -208,9 +221,12 @@ def batch_regenerate_report(
             eligible[:20],
             exc_info=True,
         )
-        return BatchRegenerateResult(success_count=0, skipped_count=total)
+        return BatchOutcome(BatchRegenerateResult(success_count=0, skipped_count=total), ())
     logger.info("%d of %d records queued for regeneration", len(eligible), total)
-    return BatchRegenerateResult(success_count=len(eligible), skipped_count=total - len(eligible))
+    return BatchOutcome(
+        BatchRegenerateResult(success_count=len(eligible), skipped_count=total - len(eligible)),
+        tuple(eligible),
+    )
 
 
 def soft_delete_record(uow: UnitOfWork, record_id: int) -> None:

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import ColumnElement, delete, func, insert, select, update
+from sqlalchemy.orm import Session
 
+from services.autosave import AutosaveStore, MergedAnswers, SavedAnswer, from_epoch_ms, merge_submission
 from services.errors import InvalidOperation, ParamError, RecordNotFound, ServiceError
 from services.models import (
     MAX_BIGINT,
@@ -150,6 +153,8 @@ def submit_answers(
     user_id: int,
     record_id: int,
     answers: Sequence[tuple[int, int]],
+    *,
+    autosave: AutosaveStore | None = None,
 ) -> SubmitResult:
     """Save the answers of a record in status 1 or 2, set it to 3 and queue its report.
 
@@ -158,31 +163,49 @@ def submit_answers(
     leaves the database untouched. The record row is locked for the check-and-update,
     so of two concurrent submissions exactly one passes.
 
+    Without `autosave`, `answers` must answer every active question and replace whatever
+    was stored. With it, the answers stored are the record's stored answers, overlaid by
+    its autosaved ones, overlaid by `answers` (which may then be partial or empty); the
+    result must still answer every active question. The store is sealed first (saves
+    racing with the submission are refused, never acknowledged and lost) and its keys
+    are dropped after the commit. If the store cannot be read, `answers` alone must be
+    complete (AutosaveUnavailable, 5003, otherwise).
+
     The job is queued only after the commit (a worker must find the answers). If the
     queue fails, the failure is logged and the call still succeeds with
     ``enqueued=False``: the record stays in 3 and an admin can trigger it again (seed 000).
     """
-    with uow:
-        session = uow.session
-        record = _own_record(uow, user_id, record_id, lock=True)
-        if record.status not in SUBMITTABLE:
-            raise InvalidOperation(MSG_SUBMIT_NOT_ALLOWED)
-        active_ids = session.scalars(select(Question.id).where(Question.is_active)).all()
-        values = validate_answers(active_ids, answers)
-
-        # Replace, not merge: a resubmission (status 2 after a failed attempt) leaves no stale rows.
-        session.execute(delete(Answer).where(Answer.record_id == record.id))
-        session.execute(
-            insert(Answer),
-            [{"record_id": record.id, "question_id": qid, "value": v} for qid, v in values.items()],
-        )
-        session.execute(
-            update(AssessmentRecord)
-            .where(AssessmentRecord.id == record.id)
-            .values(status=RecordStatus.GENERATING, submitted_at=func.now())
-            .execution_options(synchronize_session=False)
-        )
-        uow.commit()
+    sealed = False
+    try:
+        with uow:
+            session = uow.session
+            record = _own_record(uow, user_id, record_id, lock=True)
+            if record.status not in SUBMITTABLE:
+                raise InvalidOperation(MSG_SUBMIT_NOT_ALLOWED)
+            active_ids = session.scalars(select(Question.id).where(Question.is_active)).all()
+            if autosave is None:
+                values = validate_answers(active_ids, answers)
+                merged = MergedAnswers(values, {}, 0, None)
+            else:
+                sealed = _seal(autosave, record.id, user_id)
+                autosaved = _load(autosave, record.id) if sealed else None
+                stored = {
+                    qid: (value, at)
+                    for qid, value, at in session.execute(
+                        select(Answer.question_id, Answer.value, Answer.answered_at).where(
+                            Answer.record_id == record.id
+                        )
+                    )
+                }
+                merged = merge_submission(active_ids, stored, autosaved, answers)
+            _store_submission(session, record.id, merged)
+            uow.commit()
+    except BaseException:
+        if sealed and autosave is not None:
+            _release(autosave, record_id, submitted=False)
+        raise
+    if sealed and autosave is not None:
+        _release(autosave, record_id, submitted=True)
 
     enqueued = True
     try:
@@ -193,6 +216,70 @@ def submit_answers(
             "answers of record %s saved, but its report job could not be queued", record_id, exc_info=True
         )
     return SubmitResult(record_id=record_id, status=int(RecordStatus.GENERATING), enqueued=enqueued)
+
+
+def _store_submission(session: Session, record_id: int, merged: MergedAnswers) -> None:
+    """Replace the record's answers, set status 3 and its final progress (one transaction)."""
+    # Replace, not merge: a resubmission (status 2 after a failed attempt) leaves no stale rows.
+    session.execute(delete(Answer).where(Answer.record_id == record_id))
+    kept = [
+        {"record_id": record_id, "question_id": qid, "value": v, "answered_at": merged.answered_at[qid]}
+        for qid, v in merged.values.items()
+        if qid in merged.answered_at
+    ]
+    fresh = [
+        {"record_id": record_id, "question_id": qid, "value": v}
+        for qid, v in merged.values.items()
+        if qid not in merged.answered_at
+    ]
+    for rows in (kept, fresh):
+        if rows:
+            session.execute(insert(Answer), rows)
+    # The final progress state, stamped no earlier than the autosaves it includes, so a
+    # progress state of those saves still in Redis cannot overwrite it (services/progress.py).
+    stamp: ColumnElement[datetime] = func.now()
+    if merged.latest_saved_ms is not None:
+        stamp = func.greatest(stamp, from_epoch_ms(merged.latest_saved_ms))
+    session.execute(
+        update(AssessmentRecord)
+        .where(AssessmentRecord.id == record_id)
+        .values(
+            status=RecordStatus.GENERATING,
+            submitted_at=func.now(),
+            answered_count=len(merged.values),
+            last_activity_at=func.now(),
+            progress_updated_at=func.greatest(
+                func.coalesce(AssessmentRecord.progress_updated_at, stamp), stamp
+            ),
+        )
+        .execution_options(synchronize_session=False)
+    )
+
+
+def _seal(store: AutosaveStore, record_id: int, user_id: int) -> bool:
+    """Close the record to saves; False (logged) when the store is down."""
+    try:
+        store.seal(record_id, user_id)
+    except Exception:
+        logger.warning("autosave store unavailable while submitting record %s", record_id, exc_info=True)
+        return False
+    return True
+
+
+def _load(store: AutosaveStore, record_id: int) -> dict[int, SavedAnswer] | None:
+    try:
+        return store.load(record_id)
+    except Exception:
+        logger.warning("autosaved answers of record %s unreadable", record_id, exc_info=True)
+        return None
+
+
+def _release(store: AutosaveStore, record_id: int, *, submitted: bool) -> None:
+    """Best effort: a key left behind expires, and the flusher skips submitted records."""
+    try:
+        store.release(record_id, submitted=submitted)
+    except Exception:
+        logger.warning("could not release the autosave of record %s", record_id, exc_info=True)
 
 
 def get_result_status(uow: UnitOfWork, user_id: int, record_id: int) -> ResultStatusView:

@@ -56,6 +56,16 @@ class QueueUnavailable(ServiceError):
     default_message = "报告队列暂不可用，请稍后重试"
 
 
+class AutosaveUnavailable(QueueUnavailable):
+    """The answers saved during the assessment (Redis) could not be read or written.
+
+    Same code as the queue (5003, a dependency is down); its own message, because the
+    user can act on it: retry, or submit every answer in the body.
+    """
+
+    default_message = "答案暂存服务暂不可用，请稍后重试或提交全部答案"
+
+
 #: Messages of the seed, used verbatim.
 MSG_REGENERATE_NOT_ALLOWED = "当前状态不允许重新生成"
 MSG_EMPTY_ID_LIST = "记录ID列表不能为空"

@@ -6,7 +6,9 @@ with it (tests/integration/test_schema.py compares them).
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -21,7 +23,9 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Text,
+    Uuid,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -84,6 +88,13 @@ class AssessmentRecord(Base):
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
     )
     is_deleted: Mapped[bool] = mapped_column(Boolean, default=False, server_default="false")
+    # Progress of an assessment in status 2, synced from Redis by the hot-path flusher
+    # (services/progress.py); progress_updated_at is the LastUpdateTime of the state
+    # written last, so an older state never overwrites a newer one.
+    current_question_id: Mapped[int | None] = mapped_column(Integer)
+    answered_count: Mapped[int | None] = mapped_column(Integer)
+    last_activity_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    progress_updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Answer(Base):
@@ -95,6 +106,7 @@ class Answer(Base):
     )
     question_id: Mapped[int] = mapped_column(ForeignKey("questions.id"), primary_key=True)
     value: Mapped[int] = mapped_column(SmallInteger)
+    #: When the user gave this value (for autosaved answers: the save time on the Redis clock).
     answered_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
@@ -125,3 +137,28 @@ class ReportSummary(Base):
     top_dimensions: Mapped[list[str]] = mapped_column(JSONB)
     summary: Mapped[str] = mapped_column(Text)
     generated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class EventLogEntry(Base):
+    """One event of the log (services/events.py), partitioned by month of `occurred_at`.
+
+    The primary key includes the partition key, as PostgreSQL requires; the event id
+    alone is unique in practice (uuid4), and (occurred_at, id) makes a replayed insert
+    of the same event a no-op. The partitions themselves are not mapped
+    (services/event_partitions.py manages them).
+    """
+
+    __tablename__ = "event_log"
+    __table_args__ = (
+        Index("ix_event_log_record_id_occurred_at", "record_id", "occurred_at"),
+        {"postgresql_partition_by": "RANGE (occurred_at)"},
+    )
+
+    occurred_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    event_type: Mapped[str] = mapped_column(String(64))
+    record_id: Mapped[int | None] = mapped_column(BigInteger)
+    user_id: Mapped[int | None] = mapped_column(BigInteger)
+    actor: Mapped[str | None] = mapped_column(String(64))
+    data: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -91,8 +91,20 @@ def validate_answers(question_ids: Collection[int], answers: Iterable[object]) -
     pairs = list(answers)
     if not pairs and question_ids:
         raise ParamError("答案不能为空")
+    values = validate_partial_answers(question_ids, pairs)
+    missing = set(question_ids) - values.keys()
+    if missing:
+        raise ParamError(f"还有题目未作答：{format_ids(missing)}")
+    return values
+
+
+def validate_partial_answers(question_ids: Collection[int], answers: Iterable[object]) -> dict[int, int]:
+    """Like `validate_answers`, but questions may be left unanswered (autosave, partial submission).
+
+    Returns {question id: value} in the order given.
+    """
     valid: list[tuple[int, int]] = []
-    for index, pair in enumerate(pairs, start=1):
+    for index, pair in enumerate(answers, start=1):
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise ParamError(f"第 {index} 个答案格式错误，应为（题目ID, 分值）")
         question_id, value = pair
@@ -111,9 +123,6 @@ def validate_answers(question_ids: Collection[int], answers: Iterable[object]) -
     duplicated = [qid for qid, count in counts.items() if count > 1]
     if duplicated:
         raise ParamError(f"题目重复作答：{format_ids(duplicated)}")
-    missing = expected - counts.keys()
-    if missing:
-        raise ParamError(f"还有题目未作答：{format_ids(missing)}")
     return dict(valid)
 
 

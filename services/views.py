@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -49,6 +49,19 @@ class SubmitResult:
     #: False when the answers were saved but the report job could not be queued; the
     #: record then stays in status 3 and an admin can trigger the report again.
     enqueued: bool
+
+
+@dataclass(frozen=True)
+class SaveAnswersResult:
+    """What an autosave returns: it is in Redis, the database follows within a flush interval."""
+
+    record_id: int
+    #: Answers taken from this request.
+    saved: int
+    #: Distinct questions answered so far in this record's autosave.
+    answered_count: int
+    #: The save time (the Redis server's clock), also the answers' `answered_at`.
+    saved_at: datetime
 
 
 @dataclass(frozen=True)
@@ -125,3 +138,16 @@ class Page(Generic[T]):
 class BatchRegenerateResult:
     success_count: int
     skipped_count: int
+
+
+@dataclass(frozen=True)
+class EventView:
+    """One event of the log (admin API)."""
+
+    id: str
+    event_type: str
+    occurred_at: datetime
+    record_id: int | None
+    user_id: int | None
+    actor: str | None
+    data: dict[str, Any]

@@ -12,9 +12,13 @@ import logging
 import redis
 from flask import Flask
 
+from actors.hotpath.autosave import RedisAutosaveStore
+from actors.hotpath.eventlog import RedisEventSink
 from actors.producer import RedisReportQueue
+from services.autosave import ActiveQuestions, AutosaveStore
 from services.config import Settings
 from services.db import session_factory
+from services.events import EventSink
 from services.queue import ReportQueue
 from web import admin_api, deps, health, openapi, user_api
 from web.auth import issue_user_token
@@ -37,6 +41,8 @@ def create_app(
     *,
     report_queue: ReportQueue | None = None,
     redis_client: redis.Redis[bytes] | None = None,
+    autosave_store: AutosaveStore | None = None,
+    event_sink: EventSink | None = None,
 ) -> Flask:
     """Build the app; settings come from the environment unless given.
 
@@ -60,6 +66,9 @@ def create_app(
             session_factory=session_factory(settings),
             report_queue=report_queue or RedisReportQueue(client),
             redis=client,
+            autosave=autosave_store or RedisAutosaveStore(client),
+            events=event_sink or RedisEventSink(client),
+            questions=ActiveQuestions(),
         ),
     )
 

@@ -13,7 +13,9 @@ import redis
 from flask import Flask, current_app
 from sqlalchemy.orm import Session, sessionmaker
 
+from services.autosave import ActiveQuestions, AutosaveStore
 from services.config import Settings
+from services.events import EventSink
 from services.queue import ReportQueue
 from services.uow import UnitOfWork
 
@@ -26,6 +28,12 @@ class Dependencies:
     session_factory: sessionmaker[Session]
     report_queue: ReportQueue
     redis: redis.Redis[bytes]
+    #: Answers saved during an assessment (Redis first, flushed by the hotpath process).
+    autosave: AutosaveStore
+    #: The event log's producer side (`eventlog:queue`).
+    events: EventSink
+    #: Active question ids, cached so that a save needs no database round trip.
+    questions: ActiveQuestions
 
 
 def install(app: Flask, dependencies: Dependencies) -> None:
@@ -47,3 +55,15 @@ def report_queue() -> ReportQueue:
 
 def redis_client() -> redis.Redis[bytes]:
     return current().redis
+
+
+def autosave_store() -> AutosaveStore:
+    return current().autosave
+
+
+def event_sink() -> EventSink:
+    return current().events
+
+
+def active_questions() -> ActiveQuestions:
+    return current().questions

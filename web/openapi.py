@@ -13,6 +13,7 @@ from flask import Blueprint, Response, jsonify
 
 from services.admin import MAX_PAGE_SIZE
 from services.errors import MSG_EMPTY_ID_LIST
+from services.events import EventType
 from services.questionnaire import MAX_VALUE, MIN_VALUE
 from services.status import STATUS_TEXT
 from web.validation import (
@@ -178,6 +179,18 @@ SCHEMAS: dict[str, Schema] = {
         value={"type": "integer", "minimum": MIN_VALUE, "maximum": MAX_VALUE},
     ),
     "SubmitAnswersRequest": _obj(
+        ["recordId"],
+        recordId=ID,
+        answers={
+            "type": ["array", "null"],
+            "items": _ref("Answer"),
+            "maxItems": MAX_ANSWERS,
+            "description": "each question at most once; together with the answers already saved "
+            "(saveAnswers) every active question must be answered. May be empty or left out when "
+            "everything was saved before",
+        },
+    ),
+    "SaveAnswersRequest": _obj(
         ["recordId", "answers"],
         recordId=ID,
         answers={
@@ -185,8 +198,39 @@ SCHEMAS: dict[str, Schema] = {
             "items": _ref("Answer"),
             "minItems": 1,
             "maxItems": MAX_ANSWERS,
-            "description": "one answer per active question, each question once",
+            "description": "some answers, each question at most once; a later save of a question wins",
         },
+    ),
+    "SaveAnswersResult": _all(
+        recordId=ID,
+        saved={"type": "integer", "minimum": 1, "description": "answers taken from this request"},
+        answeredCount={
+            "type": "integer",
+            "minimum": 0,
+            "description": "distinct questions saved so far in this record",
+        },
+        savedAt={**DATETIME, "description": "the save time, also the answers' answered time"},
+    ),
+    "Event": _all(
+        id={"type": "string", "format": "uuid"},
+        eventType={
+            "type": "string",
+            "description": "; ".join(t.value for t in EventType),
+        },
+        occurredAt=DATETIME,
+        recordId={**ID, "type": ["integer", "null"]},
+        userId={**ID, "type": ["integer", "null"]},
+        actor={
+            "type": ["string", "null"],
+            "description": '"user:<id>", "admin:<first 12 hex digits of the token\'s SHA-256>" or "worker"',
+        },
+        data={"type": "object", "description": "details of the event, by type"},
+    ),
+    "EventPage": _all(
+        items={"type": "array", "items": _ref("Event")},
+        total={"type": "integer", "minimum": 0},
+        page={"type": "integer", "minimum": 1},
+        pageSize={"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE},
     ),
 }
 
@@ -203,7 +247,7 @@ RESPONSES: dict[str, Schema] = {
     "Conflict": _error("2005: the record's status does not allow the operation"),
     "PayloadTooLarge": _error(f"body over {MAX_CONTENT_LENGTH} bytes (code 413)"),
     "UnsupportedMediaType": _error("body not sent as application/json (code 415)"),
-    "ServiceUnavailable": _error("5003: the report queue (Redis) is unavailable"),
+    "ServiceUnavailable": _error("5003: the report queue or the autosave store (Redis) is unavailable"),
 }
 
 ERROR_RESPONSE_NAMES = {
@@ -303,17 +347,34 @@ PATHS: dict[str, dict[str, Schema]] = {
             data={"type": "array", "items": _ref("Question")},
         ),
     },
+    "/api/assessment/saveAnswers": {
+        "post": _user(
+            "Autosave some answers of a record in status 2 (测评中)",
+            description=(
+                "Stores the answers in Redis and returns without touching the database; a background "
+                "process persists them within about a second. Validated like a submission except that "
+                "questions may be left out. 3241 if the record is not the caller's, 2005 unless it is "
+                "in status 2, 5003 if the autosave store (Redis) is down."
+            ),
+            data=_ref("SaveAnswersResult"),
+            body="SaveAnswersRequest",
+            errors=(*BODY_ERRORS, 404, 409, 503),
+        ),
+    },
     "/api/assessment/submitAnswers": {
         "post": _user(
             "Submit the answers of a record in status 1 or 2",
             description=(
+                "The answers stored are the record's saved answers (saveAnswers) overlaid by the body, "
+                "which may therefore be partial or empty; every active question must end up answered. "
                 "Saves the answers, sets the record to 3 (生成中) and queues the report job; returns "
                 "as soon as both are done, before the report exists. If the queue (Redis) is down the "
-                "call still succeeds with enqueued=false and the record stays in 3."
+                "call still succeeds with enqueued=false and the record stays in 3, provided the body "
+                "answers every question (otherwise 5003: the saved answers cannot be read)."
             ),
             data=_ref("SubmitResult"),
             body="SubmitAnswersRequest",
-            errors=(*BODY_ERRORS, 404, 409),
+            errors=(*BODY_ERRORS, 404, 409, 503),
         ),
     },
     "/api/assessment/resultStatus": {
@@ -395,6 +456,28 @@ PATHS: dict[str, dict[str, Schema]] = {
             data=None,
             body="IdRequest",
             errors=(*BODY_ERRORS, 404),
+        ),
+    },
+    "/api/admin/assessmentRecord/events": {
+        "get": _admin(
+            "The event log of a record, oldest first",
+            description=(
+                "User, admin and worker actions on the record (created, started, answers saved, "
+                "submitted, report generated, a failed attempt, dead-lettered, regenerated, deleted). "
+                "Events reach the log through Redis and appear within about a second. 3241 if no such "
+                "record was ever created and no event names it."
+            ),
+            data=_ref("EventPage"),
+            parameters=[
+                _query("id", ID, "the record", required=True),
+                _query("page", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1}, "page"),
+                _query(
+                    "pageSize",
+                    {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE, "default": DEFAULT_PAGE_SIZE},
+                    "events per page",
+                ),
+            ],
+            errors=(400, 404),
         ),
     },
     "/api/admin/queue/stats": {

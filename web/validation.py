@@ -112,12 +112,20 @@ def body_id_list(
     return ids
 
 
-def answer_list(body: dict[str, Any], name: str = "answers") -> list[tuple[int, int]]:
-    """``[{"questionId": q, "value": v}, ...]`` as (question id, value) pairs, distinct questions."""
+def answer_list(
+    body: dict[str, Any], name: str = "answers", *, allow_empty: bool = False
+) -> list[tuple[int, int]]:
+    """``[{"questionId": q, "value": v}, ...]`` as (question id, value) pairs, distinct questions.
+
+    With `allow_empty` (a submission completed by autosaved answers) a missing, null or
+    empty list is an empty list; the service then decides whether that is enough.
+    """
+    if allow_empty and body.get(name) is None:
+        return []
     value = required(body, name)
     if not isinstance(value, list):
         raise ParamError(f"参数 {name} 必须是数组")
-    if not value:
+    if not value and not allow_empty:
         raise ParamError(f"参数 {name} 不能为空")
     if len(value) > MAX_ANSWERS:
         raise ParamError(f"参数 {name} 最多包含 {MAX_ANSWERS} 项")

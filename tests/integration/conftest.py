@@ -7,12 +7,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
+from hotpath_support import truncate_event_log
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 from web_support import ADMIN_TOKEN, CLOSED_REDIS_URL, Records
@@ -55,3 +56,11 @@ def redis_down_app(settings: Settings, session_factory: sessionmaker[Session]) -
 @pytest.fixture
 def records(engine: Engine, session_factory: sessionmaker[Session]) -> Records:
     return Records(engine)
+
+
+@pytest.fixture
+def event_log(engine: Engine) -> Iterator[Engine]:
+    """An empty event_log table before and after the test (records do not cascade to it)."""
+    truncate_event_log(engine)
+    yield engine
+    truncate_event_log(engine)

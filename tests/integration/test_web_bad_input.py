@@ -107,7 +107,29 @@ def method_only(endpoint: tuple[str, str]) -> list[Bad]:
 
 
 SUBMIT = post(f"{USER_PATH}/submitAnswers")
+SAVE = post(f"{USER_PATH}/saveAnswers")
+EVENTS = get(f"{ADMIN_PATH}/assessmentRecord/events")
 ANSWER = {"questionId": 1, "value": 3}
+#: Bad answer lists, refused by both submitAnswers and saveAnswers.
+BAD_ANSWERS: list[tuple[str, Any]] = [
+    ("object", {"1": 3}),
+    ("string", "3,3,3"),
+    ("item not an object", [3]),
+    ("item without questionId", [{"value": 3}]),
+    ("item without value", [{"questionId": 1}]),
+    ("value 0", [{"questionId": 1, "value": 0}]),
+    ("value 6", [{"questionId": 1, "value": 6}]),
+    ("value bool", [{"questionId": 1, "value": True}]),
+    ("value string", [{"questionId": 1, "value": "3"}]),
+    ("value float", [{"questionId": 1, "value": 3.5}]),
+    ("questionId bool", [{"questionId": True, "value": 3}]),
+    ("questionId zero", [{"questionId": 0, "value": 3}]),
+    ("questionId beyond int4", [{"questionId": 2**31, "value": 3}]),
+    ("repeated question", [ANSWER, {"questionId": 1, "value": 4}]),
+    ("too many", [{"questionId": i, "value": 3} for i in range(1, 1002)]),
+]
+#: The owner's record in status 2 (see `world`): saves to it get past the status check.
+IN_PROGRESS = 2
 BATCH = post(f"{ADMIN_PATH}/assessmentRecord/batchRegenerateReport")
 LIST = get(f"{ADMIN_PATH}/assessmentRecord/list")
 
@@ -118,24 +140,18 @@ CASES: list[Bad] = [
     *body_cases(SUBMIT, "recordId", {"answers": [ANSWER]}),
     *[
         Bad(SUBMIT, f"answers {name}", 400, 1001, body={"recordId": 1, "answers": answers})
-        for name, answers in [
-            ("missing", None),
-            ("object", {"1": 3}),
-            ("string", "3,3,3"),
-            ("empty", []),
-            ("item not an object", [3]),
-            ("item without questionId", [{"value": 3}]),
-            ("item without value", [{"questionId": 1}]),
-            ("value 0", [{"questionId": 1, "value": 0}]),
-            ("value 6", [{"questionId": 1, "value": 6}]),
-            ("value bool", [{"questionId": 1, "value": True}]),
-            ("value string", [{"questionId": 1, "value": "3"}]),
-            ("value float", [{"questionId": 1, "value": 3.5}]),
-            ("questionId bool", [{"questionId": True, "value": 3}]),
-            ("questionId zero", [{"questionId": 0, "value": 3}]),
-            ("questionId beyond int4", [{"questionId": 2**31, "value": 3}]),
-            ("repeated question", [ANSWER, {"questionId": 1, "value": 4}]),
-            ("too many", [{"questionId": i, "value": 3} for i in range(1, 1002)]),
+        for name, answers in [("missing", None), ("empty", []), *BAD_ANSWERS]
+    ],
+    *body_cases(SAVE, "recordId", {"answers": [ANSWER]}),
+    *[
+        Bad(SAVE, f"answers {name}", 400, 1001, body={"recordId": IN_PROGRESS, "answers": answers})
+        for name, answers in [("missing", None), ("empty", []), *BAD_ANSWERS]
+    ],
+    *[
+        Bad(SAVE, f"answers {name}", 400, 1001, body={"recordId": IN_PROGRESS, "answers": answers}, message=m)
+        for name, answers, m in [
+            ("unknown question", [{"questionId": 999, "value": 3}], "存在不属于本测评的题目：999"),
+            ("unknown among known", [{"questionId": 101, "value": 3}, ANSWER], "存在不属于本测评的题目：1"),
         ]
     ],
     *query_cases(get(f"{USER_PATH}/resultStatus"), "recordId"),
@@ -194,6 +210,17 @@ CASES: list[Bad] = [
         ]
     ],
     Bad(LIST, "wrong method", 405, 405, method="POST"),
+    *query_cases(EVENTS, "id"),
+    *[
+        Bad(EVENTS, name, 400, 1001, query=[("id", "1"), *query])
+        for name, query in [
+            ("page 0", [("page", "0")]),
+            ("page beyond limit", [("page", str(2**31))]),
+            ("pageSize 0", [("pageSize", "0")]),
+            ("pageSize 101", [("pageSize", "101")]),
+            ("pageSize text", [("pageSize", "all")]),
+        ]
+    ],
     *method_only(get(f"{ADMIN_PATH}/queue/stats")),
     *method_only(get("/healthz")),
     *method_only(get("/readyz")),

@@ -28,6 +28,9 @@ VIEW_SCHEMAS: dict[str, type] = {
     "AdminRecordPage": views.Page,
     "BatchRegenerateResult": views.BatchRegenerateResult,
     "QueueStats": QueueFigures,
+    "SaveAnswersResult": views.SaveAnswersResult,
+    "Event": views.EventView,
+    "EventPage": views.Page,
 }
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 

@@ -1,0 +1,237 @@
+"""The dirty-set flush of seed 001 (作答落盘 / 考生状态同步), with its weak spots fixed.
+
+Writers put data in a per-record hash and add the record id to a dirty set. A flusher:
+
+1. **claim** — RENAME dirty → syncing (nothing to do if dirty is absent), after merging
+   back a syncing set a crashed cycle left behind (SUNIONSTORE), so nothing is skipped;
+2. **read** — SMEMBERS syncing, then HGETALL of each record's hash, pipelined per chunk;
+3. **write** — one database transaction per chunk, in bulk (the subclass's `persist`);
+4. **done** — SREM the chunk from syncing; after the last chunk DEL syncing.
+
+Unlike the seed, a failed write does not drop the marks: the ids go back to the dirty set
+(SUNIONSTORE dirty dirty syncing) and are retried next cycle. A save made during a flush
+re-adds its id to the dirty set, which the RENAME already emptied, so it is flushed again
+next cycle: nothing saved is lost.
+
+RENAME is only safe with one flusher at a time (a second RENAME would overwrite the first
+one's syncing set). Each flow is guarded by a lease (`RedisLock`, SET NX PX): every step
+that changes the dirty or syncing set is a Lua script that checks the lease's token, the
+lease is renewed before each chunk and checked again right before each commit, and a
+process that lost it stops at once (the new owner merges the syncing set back).
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import redis
+from redis.commands.core import Script
+from sqlalchemy.orm import Session, sessionmaker
+
+from actors.hotpath.constants import DEFAULT_ANSWERS_BATCH, DEFAULT_LOCK_TTL_MS, DirtyKeys
+from actors.hotpath.lock import OWNER_CHECK, RedisLock
+
+logger = logging.getLogger(__name__)
+
+#: Called between the steps of a cycle with "claimed", "read" (before the database write)
+#: and "written" (after the commit): tests use it to interleave saves and faults.
+Hook = Callable[[str], None]
+
+# KEYS: lock, dirty, syncing. ARGV: token. Returns {count} (-1: not the owner).
+_CLAIM = (
+    OWNER_CHECK
+    + """
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('SUNIONSTORE', KEYS[2], KEYS[2], KEYS[3])
+  redis.call('DEL', KEYS[3])
+end
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  return {0}
+end
+redis.call('RENAME', KEYS[2], KEYS[3])
+return {redis.call('SCARD', KEYS[3])}
+"""
+)
+
+# KEYS: lock, dirty, syncing. ARGV: token. The ids of a failed cycle go back to dirty.
+_PUT_BACK = (
+    OWNER_CHECK
+    + """
+local n = redis.call('SCARD', KEYS[3])
+if n > 0 then
+  redis.call('SUNIONSTORE', KEYS[2], KEYS[2], KEYS[3])
+end
+redis.call('DEL', KEYS[3])
+return {n}
+"""
+)
+
+# KEYS: lock, syncing. ARGV: token, ids... Removes persisted ids (all of them if no ids: done).
+_DONE = (
+    OWNER_CHECK
+    + """
+if #ARGV == 1 then
+  return {redis.call('DEL', KEYS[2])}
+end
+return {redis.call('SREM', KEYS[2], unpack(ARGV, 2))}
+"""
+)
+
+
+class LockLost(Exception):
+    """The lease expired or was taken over during a cycle: stop, the new owner recovers."""
+
+
+@dataclass
+class FlushReport:
+    #: False when another process holds the lease (this one is a standby).
+    owner: bool = True
+    claimed: int = 0
+    persisted: int = 0
+    rows: int = 0
+    discarded: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Persisted:
+    rows: int
+    #: Records whose hash is useless now (e.g. no longer in progress): their keys are dropped.
+    discard: Sequence[int] = ()
+
+
+class DirtySetFlusher(ABC):
+    """One dirty-set flow; subclasses decode the hashes and write them to the database."""
+
+    name = "flush"
+
+    def __init__(
+        self,
+        client: redis.Redis[bytes],
+        keys: DirtyKeys,
+        session_factory: sessionmaker[Session],
+        *,
+        token: str | None = None,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.session_factory = session_factory
+        self.lock = RedisLock(client, keys.lock, token=token)
+        self._claim = client.register_script(_CLAIM)
+        self._put_back = client.register_script(_PUT_BACK)
+        self._done = client.register_script(_DONE)
+
+    @abstractmethod
+    def persist(self, session: Session, hashes: dict[int, dict[bytes, bytes]]) -> Persisted:
+        """Write the decoded hashes (record id -> raw hash) in the caller's transaction."""
+
+    def discard(self, record_ids: Sequence[int]) -> None:  # noqa: B027  (optional hook)
+        """Drop the keys of records whose data can never be written (default: nothing)."""
+
+    # ------------------------------------------------------------------ the cycle
+
+    def run_once(
+        self,
+        *,
+        batch: int = DEFAULT_ANSWERS_BATCH,
+        lock_ttl_ms: int = DEFAULT_LOCK_TTL_MS,
+        hook: Hook | None = None,
+    ) -> FlushReport:
+        """One flush cycle; raises (after putting the ids back) if Redis or the database fails."""
+        report = FlushReport()
+        if not self.lock.ensure(lock_ttl_ms):
+            report.owner = False
+            return report
+        try:
+            report.claimed = self._guarded(self._claim, [self.keys.dirty, self.keys.syncing])
+        except LockLost:
+            report.owner = False
+            return report
+        if report.claimed == 0:
+            return report
+        try:
+            _step(hook, "claimed")
+            ids = self._members()
+            for start in range(0, len(ids), max(1, batch)):
+                chunk = ids[start : start + max(1, batch)]
+                self._flush_chunk(chunk, lock_ttl_ms, hook, report)
+            self._guarded(self._done, [self.keys.syncing])
+        except LockLost:
+            logger.warning("%s: lost the lock mid-cycle; the new owner takes the ids back", self.name)
+            report.owner = False
+        except Exception:
+            self._put_back_after_failure()
+            raise
+        return report
+
+    def _flush_chunk(
+        self, chunk: list[int], lock_ttl_ms: int, hook: Hook | None, report: FlushReport
+    ) -> None:
+        if not self.lock.renew(lock_ttl_ms):
+            raise LockLost()
+        pipe = self.client.pipeline(transaction=False)
+        for record_id in chunk:
+            pipe.hgetall(self.keys.item(record_id))
+        hashes = {record_id: raw for record_id, raw in zip(chunk, pipe.execute(), strict=True) if raw}
+        _step(hook, "read")
+        outcome = Persisted(0)
+        if hashes:
+            with self.session_factory() as session:
+                outcome = self.persist(session, hashes)
+                # Fence: commit only while still the owner, so a process that lost the lease
+                # cannot write behind the back of the one that took over.
+                if not self.lock.renew(lock_ttl_ms):
+                    raise LockLost()
+                session.commit()
+        _step(hook, "written")
+        if outcome.discard:
+            self.discard(outcome.discard)
+            report.discarded.extend(outcome.discard)
+        self._guarded(self._done, [self.keys.syncing], *chunk)
+        report.persisted += len(chunk)
+        report.rows += outcome.rows
+
+    def _members(self) -> list[int]:
+        ids: list[int] = []
+        bad: list[bytes] = []
+        for member in self.client.smembers(self.keys.syncing):
+            try:
+                ids.append(int(member))
+            except ValueError:
+                bad.append(member)
+        if bad:
+            logger.error("%s: dropping %d malformed dirty mark(s): %r", self.name, len(bad), bad[:5])
+            self._guarded(self._done, [self.keys.syncing], *bad)
+        return sorted(ids)
+
+    def _put_back_after_failure(self) -> None:
+        try:
+            count = self._guarded(self._put_back, [self.keys.dirty, self.keys.syncing])
+            logger.warning("%s: cycle failed; %d record id(s) put back to the dirty set", self.name, count)
+        except LockLost:
+            pass
+        except redis.RedisError:
+            # The next cycle's claim merges the syncing set back.
+            logger.error("%s: could not put the ids back now; the next claim will", self.name, exc_info=True)
+
+    def _guarded(self, script: Script, keys: list[str], *args: object) -> int:
+        result = script(keys=[self.lock.key, *keys], args=[self.lock.token, *args])
+        value = int(result[0])
+        if value < 0:
+            self.lock.held = False
+            raise LockLost()
+        return value
+
+    def close(self) -> None:
+        """Release the lease (at shutdown), so a standby takes over at once."""
+        try:
+            self.lock.release()
+        except redis.RedisError:
+            logger.warning("%s: could not release the lock; it expires by itself", self.name)
+
+
+def _step(hook: Hook | None, name: str) -> None:
+    if hook is not None:
+        hook(name)

@@ -1,0 +1,87 @@
+"""A Redis lease: one owner at a time, renewed by its owner, released only by its owner.
+
+Taken with ``SET key token NX PX ttl`` (seed 001: SetNx, here with an owner token and a
+millisecond expiry); renewed with a compare-and-PEXPIRE and released with a
+compare-and-DEL, both Lua, so an owner whose lease expired can never extend or delete
+the lease of the process that took over. Every script that changes the data a lease
+protects checks the token itself (see `OWNER_CHECK`), so a stale owner cannot act
+even between its last renewal and the moment it notices.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+
+import redis
+
+logger = logging.getLogger(__name__)
+
+#: Lua prologue of every guarded script: KEYS[1] is the lock, ARGV[1] the owner token.
+OWNER_CHECK = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return {-1}
+end
+"""
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+def new_token() -> str:
+    """host:pid:random, so an operator reading the lock sees who holds it."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+class RedisLock:
+    def __init__(self, client: redis.Redis[bytes], key: str, *, token: str | None = None) -> None:
+        self.client = client
+        self.key = key
+        self.token = token or new_token()
+        self.held = False
+        #: How many times the lock was (re)acquired: a new acquisition means recovery first.
+        self.acquisitions = 0
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+
+    def ensure(self, ttl_ms: int) -> bool:
+        """Renew the lease if held, else try to take it; whether this process holds it now."""
+        if self.held and self.renew(ttl_ms):
+            return True
+        if self.client.set(self.key, self.token, nx=True, px=ttl_ms):
+            if not self.held:
+                logger.info("took the lock %s as %s", self.key, self.token)
+            self.held = True
+            self.acquisitions += 1
+            return True
+        self.held = False
+        return False
+
+    def renew(self, ttl_ms: int) -> bool:
+        renewed = bool(self._renew(keys=[self.key], args=[self.token, ttl_ms]))
+        if self.held and not renewed:
+            logger.warning("lost the lock %s (it expired or was taken over)", self.key)
+        self.held = renewed
+        return renewed
+
+    def release(self) -> bool:
+        """Give the lease up, if still ours (a stale owner never deletes another's)."""
+        self.held = False
+        return bool(self._release(keys=[self.key], args=[self.token]))
+
+    def holder(self) -> str | None:
+        value = self.client.get(self.key)
+        return value.decode() if value is not None else None

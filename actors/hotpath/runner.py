@@ -1,0 +1,191 @@
+"""The hot-path process: the answer flusher, the progress flusher and the event-log consumer.
+
+``python -m actors.hotpath`` (the Procfile's `hotpath` line) runs each loop in a thread
+of its own (seed 001: three BackgroundServices). A loop re-reads its settings every
+cycle, survives Redis and database errors (logged, retried next cycle), keeps its lease
+alive while it sleeps, and on SIGTERM or SIGINT finishes the cycle it is in, releases
+its lease (a standby takes over at once) and stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import FrameType
+
+import redis
+from sqlalchemy.orm import Session, sessionmaker
+
+from actors.hotpath.autosave import AnswersFlusher
+from actors.hotpath.eventlog import EventLogConsumer
+from actors.hotpath.lock import RedisLock
+from actors.hotpath.progress import ProgressFlusher
+from actors.hotpath.settings import HotpathSettings, SettingsSource
+from services.config import Settings
+from services.db import session_factory
+
+logger = logging.getLogger("actors.hotpath")
+
+LOOP_NAMES = ("answers", "progress", "events")
+
+#: Shortest pause after a cycle, whatever the settings say (keeps a failing loop from spinning).
+MIN_PAUSE_S = 0.01
+#: Longest sleep between two looks at the settings (and lease renewals) while idle.
+MAX_IDLE_STEP_S = 1.0
+
+
+@dataclass(frozen=True)
+class LoopSpec:
+    name: str
+    #: One cycle; True when there is more to do at once (a full batch was taken).
+    cycle: Callable[[HotpathSettings], bool]
+    interval_ms: Callable[[HotpathSettings], int]
+    lock: RedisLock
+    close: Callable[[], None]
+
+
+class Loop(threading.Thread):
+    def __init__(self, spec: LoopSpec, source: SettingsSource, stop: threading.Event) -> None:
+        super().__init__(name=f"hotpath-{spec.name}")
+        self.spec = spec
+        self.source = source
+        self.stop = stop
+        self.cycles = 0
+        self.failures = 0
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                settings = self.source.read()
+                more = self._cycle(settings)
+                if not more:
+                    self._pause(settings)
+        finally:
+            self.spec.close()
+            logger.info("%s: stopped after %d cycle(s)", self.spec.name, self.cycles)
+
+    def _cycle(self, settings: HotpathSettings) -> bool:
+        self.cycles += 1
+        try:
+            more = self.spec.cycle(settings)
+        except Exception as exc:
+            self.failures += 1
+            if self.failures == 1:
+                logger.exception("%s: cycle failed; retrying every cycle", self.spec.name)
+            else:
+                logger.error("%s: cycle failed again (%d in a row): %s", self.spec.name, self.failures, exc)
+            return False
+        if self.failures:
+            logger.info("%s: recovered after %d failed cycle(s)", self.spec.name, self.failures)
+            self.failures = 0
+        return more
+
+    def _pause(self, settings: HotpathSettings) -> None:
+        """Sleep one interval in short steps: renew the lease (it must not lapse while idle) and
+        re-read the settings at each step, so a shortened interval takes effect at once."""
+        started = time.monotonic()
+        while not self.stop.is_set():
+            remaining = started + max(MIN_PAUSE_S, self.spec.interval_ms(settings) / 1000) - time.monotonic()
+            if remaining <= 0:
+                return
+            step = min(remaining, MAX_IDLE_STEP_S, settings.lock_ttl_ms / 3000)
+            if self.stop.wait(max(MIN_PAUSE_S, step)):
+                return
+            settings = self.source.read()
+            if self.spec.lock.held:
+                try:
+                    self.spec.lock.renew(settings.lock_ttl_ms)
+                except redis.RedisError:
+                    logger.warning("%s: could not renew the lock while idle", self.spec.name)
+
+
+def build_loops(
+    client: redis.Redis[bytes], factory: sessionmaker[Session], names: Sequence[str] = LOOP_NAMES
+) -> list[LoopSpec]:
+    specs: list[LoopSpec] = []
+    if "answers" in names:
+        answers = AnswersFlusher(client, factory)
+
+        def flush_answers(s: HotpathSettings) -> bool:
+            # A cycle takes every dirty record: what is marked meanwhile waits for the next.
+            answers.run_once(batch=s.answers_batch, lock_ttl_ms=s.lock_ttl_ms)
+            return False
+
+        specs.append(
+            LoopSpec("answers", flush_answers, lambda s: s.answers_interval_ms, answers.lock, answers.close)
+        )
+    if "progress" in names:
+        progress = ProgressFlusher(client, factory)
+
+        def flush_progress(s: HotpathSettings) -> bool:
+            progress.run_once(batch=s.progress_batch, lock_ttl_ms=s.lock_ttl_ms)
+            return False
+
+        specs.append(
+            LoopSpec(
+                "progress", flush_progress, lambda s: s.progress_interval_ms, progress.lock, progress.close
+            )
+        )
+    if "events" in names:
+        events = EventLogConsumer(client, factory)
+
+        def consume(s: HotpathSettings) -> bool:
+            report = events.run_once(batch=s.events_batch, lock_ttl_ms=s.lock_ttl_ms)
+            # A full batch (or a replay) means more may be waiting: go again without pausing.
+            return report.owner and (report.replayed or report.taken >= s.events_batch)
+
+        specs.append(LoopSpec("events", consume, lambda s: s.events_interval_ms, events.lock, events.close))
+    return specs
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m actors.hotpath", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--only",
+        default=",".join(LOOP_NAMES),
+        help=f"comma-separated loops to run (default: {','.join(LOOP_NAMES)})",
+    )
+    parser.add_argument("--log-level", default=os.environ.get("HOTPATH_LOG_LEVEL", "INFO"))
+    args = parser.parse_args(argv)
+    args.only = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = set(args.only) - set(LOOP_NAMES)
+    if unknown or not args.only:
+        parser.error(f"--only takes some of {', '.join(LOOP_NAMES)}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = Settings.from_env()
+    client = redis.Redis.from_url(
+        settings.redis_url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=30
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if not stop.is_set():
+            logger.info("signal %d: finishing the current cycles", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    source = SettingsSource(client)
+    loops = [Loop(spec, source, stop) for spec in build_loops(client, session_factory(settings), args.only)]
+    for loop in loops:
+        loop.start()
+    logger.info("hotpath running: %s (pid %d)", ", ".join(args.only), os.getpid())
+    while any(loop.is_alive() for loop in loops):
+        for loop in loops:
+            loop.join(timeout=0.2)
+    client.close()
+    logger.info("hotpath stopped")
+    return 0

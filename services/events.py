@@ -1,0 +1,302 @@
+"""The event log: what users, admins and workers did, as immutable events.
+
+Producers (the web tier, the report worker) build an `Event` and hand it to an
+`EventSink` (the Redis list `eventlog:queue` in production, see actors/hotpath/); a
+background consumer moves the events into the partitioned `event_log` table in bulk.
+Emitting must never fail the action it records: `emit()` logs and swallows any error.
+
+An event carries its own unique id and time, so storing it twice is a no-op
+(``ON CONFLICT DO NOTHING`` on the primary key ``(occurred_at, id)``): the consumer may
+replay a batch after a crash without duplicating anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from sqlalchemy import func, select, text
+from sqlalchemy.orm import Session
+
+from services.errors import MiAssessmentError, ParamError, RecordNotFound
+from services.models import MAX_BIGINT, AssessmentRecord, EventLogEntry
+from services.uow import UnitOfWork
+from services.views import EventView, Page
+
+logger = logging.getLogger(__name__)
+
+#: Longest event type and actor text stored (the columns' lengths).
+MAX_TYPE_LENGTH = 64
+MAX_ACTOR_LENGTH = 64
+#: Largest encoded `data` object accepted, in characters of JSON.
+MAX_DATA_CHARS = 16_000
+#: Page size bound of the admin query.
+MAX_PAGE_SIZE = 100
+
+
+class EventType(StrEnum):
+    """The events this code base emits; the log stores any type text it is given."""
+
+    RECORD_CREATED = "record.created"
+    RECORD_STARTED = "record.started"
+    RECORD_DELETED = "record.deleted"
+    ANSWERS_SAVED = "answers.saved"
+    ANSWERS_SUBMITTED = "answers.submitted"
+    REPORT_GENERATED = "report.generated"
+    REPORT_GENERATION_FAILED = "report.generation_failed"
+    REPORT_DEAD_LETTERED = "report.dead_lettered"
+    REPORT_REGENERATED = "report.regenerated"
+
+
+class InvalidEvent(MiAssessmentError):
+    """A log entry that cannot be decoded into an `Event` (kept aside, never dropped)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    id: uuid.UUID
+    event_type: str
+    occurred_at: datetime
+    record_id: int | None = None
+    user_id: int | None = None
+    #: Who acted: "user:<id>", "admin:<token fingerprint>", "worker".
+    actor: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def new(
+        cls,
+        event_type: str,
+        *,
+        record_id: int | None = None,
+        user_id: int | None = None,
+        actor: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> Event:
+        """A fresh event: a random id, the current time (UTC, microseconds)."""
+        return cls(
+            id=uuid.uuid4(),
+            event_type=str(event_type),
+            occurred_at=datetime.now(UTC),
+            record_id=record_id,
+            user_id=user_id,
+            actor=actor,
+            data=dict(data or {}),
+        )
+
+    def encode(self) -> str:
+        """Compact JSON, camelCase like the rest of the wire formats."""
+        return json.dumps(
+            {
+                "id": str(self.id),
+                "type": self.event_type,
+                "occurredAt": self.occurred_at.isoformat(),
+                "recordId": self.record_id,
+                "userId": self.user_id,
+                "actor": self.actor,
+                "data": self.data,
+            },
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes | str) -> Event:
+        """Parse and validate one log entry; InvalidEvent for anything the table would refuse."""
+        try:
+            payload = json.loads(raw)
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            raise InvalidEvent(f"not JSON: {exc}") from None
+        if not isinstance(payload, dict):
+            raise InvalidEvent("not a JSON object")
+        try:
+            event_id = uuid.UUID(_text(payload, "id", 36))
+        except ValueError:
+            raise InvalidEvent("id is not a UUID") from None
+        event_type = _text(payload, "type", MAX_TYPE_LENGTH)
+        occurred_at = _time(payload.get("occurredAt"))
+        actor = payload.get("actor")
+        if actor is not None:
+            actor = _text(payload, "actor", MAX_ACTOR_LENGTH)
+        data = payload.get("data", {})
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise InvalidEvent("data is not an object")
+        encoded = json.dumps(data, ensure_ascii=False, allow_nan=True)
+        # PostgreSQL's jsonb refuses \u0000 and NaN/Infinity: refuse them here, not in the batch insert.
+        if "\\u0000" in encoded or len(encoded) > MAX_DATA_CHARS or _has_non_finite(data):
+            raise InvalidEvent("data holds NUL, a non-finite number, or is too large")
+        return cls(
+            id=event_id,
+            event_type=event_type,
+            occurred_at=occurred_at,
+            record_id=_optional_id(payload, "recordId"),
+            user_id=_optional_id(payload, "userId"),
+            actor=actor,
+            data=data,
+        )
+
+
+def _text(payload: dict[str, Any], name: str, max_length: int) -> str:
+    value = payload.get(name)
+    if not isinstance(value, str) or not value or len(value) > max_length or "\x00" in value:
+        raise InvalidEvent(f"{name} must be a non-empty string of at most {max_length} characters")
+    return value
+
+
+def _time(value: object) -> datetime:
+    if not isinstance(value, str):
+        raise InvalidEvent("occurredAt must be an ISO-8601 string")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidEvent(f"occurredAt is not ISO-8601: {value[:40]!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise InvalidEvent("occurredAt is out of range") from None
+
+
+def _optional_id(payload: dict[str, Any], name: str) -> int | None:
+    value = payload.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_BIGINT:
+        raise InvalidEvent(f"{name} must be null or a positive bigint")
+    return value
+
+
+def _has_non_finite(value: object) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_non_finite(v) for v in value)
+    return False
+
+
+class EventSink(Protocol):
+    """Where events go. Implementations may raise; callers go through `emit()`."""
+
+    def emit_many(self, events: Sequence[Event]) -> None:
+        """Hand over the events, in one round trip where possible."""
+
+
+def emit(sink: EventSink | None, *events: Event) -> bool:
+    """Hand `events` to `sink`; never raises (a lost audit line must not fail the action).
+
+    Returns False (and logs) when the sink failed.
+    """
+    if sink is None or not events:
+        return True
+    try:
+        sink.emit_many(events)
+    except Exception:
+        logger.error(
+            "could not log %d event(s) (%s, record %s)",
+            len(events),
+            events[0].event_type,
+            events[0].record_id,
+            exc_info=True,
+        )
+        return False
+    return True
+
+
+# -- storage ------------------------------------------------------------------------------
+
+_INSERT = text(
+    """
+    INSERT INTO event_log (id, occurred_at, event_type, record_id, user_id, actor, data)
+    SELECT * FROM unnest(
+        CAST(:ids AS uuid[]), CAST(:times AS timestamptz[]), CAST(:types AS varchar[]),
+        CAST(:records AS bigint[]), CAST(:users AS bigint[]), CAST(:actors AS varchar[]),
+        CAST(:data AS jsonb[]))
+    ON CONFLICT DO NOTHING
+    """
+)
+
+
+def insert_events(session: Session, events: Sequence[Event]) -> int:
+    """Insert `events` in one statement (one array parameter per column, whatever their number).
+
+    Events already stored (same occurred_at and id) are skipped: returns how many rows
+    were new. The caller owns the transaction.
+    """
+    if not events:
+        return 0
+    result = session.execute(
+        _INSERT,
+        {
+            "ids": [str(e.id) for e in events],
+            "times": [e.occurred_at for e in events],
+            "types": [e.event_type for e in events],
+            "records": [e.record_id for e in events],
+            "users": [e.user_id for e in events],
+            "actors": [e.actor for e in events],
+            "data": [json.dumps(e.data, ensure_ascii=False) for e in events],
+        },
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def event_view(row: EventLogEntry) -> EventView:
+    return EventView(
+        id=str(row.id),
+        event_type=row.event_type,
+        occurred_at=row.occurred_at,
+        record_id=row.record_id,
+        user_id=row.user_id,
+        actor=row.actor,
+        data=dict(row.data or {}),
+    )
+
+
+def list_record_events(
+    uow: UnitOfWork, record_id: int, page: int = 1, page_size: int = 20
+) -> Page[EventView]:
+    """The stored events of one record, oldest first (its history in order), paged.
+
+    RecordNotFound (3241) when no record with that id was ever created and no event
+    names it; soft-deleted records keep their history. Events still on their way
+    through Redis appear once the consumer has ingested them (about one interval).
+    """
+    if not isinstance(record_id, int) or isinstance(record_id, bool) or not 1 <= record_id <= MAX_BIGINT:
+        raise RecordNotFound()
+    if (
+        isinstance(page, bool)
+        or isinstance(page_size, bool)
+        or page < 1
+        or not 1 <= page_size <= MAX_PAGE_SIZE
+    ):
+        raise ParamError(f"分页参数错误：page 从 1 开始，page_size 取 1 到 {MAX_PAGE_SIZE}")
+    with uow:
+        session = uow.session
+        total = (
+            session.scalar(
+                select(func.count()).select_from(EventLogEntry).where(EventLogEntry.record_id == record_id)
+            )
+            or 0
+        )
+        if total == 0 and session.get(AssessmentRecord, record_id) is None:
+            raise RecordNotFound()
+        rows = session.scalars(
+            select(EventLogEntry)
+            .where(EventLogEntry.record_id == record_id)
+            .order_by(EventLogEntry.occurred_at, EventLogEntry.id)
+            .offset((page - 1) * page_size)
+            .limit(page_size)
+        ).all()
+        items = [event_view(r) for r in rows]
+    return Page(items=items, total=total, page=page, page_size=page_size)

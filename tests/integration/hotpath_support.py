@@ -1,0 +1,67 @@
+"""Helpers of the hot-path tests: records in status 2, reading answers and progress back."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import redis
+from sqlalchemy import Engine, text
+
+from services.questionnaire import load_questionnaire
+
+QUESTION_IDS = [q.id for q in load_questionnaire().questions]
+CLOSED_DATABASE_URL = "postgresql+psycopg://postgres@127.0.0.1:1/x"
+
+
+def insert_records(engine: Engine, count: int, *, status: int = 2, user_id: int = 1) -> list[int]:
+    with engine.begin() as conn:
+        return list(
+            conn.scalars(
+                text(
+                    "INSERT INTO assessment_records (user_id, status)"
+                    " SELECT :user, :status FROM generate_series(1, :n) RETURNING id"
+                ),
+                {"user": user_id, "status": status, "n": count},
+            )
+        )
+
+
+def stored_answers(engine: Engine, record_ids: list[int]) -> dict[int, dict[int, int]]:
+    result: dict[int, dict[int, int]] = {r: {} for r in record_ids}
+    with engine.connect() as conn:
+        for record_id, qid, value in conn.execute(
+            text("SELECT record_id, question_id, value FROM answers WHERE record_id = ANY(:ids)"),
+            {"ids": record_ids},
+        ):
+            result[record_id][qid] = value
+    return result
+
+
+def progress_row(
+    engine: Engine, record_id: int
+) -> tuple[int | None, int | None, datetime | None, datetime | None]:
+    with engine.connect() as conn:
+        row = conn.execute(
+            text(
+                "SELECT current_question_id, answered_count, last_activity_at, progress_updated_at"
+                " FROM assessment_records WHERE id = :id"
+            ),
+            {"id": record_id},
+        ).one()
+    return row[0], row[1], row[2], row[3]
+
+
+def truncate_event_log(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE event_log"))
+
+
+#: Keys that mark the test db index as ours (tests/conftest.py); never deleted.
+MARKER_KEYS = {b"mi-assessment:test-db", b"mi-assessment:test-lock"}
+
+
+def clean_keys(client: redis.Redis) -> None:
+    """Delete every key of the test db index but its markers (between Hypothesis examples)."""
+    keys = [k for k in client.scan_iter(count=1000) if k not in MARKER_KEYS]
+    if keys:
+        client.delete(*keys)
