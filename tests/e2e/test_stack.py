@@ -1,0 +1,385 @@
+"""End to end: the Procfile's `web` and `worker` lines under honcho, driven over HTTP and Redis.
+
+The processes are the real ones, started from the Procfile as `make run` starts them
+(`honcho start web worker`, each line through `sh -c`, no .env file) on the test
+PostgreSQL and Redis. The tests talk to them only as clients do: the HTTP API, and
+Redis for what other producers and operators do (LPUSH a .NET job, LLEN a queue). The
+database is used to set up what no API can (a record whose answers were lost) and to
+hold a record's row lock, so that a generation is stopped mid-transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import requests
+from processes import ProcfileStack, procfile, row_locked, sessions_waiting_for_a_lock, wait_until
+from sqlalchemy import Engine, func, insert, select, text
+
+from actors.constants import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
+from actors.monitor import queue_figures
+from actors.producer import RedisReportQueue
+from services.config import Settings
+from services.models import Answer, AssessmentRecord, DimensionResult, Question, ReportSummary
+from services.status import RecordStatus
+from web import issue_user_token
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+ADMIN_TOKEN = "test-admin-token"
+#: The .NET producer's text, with its 7-digit fraction and offset.
+NET_ENQUEUE_TIME = "2025-01-15T10:30:00.1234567+08:00"
+#: One worker process with two threads (so prefetch is 4), and a short heartbeat timeout
+#: so the jobs of a killed worker come back within seconds.
+STACK_SETTINGS = {
+    "WEB_CONCURRENCY": "2",
+    "WORKER_PROCESSES": "1",
+    "WORKER_THREADS": "2",
+    "BROKER_HEARTBEAT_TIMEOUT_MS": "3000",
+}
+REDIS_MARKERS = {b"mi-assessment:test-db", b"mi-assessment:test-lock"}
+
+
+def net_job(record_id: int, retry_count: int = 0) -> str:
+    """A job exactly as the original .NET producer LPUSHes it."""
+    return f'{{"RecordId":{record_id},"RetryCount":{retry_count},"EnqueueTime":"{NET_ENQUEUE_TIME}"}}'
+
+
+# -- the stack ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Stack:
+    """The Procfile's web and worker processes, (re)startable, and an HTTP client for them."""
+
+    env: dict[str, str]
+    logs: Path
+    settings: Settings
+    runs: list[ProcfileStack] = field(default_factory=list)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.env['PORT']}"
+
+    @property
+    def current(self) -> ProcfileStack:
+        return self.runs[-1]
+
+    def start(self) -> None:
+        log_path = self.logs / f"stack-{len(self.runs)}.log"
+        run = ProcfileStack(["web", "worker"], env=self.env, log_path=log_path)
+        self.runs.append(run)
+        self.wait_until(self.ready, timeout=30, what="the web process to answer /readyz")
+
+    def stop(self) -> int:
+        return self.current.stop(signal.SIGTERM)
+
+    def ready(self) -> bool:
+        assert self.current.alive(), "honcho exited:\n" + self.current.output()[-3000:]
+        try:
+            return requests.get(f"{self.base_url}/readyz", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def wait_until(self, check: Callable[[], bool], *, timeout: float, what: str) -> None:
+        try:
+            wait_until(check, timeout=timeout, what=what, interval=0.05)
+        except AssertionError as exc:
+            output = self.current.output()[-4000:] if self.runs else ""
+            raise AssertionError(f"{exc}\n--- stack output (end) ---\n{output}") from None
+
+    def call(self, method: str, path: str, token: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+        response = requests.request(
+            method,
+            f"{self.base_url}{path}",
+            headers={"Authorization": f"Bearer {token}"},
+            json=body,
+            timeout=10,
+        )
+        return response.status_code, response.json()
+
+    def ok(self, method: str, path: str, token: str, body: Any = None) -> Any:
+        status, envelope = self.call(method, path, token, body)
+        assert (status, envelope["code"]) == (200, 0), envelope
+        return envelope["data"]
+
+    def user(self, user_id: int) -> str:
+        return issue_user_token(self.settings.secret_key, user_id)
+
+    def status(self, token: str, record_id: int) -> dict[str, Any]:
+        return dict(self.ok("GET", f"/api/assessment/resultStatus?recordId={record_id}", token))
+
+    def wait_for_status(self, token: str, record_id: int, status: int, *, timeout: float = 15) -> None:
+        self.wait_until(
+            lambda: self.status(token, record_id)["status"] == status,
+            timeout=timeout,
+            what=f"record {record_id} to reach status {status}",
+        )
+
+
+def reset(engine: Engine, client: redis.Redis[bytes]) -> None:
+    """Empty records (keep the questionnaire) and our own Redis db index (keep its markers)."""
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE assessment_records RESTART IDENTITY CASCADE"))
+    keys = [k for k in client.scan_iter(count=1000) if k not in REDIS_MARKERS]
+    if keys:
+        client.delete(*keys)
+
+
+@pytest.fixture(scope="module")
+def redis_conn(redis_url: str) -> Iterator[redis.Redis[bytes]]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def stack(
+    settings: Settings,
+    engine: Engine,
+    redis_url: str,
+    redis_conn: redis.Redis[bytes],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:
+    import servers  # scripts/servers.py, on the path through tests/processes.py
+
+    assert {"release", "web", "worker"} <= procfile().keys()
+    reset(engine, redis_conn)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("dramatiq_", "HONCHO_"))}
+    env.update(
+        STACK_SETTINGS,
+        DATABASE_URL=settings.database_url,
+        REDIS_URL=redis_url,
+        SECRET_KEY=settings.secret_key,
+        ADMIN_TOKENS=ADMIN_TOKEN,
+        PORT=str(servers.free_port()),
+    )
+    logs = tmp_path_factory.mktemp("stack")
+    stack = Stack(env=env, logs=logs, settings=settings)
+    try:
+        # The release line on a migrated database: idempotent, as every deploy runs it.
+        release = ProcfileStack(["release"], env=env, log_path=logs / "release.log")
+        assert release.process.wait(timeout=60) == 0, release.output()
+        release.kill()
+        stack.start()
+        yield stack
+    finally:
+        for run in stack.runs:
+            run.stop()
+        leftovers = [pid for run in stack.runs for pid in run.pids()]
+        reset(engine, redis_conn)
+    assert leftovers == []
+
+
+# -- database set-up (what no API does) --------------------------------------------------------
+
+
+def insert_record(engine: Engine, user_id: int, *, answers: bool = True) -> int:
+    """A record in status 3 (submitted), with a full answer sheet unless `answers` is False."""
+    with engine.begin() as conn:
+        record_id = int(
+            conn.execute(
+                insert(AssessmentRecord)
+                .values(user_id=user_id, status=RecordStatus.GENERATING, submitted_at=func.now())
+                .returning(AssessmentRecord.id)
+            ).scalar_one()
+        )
+    if answers:
+        add_answers(engine, record_id)
+    return record_id
+
+
+def add_answers(engine: Engine, record_id: int) -> None:
+    with engine.begin() as conn:
+        ids = conn.execute(select(Question.id).where(Question.is_active)).scalars().all()
+        conn.execute(
+            insert(Answer), [{"record_id": record_id, "question_id": q, "value": q % 5 + 1} for q in ids]
+        )
+
+
+def db_status(engine: Engine, record_id: int) -> int:
+    with engine.connect() as conn:
+        return int(
+            conn.execute(select(AssessmentRecord.status).where(AssessmentRecord.id == record_id)).scalar_one()
+        )
+
+
+def report_rows(engine: Engine, record_id: int) -> tuple[int, int]:
+    with engine.connect() as conn:
+        results = conn.execute(select(func.count()).where(DimensionResult.record_id == record_id)).scalar()
+        summaries = conn.execute(select(func.count()).where(ReportSummary.record_id == record_id)).scalar()
+    return int(results or 0), int(summaries or 0)
+
+
+# -- the tests ---------------------------------------------------------------------------------
+
+
+def test_a_user_takes_the_assessment_and_gets_the_report(stack: Stack) -> None:
+    token = stack.user(7)
+    record = stack.ok("POST", "/api/assessment/createRecord", token)
+    record_id = record["id"]
+    assert record["status"] == RecordStatus.PENDING
+    assert stack.ok("POST", "/api/assessment/startAssessment", token, {"recordId": record_id})["status"] == 2
+    questions = stack.ok("GET", "/api/assessment/questions", token)
+    assert len(questions) == 40
+    answers = [{"questionId": q["id"], "value": q["id"] * 7 % 5 + 1} for q in questions]
+
+    body = {"recordId": record_id, "answers": answers}
+    submitted = stack.ok("POST", "/api/assessment/submitAnswers", token, body)
+    assert submitted == {"recordId": record_id, "status": 3, "enqueued": True}
+    stack.wait_for_status(token, record_id, RecordStatus.COMPLETED)
+
+    report = stack.ok("GET", f"/api/assessment/report?recordId={record_id}", token)
+    assert report["recordId"] == record_id
+    assert sorted(d["rank"] for d in report["dimensions"]) == list(range(1, 9))
+    assert len(report["topDimensions"]) == 3
+    assert report["summary"]
+    listed = stack.ok("GET", "/api/admin/assessmentRecord/list?status=4&userId=7", ADMIN_TOKEN)
+    assert [item["id"] for item in listed["items"]] == [record_id]
+
+    # A completed record cannot be regenerated: 2005, and nothing changes.
+    status, envelope = stack.call(
+        "POST", "/api/admin/assessmentRecord/regenerateReport", ADMIN_TOKEN, {"id": record_id}
+    )
+    assert (status, envelope["code"]) == (409, 2005)
+    assert stack.status(token, record_id)["status"] == RecordStatus.COMPLETED
+
+
+def test_every_process_of_the_stack_is_in_the_procfile(stack: Stack) -> None:
+    """What runs is what the Procfile says: gunicorn for web, `dramatiq actors` for worker."""
+    commands = []
+    for pid in stack.current.pids():
+        with contextlib.suppress(OSError):
+            commands.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+    lines = procfile()
+    assert any(f"sh -c {lines['web']}" in c for c in commands), commands
+    assert any(f"sh -c {lines['worker']}" in c for c in commands), commands
+    assert any("gunicorn web:create_app()" in c and f"0.0.0.0:{stack.env['PORT']}" in c for c in commands)
+    assert any("dramatiq actors --processes 1 --threads 2" in c for c in commands)
+
+
+def test_a_dead_lettered_record_is_regenerated_by_an_admin(
+    stack: Stack, engine: Engine, redis_conn: redis.Redis[bytes]
+) -> None:
+    token = stack.user(8)
+    record_id = insert_record(engine, 8, answers=False)  # its answers were lost
+    job = net_job(record_id, retry_count=3)  # its last attempt
+    redis_conn.lpush(REPORT_QUEUE_KEY, job)
+
+    stack.wait_for_status(token, record_id, RecordStatus.FAILED)
+    assert stack.status(token, record_id)["description"] == "报告生成失败，请联系客服"
+    assert job.encode() in redis_conn.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1)  # verbatim
+
+    add_answers(engine, record_id)  # the data is repaired; an admin triggers the report again
+    regenerate = "/api/admin/assessmentRecord/regenerateReport"
+    assert stack.ok("POST", regenerate, ADMIN_TOKEN, {"id": record_id}) is None
+    stack.wait_for_status(token, record_id, RecordStatus.COMPLETED)
+    assert stack.ok("GET", f"/api/assessment/report?recordId={record_id}", token)["recordId"] == record_id
+    assert report_rows(engine, record_id) == (8, 1)
+
+
+def test_queue_figures_match_the_redis_lists(
+    stack: Stack, engine: Engine, redis_conn: redis.Redis[bytes]
+) -> None:
+    dead = insert_record(engine, 9, answers=False)
+    redis_conn.lpush(REPORT_QUEUE_KEY, net_job(dead, retry_count=3))
+    stack.wait_until(lambda: db_status(engine, dead) == RecordStatus.FAILED, timeout=15, what="a dead letter")
+
+    first, second, *rest = [insert_record(engine, 9) for _ in range(7)]
+    url = stack.settings.database_url
+    with row_locked(url, first), row_locked(url, second):
+        RedisReportQueue(redis_conn).enqueue_many([first, second, *rest])
+        # Both threads wait for a lock, two jobs are prefetched, three stay queued: a still picture.
+        stack.wait_until(
+            lambda: (queue_figures(redis_conn).queued, queue_figures(redis_conn).in_flight) == (3, 4),
+            timeout=15,
+            what="2 jobs running, 2 prefetched and 3 queued",
+        )
+        before = redis_conn.llen(REPORT_QUEUE_KEY), redis_conn.llen(DEAD_LETTER_QUEUE_KEY)
+        figures = stack.ok("GET", "/api/admin/queue/stats", ADMIN_TOKEN)
+        after = redis_conn.llen(REPORT_QUEUE_KEY), redis_conn.llen(DEAD_LETTER_QUEUE_KEY)
+    assert before == after
+    assert (figures["queued"], figures["dead"]) == after
+    assert figures["dead"] >= 1
+    assert (figures["inFlight"], figures["delayed"], figures["invalid"]) == (4, 0, 0)
+
+    stack.wait_until(
+        lambda: all(db_status(engine, r) == RecordStatus.COMPLETED for r in [first, second, *rest]),
+        timeout=15,
+        what="the 7 reports once the locks are released",
+    )
+    figures = stack.ok("GET", "/api/admin/queue/stats", ADMIN_TOKEN)
+    assert (figures["queued"], figures["inFlight"]) == (0, 0)
+    assert figures["dead"] == redis_conn.llen(DEAD_LETTER_QUEUE_KEY)
+
+
+def test_a_job_lpushed_by_the_net_producer_is_processed(
+    stack: Stack, engine: Engine, redis_conn: redis.Redis[bytes]
+) -> None:
+    token = stack.user(10)
+    record_id = insert_record(engine, 10)
+    invalid_before = redis_conn.llen(INVALID_QUEUE_KEY)
+    redis_conn.lpush(REPORT_QUEUE_KEY, net_job(record_id))
+
+    stack.wait_for_status(token, record_id, RecordStatus.COMPLETED)
+    assert stack.ok("GET", f"/api/assessment/report?recordId={record_id}", token)["recordId"] == record_id
+    assert redis_conn.llen(INVALID_QUEUE_KEY) == invalid_before
+
+
+def test_sigterm_to_the_stack_loses_nothing(
+    stack: Stack, engine: Engine, redis_conn: redis.Redis[bytes]
+) -> None:
+    quick, stuck, prefetched = (insert_record(engine, 11) for _ in range(3))
+    url = stack.settings.database_url
+    with contextlib.ExitStack() as quick_lock, row_locked(url, stuck):
+        quick_lock.enter_context(row_locked(url, quick))
+        RedisReportQueue(redis_conn).enqueue_many([quick, stuck, prefetched])
+        stack.wait_until(
+            lambda: sessions_waiting_for_a_lock(url) >= 2 and queue_figures(redis_conn).in_flight == 3,
+            timeout=15,
+            what="two generations mid-transaction and one job prefetched",
+        )
+        # SIGTERM to honcho: it signals each process group, and kills what still runs 5 s later.
+        started = time.monotonic()
+        honcho = stack.current.process
+        honcho.send_signal(signal.SIGTERM)
+        time.sleep(1)
+        assert honcho.poll() is None  # the worker waits for its jobs in flight
+        quick_lock.close()  # `quick` can finish now, during the shutdown; `stuck` cannot
+        stack.wait_until(
+            lambda: db_status(engine, quick) == RecordStatus.COMPLETED,
+            timeout=4,
+            what="the job in flight to finish during the shutdown",
+        )
+        stack.stop()
+        stopped_in = time.monotonic() - started
+        assert "sending SIGKILL to worker.1" in stack.current.output()  # `stuck`: killed mid-transaction
+        assert stack.current.pids() == [], "a process of the stack survived"
+    assert stopped_in < 15
+
+    # The killed worker's jobs wait in its processing list: not finished, not failed, not lost.
+    assert [db_status(engine, r) for r in (stuck, prefetched)] == [RecordStatus.GENERATING] * 2
+    assert redis_conn.llen(REPORT_QUEUE_KEY) == 0
+    assert queue_figures(redis_conn).in_flight == 2
+
+    stack.start()
+    stack.wait_until(
+        lambda: all(db_status(engine, r) == RecordStatus.COMPLETED for r in (stuck, prefetched)),
+        timeout=25,
+        what="the two reports after the restart (the reaper returns the killed worker's jobs)",
+    )
+    assert [report_rows(engine, r) for r in (quick, stuck, prefetched)] == [(8, 1)] * 3
+    stack.wait_until(
+        lambda: (queue_figures(redis_conn).queued, queue_figures(redis_conn).in_flight) == (0, 0),
+        timeout=10,
+        what="the queue to settle",
+    )
