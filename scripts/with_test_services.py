@@ -7,7 +7,8 @@ Order of preference, for each server:
 2. a server already listening on the default local port, in a database / db index of
    our own (never flushed, never stopped);
 3. a private server started here on a free port in a temporary folder (installed with
-   apt-get when no binary is found), stopped when the command ends.
+   apt-get when no binary is found), stopped when the command ends. MI_TEST_PRIVATE_SERVERS=1
+   skips step 2.
 
 The command sees TEST_DATABASE_URL, TEST_REDIS_URL, TEST_REDIS_SERVER (a redis-server
 binary for tests that start a server of their own) and MI_REQUIRE_SERVICES=1 (the
@@ -32,6 +33,9 @@ import servers
 #: Advisory lock key taken on the test database so two runs never share one.
 DB_LOCK_KEY = 0x6D69_7465  # "mite"
 DB_BASENAME = "mi_assessment_test"
+
+#: MI_TEST_PRIVATE_SERVERS=1: never reuse the servers on the default ports (isolated CI runs).
+PRIVATE = os.environ.get("MI_TEST_PRIVATE_SERVERS") == "1"
 
 
 def claim_database(admin_url: str, stack: contextlib.ExitStack) -> str:
@@ -67,7 +71,7 @@ def main(argv: list[str]) -> int:
 
         database_url = os.environ.get("TEST_DATABASE_URL")
         if not database_url:
-            admin = servers.reusable_postgres()
+            admin = None if PRIVATE else servers.reusable_postgres()
             if admin is None:
                 servers.log("starting a private PostgreSQL")
                 pg = servers.PostgresServer(tmpdir() / "pg").start()
@@ -78,7 +82,7 @@ def main(argv: list[str]) -> int:
 
         redis_url = os.environ.get("TEST_REDIS_URL")
         if not redis_url:
-            redis_url = servers.claim_redis_db("redis://127.0.0.1:6379/0")
+            redis_url = None if PRIVATE else servers.claim_redis_db("redis://127.0.0.1:6379/0")
             if redis_url:
                 stack.callback(servers.release_redis_db, redis_url)
             else:
