@@ -39,7 +39,12 @@ from actors.constants import (
     HEARTBEATS_KEY,
     PROCESSING_INFIX,
 )
-from actors.consumer import MAX_BLOCK_SECONDS, RedisListConsumer, connection_errors
+from actors.consumer import (
+    MAX_BLOCK_SECONDS,
+    DirectConnections,
+    RedisListConsumer,
+    connection_errors,
+)
 from actors.maintenance import Maintenance
 from actors.queues import QueueKeys
 from actors.scripts import Scripts
@@ -88,6 +93,8 @@ class RedisListBroker(Broker):
             health_check_interval=30,
         )
         self.scripts = Scripts.register(self.client)
+        #: Connections of the hot paths (enqueue, the consumers' fetches), see consumer.run_on.
+        self.direct = DirectConnections(self.client)
         self.codecs: dict[str, Codec] = dict(codecs or {})
         self.default_codec: Codec = DramatiqCodec()
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
@@ -136,7 +143,7 @@ class RedisListBroker(Broker):
                 self.scripts.delay(keys=[keys.delayed], args=[int(delay), member])
                 self.delay_scheduled(int(delay))
             else:
-                self.client.lpush(keys.queue, payload)
+                self.direct.run("LPUSH", keys.queue, payload)
         self.emit_after("enqueue", message, delay)
         return message
 
@@ -188,6 +195,7 @@ class RedisListBroker(Broker):
         if self._maintenance is not None:
             self._maintenance.stop()
             self._maintenance = None
+        self.direct.close()
         self.client.close()
 
     # ------------------------------------------------------------------ testing helpers
