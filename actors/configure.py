@@ -26,13 +26,15 @@ from actors.constants import (
     REPORT_QUEUE_NAME,
 )
 from actors.retries import ExactRetries
+from actors.shutdown import RequeueOnShutdown
 from services.config import Settings, env_int
 
 
 def default_middleware() -> list[Middleware]:
     """Dramatiq's default middleware, with its Retries replaced by ExactRetries.
 
-    CurrentMessage lets the report actor log which attempt failed (actors/report.py).
+    CurrentMessage lets the report actor log which attempt failed (actors/report.py);
+    RequeueOnShutdown gives prefetched messages back at once on SIGTERM.
     """
     return [
         AgeLimit(),
@@ -42,6 +44,7 @@ def default_middleware() -> list[Middleware]:
         Pipelines(),
         ExactRetries(),
         CurrentMessage(),
+        RequeueOnShutdown(),
     ]
 
 

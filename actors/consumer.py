@@ -45,6 +45,9 @@ logger = logging.getLogger(__name__)
 #: Longest single BLMOVE, kept below the client's socket timeout.
 MAX_BLOCK_SECONDS = 5.0
 
+#: How often a stopped consumer's thread comes back to record acks.
+STOPPED_POLL_SECONDS = 0.1
+
 #: Acks waiting for a flush beyond this number are flushed by the acking thread itself.
 ACK_FLUSH_THRESHOLD = 64
 
@@ -228,12 +231,19 @@ class RedisListConsumer(Consumer):
         self._outstanding = 0  # handed out, outcome not yet recorded
         self._pending_acks: list[bytes] = []
         self._blocking = False
+        #: Set by `stop_fetching` when the worker starts shutting down; `drained` once the
+        #: consumer thread has given its buffer back and hands out nothing more.
+        self.stopped = False
+        self.drained = False
         self.closed = False
         self.released = False
 
     # ------------------------------------------------------------------ fetching
 
     def __next__(self) -> MessageProxy | None:
+        if self.stopped:
+            self._idle_while_stopped()
+            return None
         deadline = time.monotonic() + self.timeout
         while True:
             with self._cond:
@@ -428,6 +438,23 @@ class RedisListConsumer(Consumer):
 
     # ------------------------------------------------------------------ lifecycle
 
+    def stop_fetching(self) -> None:
+        """The worker is shutting down: fetch and hand out nothing more.
+
+        The consumer thread's next `__next__` gives the buffer back and sets `drained`;
+        from then on it only records acks and returns None once per poll interval.
+        """
+        self.stopped = True
+
+    def _idle_while_stopped(self) -> None:
+        self._give_back_buffer()
+        with self._cond:
+            acks = self._take_acks()
+        if acks:
+            self._flush(acks)
+        self.drained = True
+        time.sleep(min(self.timeout, STOPPED_POLL_SECONDS))
+
     def close(self) -> None:
         """Give back what was fetched but never handed out; release the list once nothing is in flight.
 
@@ -437,6 +464,12 @@ class RedisListConsumer(Consumer):
         """
         with self._cond:
             self.closed = True
+        self._give_back_buffer()
+        self._release_if_done()
+
+    def _give_back_buffer(self) -> None:
+        """Return the messages fetched but never handed out to the head of the queue."""
+        with self._cond:
             unstarted = list(self._buffer)
             self._buffer.clear()
             self._outstanding += len(unstarted)
@@ -454,7 +487,6 @@ class RedisListConsumer(Consumer):
                     len(left),
                     self.keys.queue,
                 )
-        self._release_if_done()
 
     def _release_if_done(self) -> None:
         with self._cond:

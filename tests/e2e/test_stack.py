@@ -26,6 +26,7 @@ from processes import ProcfileStack, procfile, row_locked, sessions_waiting_for_
 from sqlalchemy import Engine, func, insert, select, text
 
 from actors.constants import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
+from actors.message import ReportQueueMessage
 from actors.monitor import queue_figures
 from actors.producer import RedisReportQueue
 from services.config import Settings
@@ -366,10 +367,12 @@ def test_sigterm_to_the_stack_loses_nothing(
         assert stack.current.pids() == [], "a process of the stack survived"
     assert stopped_in < 15
 
-    # The killed worker's jobs wait in its processing list: not finished, not failed, not lost.
+    # `stuck` waits in the killed worker's processing list (not finished, not failed, not
+    # lost); `prefetched` never started and went back to the queue when the shutdown began.
     assert [db_status(engine, r) for r in (stuck, prefetched)] == [RecordStatus.GENERATING] * 2
-    assert redis_conn.llen(REPORT_QUEUE_KEY) == 0
-    assert queue_figures(redis_conn).in_flight == 2
+    queued = [ReportQueueMessage.decode(m) for m in redis_conn.lrange(REPORT_QUEUE_KEY, 0, -1)]
+    assert [(m.record_id, m.retry_count) for m in queued] == [(prefetched, 0)]
+    assert queue_figures(redis_conn).in_flight == 1
 
     stack.start()
     stack.wait_until(

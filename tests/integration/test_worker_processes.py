@@ -127,7 +127,7 @@ def test_sigterm_finishes_in_flight_work_and_returns_prefetched_messages(
     assert worker.process.wait(timeout=30) == 0, worker.output()
 
     assert status_of(session_factory, first) == RecordStatus.COMPLETED
-    assert status_of(session_factory, second) == RecordStatus.GENERATING
+    assert status_of(session_factory, second) == RecordStatus.GENERATING, worker.output()
     queued = [ReportQueueMessage.decode(m) for m in redis_client.lrange(REPORT_QUEUE_KEY, 0, -1)]
     assert [m.record_id for m in queued] == [third, second]  # `second` is next, as before
     assert all(m.retry_count == 0 for m in queued)
