@@ -137,7 +137,7 @@ def test_schedule_through_a_worker_then_dead_letter(
     [dead_payload] = redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1)
     assert ReportQueueMessage.decode(dead_payload) == first.retried(3)
     assert [m.args for m in dead] == [(7,)]
-    broker.join(REPORT_QUEUE_NAME, timeout=5000)
+    broker.join(REPORT_QUEUE_NAME, timeout=20_000)
 
 
 def test_other_messages_run_during_a_backoff(
@@ -176,7 +176,7 @@ def test_failing_dead_letter_hook_still_dead_letters(
     last = ReportQueueMessage(9, MAX_RETRY_COUNT, "2025-01-15T10:30:00")
     redis_client.lpush(REPORT_QUEUE_KEY, last.encode())
     make_worker(broker, threads=1)
-    broker.join(REPORT_QUEUE_NAME, timeout=5000)
+    broker.join(REPORT_QUEUE_NAME, timeout=20_000)
     assert redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1) == [last.encode().encode()]
 
 
@@ -193,7 +193,7 @@ def test_crashed_deliveries_share_the_attempt_budget(
     redis_client.lpush(REPORT_QUEUE_KEY, spent, alive)
     redis_client.hset(f"{REPORT_QUEUE_KEY}:crashed", mapping={spent: 1, alive: 1})
     make_worker(broker, threads=1)
-    broker.join(REPORT_QUEUE_NAME, timeout=5000)
+    broker.join(REPORT_QUEUE_NAME, timeout=20_000)
     assert ran == [12]
     assert [m.args for m in dead] == [(11,)]
     assert redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1) == [spent.encode()]
