@@ -1,0 +1,90 @@
+"""The database side of the benchmarks: schema, questionnaire, records of our own users.
+
+Records are inserted with set-based SQL for users `common.BENCH_USER_BASE` and up, and
+deleted afterwards (answers, results and summaries cascade). Nothing else is touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import Engine, text
+
+from bench import common
+from services.db import make_engine, make_session_factory
+from services.questionnaire import seed_questionnaire
+from services.uow import UnitOfWork
+
+
+def prepare(database_url: str) -> Engine:
+    """Migrate to head (idempotent), load the questionnaire, drop leftovers of earlier runs."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config(str(common.ROOT / "alembic.ini"))
+    cfg.attributes["database_url"] = database_url
+    cfg.set_section_option("logger_alembic", "level", "WARNING")
+    try:
+        command.upgrade(cfg, "head")
+    except Exception as exc:  # a schema already in place is enough for the benchmarks
+        common.log(f"  (alembic upgrade failed: {exc}; using the schema as it is)")
+    engine = make_engine(database_url, pool_size=4)
+    seed_questionnaire(UnitOfWork(make_session_factory(engine)))
+    delete_bench_records(engine)
+    return engine
+
+
+def insert_records(engine: Engine, count: int, *, status: int, user_id: int | None = None) -> list[int]:
+    """`count` records of bench users in `status`, each with a full set of answers (status >= 3)."""
+    users = [user_id or common.BENCH_USER_BASE + i for i in range(count)]
+    ids: list[int] = []
+    with engine.begin() as conn:
+        for start in range(0, count, 5000):
+            chunk = users[start : start + 5000]
+            ids += list(
+                conn.scalars(
+                    text(
+                        "INSERT INTO assessment_records"
+                        " (user_id, status, is_deleted, started_at, submitted_at)"
+                        " SELECT u, :status, false, now(), CASE WHEN :status >= 3 THEN now() END"
+                        " FROM unnest(CAST(:users AS bigint[])) WITH ORDINALITY AS t(u, n) ORDER BY n"
+                        " RETURNING id"
+                    ),
+                    {"users": chunk, "status": status},
+                )
+            )
+        if status >= 3 and ids:
+            conn.execute(
+                text(
+                    "INSERT INTO answers (record_id, question_id, value)"
+                    " SELECT r, q.id, (q.id * 7 % 5) + 1"
+                    " FROM unnest(CAST(:ids AS bigint[])) AS r, questions q WHERE q.is_active"
+                ),
+                {"ids": ids},
+            )
+    return ids
+
+
+def statuses(engine: Engine, ids: Sequence[int]) -> dict[int, int]:
+    """Count of records per status among `ids`."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT status, count(*) FROM assessment_records WHERE id = ANY(:ids) GROUP BY status"),
+            {"ids": list(ids)},
+        )
+        return {int(s): int(c) for s, c in rows}
+
+
+def set_status(engine: Engine, ids: Sequence[int], status: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE assessment_records SET status = :s WHERE id = ANY(:ids)"),
+            {"s": status, "ids": list(ids)},
+        )
+
+
+def delete_bench_records(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            text("DELETE FROM assessment_records WHERE user_id >= :base"), {"base": common.BENCH_USER_BASE}
+        )

@@ -1,0 +1,16 @@
+"""Worker modules for the benchmarks: `dramatiq bench.workers.slow` / `bench.workers.fail_once`.
+
+Each imports `actors` (which installs the RedisListBroker and declares the real report
+actor with its exact retry schedule) and then redeclares the report actor, under the
+same name, queue and options, with a body of its own:
+
+- `slow`: sleeps BENCH_SLOW_SECONDS (default 5), then runs the real generator; the
+  user's submission must not notice (bench.submit_latency).
+- `fail_once`: the first attempt of each record id fails; a retry records when it
+  started (bench.retry_lateness).
+"""
+
+#: Redis keys of `fail_once` (deleted by the benchmark): record id -> time (epoch seconds)
+#: of the failed first attempt / of the start of the retry.
+FAILED_KEY = "bench:retry:failed"
+STARTED_KEY = "bench:retry:started"

@@ -1,0 +1,93 @@
+"""Smoke test of the benchmarks (bench/): each one runs with tiny sizes and yields its rows.
+
+The real figures come from `make bench` (see BENCHMARKS.md); this only keeps the
+scripts working. Results go to a temporary folder, not bench/results/.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+
+#: Benchmark, arguments for a run of a few seconds, check of its result.
+CASES: list[tuple[str, list[str], Callable[[dict[str, Any]], None]]] = []
+
+
+def case(name: str, *args: str) -> Callable[[Callable[[dict[str, Any]], None]], None]:
+    def register(check: Callable[[dict[str, Any]], None]) -> None:
+        CASES.append((name, list(args), check))
+
+    return register
+
+
+@case(
+    "throughput", "--n", "100", "--runs", "1", "--threads", "2", "--systems", "ours", "dramatiq", "stub", "rq"
+)
+def _throughput(data: dict[str, Any]) -> None:
+    rates = data["summary"]["drain_msgs_per_s"]
+    assert set(rates) == {"ours@2", "dramatiq@2", "stub@2", "rq@1"}
+    assert all(rate > 0 for rate in rates.values())
+    assert "ours/dramatiq@2" in data["summary"]["ratios"]
+    assert set(data["summary"]["enqueue_batched_msgs_per_s"]) == {"ours", "dramatiq", "stub", "rq"}
+
+
+@case("roundtrips", "--n", "100", "--threads", "2", "--systems", "ours", "rq")
+def _roundtrips(data: dict[str, Any]) -> None:
+    rows = {row["system"]: row for row in data["rows"]}
+    assert set(rows) == {"ours", "rq"}
+    assert 0 < rows["ours"]["drain_requests_per_msg"] < rows["rq"]["drain_requests_per_msg"]
+    assert rows["ours"]["drain_commands"].get("lmove", 0) >= 100
+
+
+@case("e2e_reports", "--n", "20", "--processes", "1", "--runs", "1", "--threads", "2")
+def _e2e(data: dict[str, Any]) -> None:
+    assert data["median_reports_per_s"]["1"] > 0
+
+
+@case("submit_latency", "--rate", "20", "--duration", "0.5", "--runs", "1", "--slow-seconds", "0.1")
+def _submit(data: dict[str, Any]) -> None:
+    assert set(data["summary"]) == {"fast", "slow"}
+    assert all(s["p50_ms"] > 0 for s in data["summary"].values())
+    assert {r["count"] for r in data["runs"]} == {10}
+
+
+@case("retry_lateness", "--n", "10", "--delay-ms", "300", "--threads", "2")
+def _retry(data: dict[str, Any]) -> None:
+    assert len(data["samples"]["repush_late_s"]) == 10
+    assert len(data["samples"]["attempt_late_s"]) == 10
+    assert data["summary"]["repush"]["min"] >= 0
+
+
+@case("batch_regenerate", "--n", "40", "--batch", "20")
+def _batch(data: dict[str, Any]) -> None:
+    assert data["summary"]["batched_s"] > 0
+    assert data["summary"]["single_s"] > 0
+
+
+@case("memory", "--n", "400", "--step", "200")
+def _memory(data: dict[str, Any]) -> None:
+    assert [s["processed"] for s in data["samples"]] == [0, 200, 400]
+
+
+@pytest.mark.parametrize(("name", "args", "check"), CASES, ids=[c[0] for c in CASES])
+def test_benchmark_runs_and_reports(
+    name: str,
+    args: list[str],
+    check: Callable[[dict[str, Any]], None],
+    engine: Engine,
+    redis_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("BENCH_RESULTS_DIR", str(tmp_path))
+    module = importlib.import_module(f"bench.{name}")
+    data = module.main(args)
+    check(data)
+    assert (tmp_path / f"{name}.json").exists()
+    assert data["tables"]
+    assert "|" in data["tables"][0]
