@@ -22,7 +22,7 @@ import secrets
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import dramatiq
 import redis
@@ -61,7 +61,7 @@ class RedisListBroker(Broker):
 
     Parameters:
       url: Redis URL (ignored when `client` is given).
-      client: a ready `redis.Redis[bytes]`; the broker uses it from several threads.
+      client: a ready `redis.Redis`; the broker uses it from several threads.
       middleware: as for every Dramatiq broker (default: Dramatiq's default set).
       codecs: queue name -> Codec for queues not in Dramatiq's own encoding.
       heartbeat_timeout_ms: silence after which a consumer is presumed dead.
@@ -75,7 +75,7 @@ class RedisListBroker(Broker):
         self,
         *,
         url: str | None = None,
-        client: redis.Redis[bytes] | None = None,
+        client: redis.Redis | None = None,
         middleware: list[Middleware] | None = None,
         codecs: Mapping[str, Codec] | None = None,
         heartbeat_timeout_ms: int = DEFAULT_HEARTBEAT_TIMEOUT_MS,
@@ -214,7 +214,8 @@ class RedisListBroker(Broker):
         keys = self.queue_keys(queue_name)
         prefix = (keys.queue + PROCESSING_INFIX).encode()
         with connection_errors():
-            lists = [m for m in self.client.zrange(self.heartbeats_key, 0, -1) if bytes(m).startswith(prefix)]
+            members = cast(list[bytes], self.client.zrange(self.heartbeats_key, 0, -1))
+            lists = [m for m in members if m.startswith(prefix)]
             pipe = self.client.pipeline(transaction=False)
             pipe.llen(keys.queue)
             pipe.zcard(keys.delayed)

@@ -117,7 +117,7 @@ class DirectConnections:
     never uses its parent's sockets.
     """
 
-    def __init__(self, client: redis.Redis[bytes]) -> None:
+    def __init__(self, client: redis.Redis) -> None:
         self.pool = client.connection_pool
         self._idle: deque[tuple[AbstractConnection, float]] = deque()
         self._pid = os.getpid()
@@ -301,7 +301,11 @@ class RedisListConsumer(Consumer):
                 self._flush(acks)
             with connection_errors():
                 payload = self.client.blmove(
-                    self.keys.queue, self.processing_key, max(seconds, 0.01), "RIGHT", "LEFT"
+                    self.keys.queue,
+                    self.processing_key,
+                    max(seconds, 0.01),  # type: ignore[arg-type]  # Redis >= 6 takes a decimal timeout
+                    "RIGHT",
+                    "LEFT",
                 )
         finally:
             with self._cond:

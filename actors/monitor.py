@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import redis
 
@@ -25,9 +26,10 @@ class QueueFigures:
     invalid: int  # quarantined because they could not be decoded
 
 
-def queue_figures(client: redis.Redis[bytes], queue_key: str = REPORT_QUEUE_KEY) -> QueueFigures:
+def queue_figures(client: redis.Redis, queue_key: str = REPORT_QUEUE_KEY) -> QueueFigures:
     prefix = (queue_key + PROCESSING_INFIX).encode()
-    processing = [m for m in client.zrange(HEARTBEATS_KEY, 0, -1) if bytes(m).startswith(prefix)]
+    members = cast(list[bytes], client.zrange(HEARTBEATS_KEY, 0, -1))
+    processing = [m for m in members if m.startswith(prefix)]
     pipe = client.pipeline(transaction=False)
     pipe.llen(queue_key)
     pipe.llen(queue_key + DEAD_SUFFIX)

@@ -18,7 +18,7 @@ from services.errors import QueueUnavailable
 class RedisReportQueue:
     """Implements `services.queue.ReportQueue` on a Redis list."""
 
-    def __init__(self, client: redis.Redis[bytes], *, key: str = REPORT_QUEUE_KEY) -> None:
+    def __init__(self, client: redis.Redis, *, key: str = REPORT_QUEUE_KEY) -> None:
         self.client = client
         self.key = key
 

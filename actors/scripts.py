@@ -185,7 +185,7 @@ class Scripts:
     reap: Script
 
     @classmethod
-    def register(cls, client: redis.Redis[bytes]) -> Scripts:
+    def register(cls, client: redis.Redis) -> Scripts:
         return cls(
             fetch=client.register_script(FETCH),
             settle=client.register_script(SETTLE),

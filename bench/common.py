@@ -61,7 +61,7 @@ def database_url() -> str:
     return url
 
 
-def delete_own_keys(client: redis.Redis[bytes], patterns: Iterable[str] = OWN_KEY_PATTERNS) -> int:
+def delete_own_keys(client: redis.Redis, patterns: Iterable[str] = OWN_KEY_PATTERNS) -> int:
     """Delete the keys matching our own patterns (SCAN + DEL in chunks); the number deleted."""
     deleted = 0
     for pattern in patterns:
@@ -170,7 +170,7 @@ def package_version(name: str) -> str:
         return "-"
 
 
-def machine_info(redis_client: redis.Redis[bytes] | None = None) -> dict[str, Any]:
+def machine_info(redis_client: redis.Redis | None = None) -> dict[str, Any]:
     cpu = "unknown"
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -287,7 +287,7 @@ class RoundTripCounter:
         return total
 
 
-def command_stats(client: redis.Redis[bytes]) -> dict[str, int]:
+def command_stats(client: redis.Redis) -> dict[str, int]:
     """Calls per command on the server (INFO commandstats), e.g. {'lpush': 3, 'evalsha': 10}."""
     stats = client.info("commandstats")
     return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
@@ -430,5 +430,5 @@ def start_web(redis: str, database: str, *, workers: int = 2, threads: int = 1) 
     return service, port
 
 
-def redis_client(url: str) -> redis.Redis[bytes]:
+def redis_client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=30)

@@ -94,7 +94,7 @@ def make_records(engine: Engine, count: int) -> list[int]:
         )
 
 
-def cleanup(client: redis.Redis[bytes], engine: Engine) -> None:
+def cleanup(client: redis.Redis, engine: Engine) -> None:
     common.delete_own_keys(client, ("bench:hotpath:*", "bench:eventlog:*"))
     with engine.begin() as conn:
         conn.execute(
@@ -104,7 +104,7 @@ def cleanup(client: redis.Redis[bytes], engine: Engine) -> None:
 
 
 def autosave(
-    client: redis.Redis[bytes], records: Sequence[int], questions: Sequence[int], progress: common.Progress
+    client: redis.Redis, records: Sequence[int], questions: Sequence[int], progress: common.Progress
 ) -> int:
     """Save `questions` for every record through the real store (the web tier's Lua save)."""
     store = RedisAutosaveStore(client, AUTOSAVE_KEYS)
@@ -130,13 +130,13 @@ def stored_answer_count(engine: Engine, records: Sequence[int]) -> int:
 # -- the two ways of flushing answers ---------------------------------------------------------------
 
 
-def flush_batched(client: redis.Redis[bytes], factory: sessionmaker[Session], batch: int) -> None:
+def flush_batched(client: redis.Redis, factory: sessionmaker[Session], batch: int) -> None:
     flusher = AnswersFlusher(client, factory, keys=AUTOSAVE_KEYS)
     flusher.run_once(batch=batch)
     flusher.close()
 
 
-def flush_per_item(client: redis.Redis[bytes], factory: sessionmaker[Session], batch: int) -> None:
+def flush_per_item(client: redis.Redis, factory: sessionmaker[Session], batch: int) -> None:
     from services.autosave import from_epoch_ms
 
     keys = AUTOSAVE_KEYS.answers
@@ -156,7 +156,7 @@ def flush_per_item(client: redis.Redis[bytes], factory: sessionmaker[Session], b
 # -- the two ways of ingesting events ---------------------------------------------------------------
 
 
-def emit_events(client: redis.Redis[bytes], count: int, progress: common.Progress) -> None:
+def emit_events(client: redis.Redis, count: int, progress: common.Progress) -> None:
     sink = RedisEventSink(client, EVENT_KEYS)
     for start in range(0, count, 1000):
         size = min(1000, count - start)
@@ -166,14 +166,14 @@ def emit_events(client: redis.Redis[bytes], count: int, progress: common.Progres
         progress.step(size)
 
 
-def ingest_batched(client: redis.Redis[bytes], factory: sessionmaker[Session], batch: int) -> None:
+def ingest_batched(client: redis.Redis, factory: sessionmaker[Session], batch: int) -> None:
     consumer = EventLogConsumer(client, factory, keys=EVENT_KEYS)
     while consumer.run_once(batch=batch).taken:
         pass
     consumer.close()
 
 
-def ingest_per_item(client: redis.Redis[bytes], factory: sessionmaker[Session], batch: int) -> None:
+def ingest_per_item(client: redis.Redis, factory: sessionmaker[Session], batch: int) -> None:
     while True:
         raw = client.rpoplpush(EVENT_KEYS.queue, EVENT_KEYS.backup)
         if raw is None:
@@ -194,7 +194,7 @@ def timed(fn: Callable[[], None]) -> float:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    client: redis.Redis[bytes] = redis.Redis.from_url(args.redis_url or common.redis_url(), socket_timeout=60)
+    client: redis.Redis = redis.Redis.from_url(args.redis_url or common.redis_url(), socket_timeout=60)
     database_url = args.database_url or common.database_url()
     migrate(database_url)
     engine = make_engine(database_url, pool_size=2)

@@ -65,7 +65,7 @@ def _timed(fn: Any) -> float:
 class Meter:
     """Client round trips and server commands between `start` and `stop`."""
 
-    def __init__(self, admin: redis.Redis[bytes] | None, counter: common.RoundTripCounter) -> None:
+    def __init__(self, admin: redis.Redis | None, counter: common.RoundTripCounter) -> None:
         self.admin = admin
         self.counter = counter
         self.rt0 = 0

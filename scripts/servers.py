@@ -115,7 +115,7 @@ def redis_server_binary(allow_install: bool = True) -> str:
     return found
 
 
-def redis_version(client: redis.Redis[bytes]) -> tuple[int, ...]:
+def redis_version(client: redis.Redis) -> tuple[int, ...]:
     info = client.info("server")
     return tuple(int(part) for part in str(info["redis_version"]).split(".")[:2])
 

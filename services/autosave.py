@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlalchemy import bindparam, select, text
 from sqlalchemy.orm import Session
@@ -314,7 +314,7 @@ def persist_autosaved(session: Session, answers: Mapping[int, Mapping[int, Saved
     return PersistResult(live, int(getattr(result, "rowcount", 0) or 0))
 
 
-def parse_saved(raw: Mapping[bytes, bytes] | Mapping[str, str], *, record_id: int) -> dict[int, SavedAnswer]:
+def parse_saved(raw: Mapping[Any, Any], *, record_id: int) -> dict[int, SavedAnswer]:
     """Decode a stored autosave hash ({"<question id>": "<value>:<saved ms>"}); bad fields are skipped."""
     answers: dict[int, SavedAnswer] = {}
     for key, item in raw.items():

@@ -40,7 +40,7 @@ def create_app(
     settings: Settings | None = None,
     *,
     report_queue: ReportQueue | None = None,
-    redis_client: redis.Redis[bytes] | None = None,
+    redis_client: redis.Redis | None = None,
     autosave_store: AutosaveStore | None = None,
     event_sink: EventSink | None = None,
 ) -> Flask:

@@ -27,7 +27,7 @@ class Dependencies:
     settings: Settings
     session_factory: sessionmaker[Session]
     report_queue: ReportQueue
-    redis: redis.Redis[bytes]
+    redis: redis.Redis
     #: Answers saved during an assessment (Redis first, flushed by the hotpath process).
     autosave: AutosaveStore
     #: The event log's producer side (`eventlog:queue`).
@@ -53,7 +53,7 @@ def report_queue() -> ReportQueue:
     return current().report_queue
 
 
-def redis_client() -> redis.Redis[bytes]:
+def redis_client() -> redis.Redis:
     return current().redis
 
 

@@ -88,7 +88,7 @@ return 1
 class RedisAutosaveStore:
     """`services.autosave.AutosaveStore` on Redis; every Redis error becomes AutosaveUnavailable."""
 
-    def __init__(self, client: redis.Redis[bytes], keys: AutosaveKeys | None = None) -> None:
+    def __init__(self, client: redis.Redis, keys: AutosaveKeys | None = None) -> None:
         self.client = client
         self.keys = keys or AutosaveKeys.default()
         self._save = client.register_script(_SAVE)
@@ -171,7 +171,7 @@ class AnswersFlusher(DirtySetFlusher):
 
     def __init__(
         self,
-        client: redis.Redis[bytes],
+        client: redis.Redis,
         session_factory: sessionmaker[Session],
         *,
         keys: AutosaveKeys | None = None,

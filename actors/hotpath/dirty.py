@@ -109,7 +109,7 @@ class DirtySetFlusher(ABC):
 
     def __init__(
         self,
-        client: redis.Redis[bytes],
+        client: redis.Redis,
         keys: DirtyKeys,
         session_factory: sessionmaker[Session],
         *,
@@ -195,7 +195,7 @@ class DirtySetFlusher(ABC):
 
     def _members(self) -> list[int]:
         ids: list[int] = []
-        bad: list[bytes] = []
+        bad: list[bytes | str] = []
         for member in self.client.smembers(self.keys.syncing):
             try:
                 ids.append(int(member))
@@ -216,7 +216,7 @@ class DirtySetFlusher(ABC):
             # The next cycle's claim merges the syncing set back.
             logger.error("%s: could not put the ids back now; the next claim will", self.name, exc_info=True)
 
-    def _guarded(self, script: Script, keys: list[str], *args: object) -> int:
+    def _guarded(self, script: Script, keys: list[str], *args: bytes | str | int) -> int:
         result = script(keys=[self.lock.key, *keys], args=[self.lock.token, *args])
         value = int(result[0])
         if value < 0:

@@ -75,7 +75,7 @@ return {1}
 class RedisEventSink:
     """`services.events.EventSink` on the Redis list `eventlog:queue` (one LPUSH per call)."""
 
-    def __init__(self, client: redis.Redis[bytes], keys: EventLogKeys | None = None) -> None:
+    def __init__(self, client: redis.Redis, keys: EventLogKeys | None = None) -> None:
         self.client = client
         self.keys = keys or EventLogKeys()
 
@@ -98,7 +98,7 @@ class EventLogConsumer:
 
     def __init__(
         self,
-        client: redis.Redis[bytes],
+        client: redis.Redis,
         session_factory: sessionmaker[Session],
         *,
         keys: EventLogKeys | None = None,

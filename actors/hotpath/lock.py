@@ -47,7 +47,7 @@ def new_token() -> str:
 
 
 class RedisLock:
-    def __init__(self, client: redis.Redis[bytes], key: str, *, token: str | None = None) -> None:
+    def __init__(self, client: redis.Redis, key: str, *, token: str | None = None) -> None:
         self.client = client
         self.key = key
         self.token = token or new_token()
@@ -84,4 +84,6 @@ class RedisLock:
 
     def holder(self) -> str | None:
         value = self.client.get(self.key)
-        return value.decode() if value is not None else None
+        if value is None:
+            return None
+        return value.decode() if isinstance(value, bytes) else str(value)

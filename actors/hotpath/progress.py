@@ -24,7 +24,7 @@ class ProgressFlusher(DirtySetFlusher):
 
     def __init__(
         self,
-        client: redis.Redis[bytes],
+        client: redis.Redis,
         session_factory: sessionmaker[Session],
         *,
         keys: AutosaveKeys | None = None,

@@ -106,7 +106,7 @@ class Loop(threading.Thread):
 
 
 def build_loops(
-    client: redis.Redis[bytes], factory: sessionmaker[Session], names: Sequence[str] = LOOP_NAMES
+    client: redis.Redis, factory: sessionmaker[Session], names: Sequence[str] = LOOP_NAMES
 ) -> list[LoopSpec]:
     specs: list[LoopSpec] = []
     if "answers" in names:

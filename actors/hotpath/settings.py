@@ -56,7 +56,7 @@ class SettingsSource:
 
     def __init__(
         self,
-        client: redis.Redis[bytes] | None,
+        client: redis.Redis | None,
         *,
         key: str = c.SETTINGS_KEY,
         env: Mapping[str, str] | None = None,
@@ -73,7 +73,7 @@ class SettingsSource:
         if self.client is not None:
             try:
                 raw = self.client.hgetall(self.key)
-                overrides = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in raw.items()}
+                overrides = {_text(k): _text(v) for k, v in raw.items()}
                 self._redis_down_reported = False
             except redis.RedisError as exc:
                 if not self._redis_down_reported:
@@ -116,3 +116,7 @@ class SettingsSource:
                 return
             self._reported.add((source, name, raw))
         logger.error("hot-path settings: ignoring %s %s=%r (%s)", source, name, raw[:100], why)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value

@@ -127,7 +127,7 @@ class Stack:
         )
 
 
-def reset(engine: Engine, client: redis.Redis[bytes]) -> None:
+def reset(engine: Engine, client: redis.Redis) -> None:
     """Empty records (keep the questionnaire) and our own Redis db index (keep its markers)."""
     with engine.begin() as conn:
         conn.execute(text("TRUNCATE assessment_records RESTART IDENTITY CASCADE"))
@@ -137,7 +137,7 @@ def reset(engine: Engine, client: redis.Redis[bytes]) -> None:
 
 
 @pytest.fixture(scope="module")
-def redis_conn(redis_url: str) -> Iterator[redis.Redis[bytes]]:
+def redis_conn(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url)
     yield client
     client.close()
@@ -148,7 +148,7 @@ def stack(
     settings: Settings,
     engine: Engine,
     redis_url: str,
-    redis_conn: redis.Redis[bytes],
+    redis_conn: redis.Redis,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Stack]:
     import servers  # scripts/servers.py, on the path through tests/processes.py
@@ -269,7 +269,7 @@ def test_every_process_of_the_stack_is_in_the_procfile(stack: Stack) -> None:
 
 
 def test_a_dead_lettered_record_is_regenerated_by_an_admin(
-    stack: Stack, engine: Engine, redis_conn: redis.Redis[bytes]
+    stack: Stack, engine: Engine, redis_conn: redis.Redis
 ) -> None:
     token = stack.user(8)
     record_id = insert_record(engine, 8, answers=False)  # its answers were lost
@@ -288,9 +288,7 @@ def test_a_dead_lettered_record_is_regenerated_by_an_admin(
     assert report_rows(engine, record_id) == (8, 1)
 
 
-def test_queue_figures_match_the_redis_lists(
-    stack: Stack, engine: Engine, redis_conn: redis.Redis[bytes]
-) -> None:
+def test_queue_figures_match_the_redis_lists(stack: Stack, engine: Engine, redis_conn: redis.Redis) -> None:
     dead = insert_record(engine, 9, answers=False)
     redis_conn.lpush(REPORT_QUEUE_KEY, net_job(dead, retry_count=3))
     stack.wait_until(lambda: db_status(engine, dead) == RecordStatus.FAILED, timeout=15, what="a dead letter")
@@ -324,7 +322,7 @@ def test_queue_figures_match_the_redis_lists(
 
 
 def test_a_job_lpushed_by_the_net_producer_is_processed(
-    stack: Stack, engine: Engine, redis_conn: redis.Redis[bytes]
+    stack: Stack, engine: Engine, redis_conn: redis.Redis
 ) -> None:
     token = stack.user(10)
     record_id = insert_record(engine, 10)
@@ -336,9 +334,7 @@ def test_a_job_lpushed_by_the_net_producer_is_processed(
     assert redis_conn.llen(INVALID_QUEUE_KEY) == invalid_before
 
 
-def test_sigterm_to_the_stack_loses_nothing(
-    stack: Stack, engine: Engine, redis_conn: redis.Redis[bytes]
-) -> None:
+def test_sigterm_to_the_stack_loses_nothing(stack: Stack, engine: Engine, redis_conn: redis.Redis) -> None:
     quick, stuck, prefetched = (insert_record(engine, 11) for _ in range(3))
     url = stack.settings.database_url
     with contextlib.ExitStack() as quick_lock, row_locked(url, stuck):
