@@ -12,7 +12,7 @@ before and after each test, so they never run against someone else's data.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,7 @@ os.environ["DATABASE_URL"] = TEST_DATABASE_URL
 os.environ["REDIS_URL"] = TEST_REDIS_URL
 
 import redis  # noqa: E402
+from fakes import FailingQueue, RecordingQueue  # noqa: E402
 from sqlalchemy import Engine, text  # noqa: E402
 from sqlalchemy.orm import Session, sessionmaker  # noqa: E402
 
@@ -153,35 +154,6 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
 
 
 # -- service-layer helpers (fake report queues, records in a given state) -----------------
-
-
-class RecordingQueue:
-    """A `ReportQueue` that records what it was asked to queue."""
-
-    def __init__(self) -> None:
-        self.enqueued: list[int] = []
-        self.batches: list[list[int]] = []
-
-    def enqueue(self, record_id: int) -> None:
-        self.enqueued.append(record_id)
-
-    def enqueue_many(self, record_ids: Sequence[int]) -> None:
-        self.batches.append(list(record_ids))
-
-
-class FailingQueue:
-    """A `ReportQueue` whose every call fails, like a Redis that is down."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def enqueue(self, record_id: int) -> None:
-        self.calls += 1
-        raise ConnectionError("redis is down (test)")
-
-    def enqueue_many(self, record_ids: Sequence[int]) -> None:
-        self.calls += 1
-        raise ConnectionError("redis is down (test)")
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from fakes import RecordingQueue
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, event, func, insert, select, text
@@ -28,18 +29,6 @@ from services.models import AssessmentRecord, DimensionResult, ReportSummary
 from services.reports import generate_report
 from services.uow import UnitOfWork
 from services.views import RecordFilter
-
-
-class RecordingQueue:
-    def __init__(self) -> None:
-        self.enqueued: list[int] = []
-        self.batches: list[list[int]] = []
-
-    def enqueue(self, record_id: int) -> None:
-        self.enqueued.append(record_id)
-
-    def enqueue_many(self, record_ids: Sequence[int]) -> None:
-        self.batches.append(list(record_ids))
 
 
 def state(session_factory: sessionmaker[Session], record_id: int) -> tuple[int, bool, int, int]:

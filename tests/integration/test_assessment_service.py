@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from fakes import RecordingQueue
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -20,17 +21,6 @@ from services.questionnaire import load_questionnaire, seed_questionnaire
 from services.uow import UnitOfWork
 
 QUESTION_IDS = [q.id for q in load_questionnaire().questions]
-
-
-class RecordingQueue:
-    def __init__(self) -> None:
-        self.enqueued: list[int] = []
-
-    def enqueue(self, record_id: int) -> None:
-        self.enqueued.append(record_id)
-
-    def enqueue_many(self, record_ids: Sequence[int]) -> None:
-        self.enqueued.extend(record_ids)
 
 
 def default_answer(question_id: int) -> int:

@@ -1,0 +1,34 @@
+"""Test doubles for the services' collaborators (the real ones are tested on real servers)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class RecordingQueue:
+    """A `ReportQueue` that records what it was asked to queue."""
+
+    def __init__(self) -> None:
+        self.enqueued: list[int] = []
+        self.batches: list[list[int]] = []
+
+    def enqueue(self, record_id: int) -> None:
+        self.enqueued.append(record_id)
+
+    def enqueue_many(self, record_ids: Sequence[int]) -> None:
+        self.batches.append(list(record_ids))
+
+
+class FailingQueue:
+    """A `ReportQueue` whose every call fails, like a Redis that is down."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def enqueue(self, record_id: int) -> None:
+        self.calls += 1
+        raise ConnectionError("redis is down (test)")
+
+    def enqueue_many(self, record_ids: Sequence[int]) -> None:
+        self.calls += 1
+        raise ConnectionError("redis is down (test)")
