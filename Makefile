@@ -17,20 +17,21 @@ comma := ,
 run: $(VENV)/.stamp-embedded
 	$(PY) scripts/run_stack.py
 
-test: $(VENV)/.stamp-test+dev+embedded
+# The bench extra too: the suite runs a smoke test of every benchmark (RQ is a peer there).
+test: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff check services actors web tests bench scripts migrations
 	$(VENV)/bin/mypy
 	$(PY) scripts/with_test_services.py -- $(PY) -m pytest $(PYTEST_ARGS)
 
 # The suite without lint, e.g. `make pytest PYTEST_ARGS="-k broker -x"`.
-pytest: $(VENV)/.stamp-test+dev+embedded
+pytest: $(VENV)/.stamp-test+dev+embedded+bench
 	$(PY) scripts/with_test_services.py -- $(PY) -m pytest $(PYTEST_ARGS)
 
-lint: $(VENV)/.stamp-test+dev+embedded
+lint: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff check services actors web tests bench scripts migrations
 	$(VENV)/bin/ruff format --check services actors web tests bench scripts migrations
 
-typecheck: $(VENV)/.stamp-test+dev+embedded
+typecheck: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/mypy
 
 bench: $(VENV)/.stamp-test+dev+embedded+bench
