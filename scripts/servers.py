@@ -322,6 +322,7 @@ class PostgresServer:
                 ),
                 check=True,
                 stdout=subprocess.DEVNULL,
+                cwd=self.directory,  # a folder the server account can enter (not e.g. /root/...)
             )
         args = [
             str(bindir / "postgres"),
@@ -340,7 +341,11 @@ class PostgresServer:
         ]
         log_file = (self.directory / "postgres.log").open("ab")
         self.process = subprocess.Popen(
-            _as_user(user, args), stdout=log_file, stderr=log_file, start_new_session=True
+            _as_user(user, args),
+            stdout=log_file,
+            stderr=log_file,
+            start_new_session=True,
+            cwd=self.directory,
         )
         wait_for(
             lambda: _pg_ready(self.admin_url),
