@@ -22,7 +22,7 @@ import secrets
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import Any
 
 import dramatiq
 import redis
@@ -210,19 +210,14 @@ class RedisListBroker(Broker):
             self.flush(queue_name)
 
     def pending(self, queue_name: str) -> int:
-        """Messages queued, delayed or in flight on a queue (what `join` waits for)."""
+        """Messages queued, delayed or in flight on a queue (what `join` waits for), read atomically."""
         keys = self.queue_keys(queue_name)
-        prefix = (keys.queue + PROCESSING_INFIX).encode()
         with connection_errors():
-            members = cast(list[bytes], self.client.zrange(self.heartbeats_key, 0, -1))
-            lists = [m for m in members if m.startswith(prefix)]
-            pipe = self.client.pipeline(transaction=False)
-            pipe.llen(keys.queue)
-            pipe.zcard(keys.delayed)
-            for key in lists:
-                pipe.llen(key)
-            counts: list[Any] = pipe.execute()
-        return sum(int(c) for c in counts)
+            queued, _dead, delayed, _invalid, in_flight = self.scripts.figures(
+                keys=[self.heartbeats_key, keys.queue, keys.dead, keys.delayed, keys.invalid],
+                args=[keys.queue + PROCESSING_INFIX],
+            )
+        return int(queued) + int(delayed) + int(in_flight)
 
     def join(self, queue_name: str, *, timeout: int | None = None) -> None:
         """Wait until nothing is queued, delayed or in flight on the queue."""

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
 
 import redis
 
-from actors.constants import (
-    DEAD_SUFFIX,
-    DELAYED_SUFFIX,
-    HEARTBEATS_KEY,
-    INVALID_SUFFIX,
-    PROCESSING_INFIX,
-    REPORT_QUEUE_KEY,
-)
+from actors.constants import HEARTBEATS_KEY, PROCESSING_INFIX, REPORT_QUEUE_NAME
+from actors.queues import QueueKeys
+from actors.scripts import FIGURES
 
 
 @dataclass(frozen=True)
@@ -25,23 +19,23 @@ class QueueFigures:
     in_flight: int  # taken by a consumer and not yet acknowledged
     invalid: int  # quarantined because they could not be decoded
 
+    @property
+    def pending(self) -> int:
+        """Messages that will still run: queued, delayed or in flight."""
+        return self.queued + self.delayed + self.in_flight
 
-def queue_figures(client: redis.Redis, queue_key: str = REPORT_QUEUE_KEY) -> QueueFigures:
-    prefix = (queue_key + PROCESSING_INFIX).encode()
-    members = cast(list[bytes], client.zrange(HEARTBEATS_KEY, 0, -1))
-    processing = [m for m in members if m.startswith(prefix)]
-    pipe = client.pipeline(transaction=False)
-    pipe.llen(queue_key)
-    pipe.llen(queue_key + DEAD_SUFFIX)
-    pipe.zcard(queue_key + DELAYED_SUFFIX)
-    pipe.llen(queue_key + INVALID_SUFFIX)
-    for key in processing:
-        pipe.llen(key)
-    queued, dead, delayed, invalid, *in_flight = pipe.execute()
+
+def queue_figures(client: redis.Redis, queue_name: str = REPORT_QUEUE_NAME) -> QueueFigures:
+    """One consistent reading of a queue's figures (a single Lua call)."""
+    keys = QueueKeys.for_queue(queue_name)
+    queued, dead, delayed, invalid, in_flight = client.register_script(FIGURES)(
+        keys=[HEARTBEATS_KEY, keys.queue, keys.dead, keys.delayed, keys.invalid],
+        args=[keys.queue + PROCESSING_INFIX],
+    )
     return QueueFigures(
         queued=int(queued),
         dead=int(dead),
         delayed=int(delayed),
-        in_flight=sum(in_flight),
+        in_flight=int(in_flight),
         invalid=int(invalid),
     )

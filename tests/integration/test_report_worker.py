@@ -22,7 +22,7 @@ from actors.constants import (
     RETRY_DELAYS_MS,
 )
 from actors.message import ReportQueueMessage
-from actors.monitor import queue_figures
+from actors.monitor import QueueFigures, queue_figures
 from actors.producer import RedisReportQueue
 from actors.report import generate_report
 from services.models import AssessmentRecord, DimensionResult, ReportSummary
@@ -92,7 +92,7 @@ def test_submitted_record_gets_its_report(
     report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
     assert status_of(session_factory, record_id) == RecordStatus.COMPLETED
     assert result_rows(session_factory, record_id) == (8, 1)
-    assert queue_figures(redis_client) == queue_figures(redis_client).__class__(0, 0, 0, 0, 0)
+    assert queue_figures(redis_client) == QueueFigures(0, 0, 0, 0, 0)
 
 
 def test_message_lpushed_by_the_dotnet_producer_is_processed(
