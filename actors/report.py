@@ -103,24 +103,9 @@ def generate_report(record_id: int) -> None:
     try:
         outcome = reports.generate_report(_uow(), record_id)
     except BaseException as exc:
-        emit(
-            _events(),
-            Event.new(
-                EventType.REPORT_GENERATION_FAILED,
-                record_id=record_id,
-                actor=WORKER_ACTOR,
-                data={"attempt": _attempt(), "error": f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]},
-            ),
-        )
+        error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+        _log_event(EventType.REPORT_GENERATION_FAILED, record_id, attempt=_attempt(), error=error)
         raise
     if outcome is reports.GenerationOutcome.GENERATED:
-        emit(
-            _events(),
-            Event.new(
-                EventType.REPORT_GENERATED,
-                record_id=record_id,
-                actor=WORKER_ACTOR,
-                data={"attempt": _attempt()},
-            ),
-        )
+        _log_event(EventType.REPORT_GENERATED, record_id, attempt=_attempt())
     logger.info("Report of record %d: %s.", record_id, outcome)
