@@ -9,7 +9,7 @@ import dramatiq
 import pytest
 import redis
 from broker_fixtures import BrokerFactory
-from sqlalchemy import func, select
+from record_state import report_rows, status_of
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.broker import RedisListBroker
@@ -25,7 +25,6 @@ from actors.message import ReportQueueMessage
 from actors.monitor import QueueFigures, queue_figures
 from actors.producer import RedisReportQueue
 from actors.report import generate_report
-from services.models import AssessmentRecord, DimensionResult, ReportSummary
 from services.status import RecordStatus
 
 MakeRecord = Callable[..., int]
@@ -55,22 +54,6 @@ def report_worker(
     worker.stop(timeout=10_000)
 
 
-def status_of(session_factory: sessionmaker[Session], record_id: int) -> int:
-    with session_factory() as session:
-        return session.scalars(select(AssessmentRecord.status).where(AssessmentRecord.id == record_id)).one()
-
-
-def result_rows(session_factory: sessionmaker[Session], record_id: int) -> tuple[int, int]:
-    with session_factory() as session:
-        results = session.scalar(
-            select(func.count()).select_from(DimensionResult).where(DimensionResult.record_id == record_id)
-        )
-        summaries = session.scalar(
-            select(func.count()).select_from(ReportSummary).where(ReportSummary.record_id == record_id)
-        )
-        return int(results or 0), int(summaries or 0)
-
-
 def wait_for_status(
     session_factory: sessionmaker[Session], record_id: int, status: int, timeout: float
 ) -> None:
@@ -91,7 +74,7 @@ def test_submitted_record_gets_its_report(
     RedisReportQueue(redis_client).enqueue(record_id)
     report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
     assert status_of(session_factory, record_id) == RecordStatus.COMPLETED
-    assert result_rows(session_factory, record_id) == (8, 1)
+    assert report_rows(session_factory, record_id) == (8, 1)
     assert queue_figures(redis_client) == QueueFigures(0, 0, 0, 0, 0)
 
 
@@ -126,7 +109,7 @@ def test_record_not_generating_is_acknowledged_and_skipped(
     RedisReportQueue(redis_client).enqueue(record_id)
     report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
     assert status_of(session_factory, record_id) == status
-    assert result_rows(session_factory, record_id) == (0, 0)
+    assert report_rows(session_factory, record_id) == (0, 0)
     assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 0
 
 

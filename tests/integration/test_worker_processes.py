@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 from processes import RedisServer, WorkerProcess, row_locked, sessions_waiting_for_a_lock, wait_until
-from sqlalchemy import func, select
+from record_state import report_rows, status_of
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.constants import HEARTBEATS_KEY, REPORT_QUEUE_KEY
@@ -18,7 +18,6 @@ from actors.message import ReportQueueMessage
 from actors.monitor import QueueFigures, queue_figures
 from actors.producer import RedisReportQueue
 from services.config import Settings
-from services.models import AssessmentRecord, DimensionResult, ReportSummary
 from services.status import RecordStatus
 
 pytestmark = pytest.mark.slow
@@ -49,18 +48,6 @@ def start_worker(
     yield start
     for worker in started:
         worker.stop()
-
-
-def status_of(session_factory: sessionmaker[Session], record_id: int) -> int:
-    with session_factory() as session:
-        return session.scalars(select(AssessmentRecord.status).where(AssessmentRecord.id == record_id)).one()
-
-
-def report_rows(session_factory: sessionmaker[Session], record_id: int) -> tuple[int, int]:
-    with session_factory() as session:
-        results = session.scalar(select(func.count()).where(DimensionResult.record_id == record_id))
-        summaries = session.scalar(select(func.count()).where(ReportSummary.record_id == record_id))
-        return int(results or 0), int(summaries or 0)
 
 
 def consuming(client: redis.Redis) -> Callable[[], bool]:
