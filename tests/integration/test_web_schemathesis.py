@@ -13,15 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import schemathesis
 from flask import Flask
 from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import response_schema_conformance
 from web_support import ADMIN_PATH, Records, RecordSpec
 
 from web.openapi import document
-
-schemathesis = pytest.importorskip("schemathesis")
-from schemathesis.checks import not_a_server_error  # noqa: E402
-from schemathesis.specs.openapi.checks import response_schema_conformance  # noqa: E402
 
 OWNER = 1
 #: Examples per operation; raise it for a deeper hunt (MI_SCHEMATHESIS_EXAMPLES=500).
