@@ -31,7 +31,7 @@ from dramatiq.common import q_name
 from dramatiq.errors import QueueJoinTimeout, QueueNotFound
 from dramatiq.middleware import Middleware
 
-from actors.codecs import Codec, DramatiqCodec
+from actors.codecs import Codec, DramatiqCodec, job_key_pattern
 from actors.constants import (
     DEFAULT_DELAY_POLL_MS,
     DEFAULT_HEARTBEAT_INTERVAL_MS,
@@ -136,12 +136,16 @@ class RedisListBroker(Broker):
             message = message._message
         keys = self.queue_keys(message.queue_name)
         self.emit_before("enqueue", message, delay)
-        payload = self.codec_for(message.queue_name).encode(message)
+        codec = self.codec_for(message.queue_name)
+        payload = codec.encode(message)
+        pattern = job_key_pattern(codec)
         with connection_errors():
             if delay:
                 member = secrets.token_hex(8) + "|" + payload
-                self.scripts.delay(keys=[keys.delayed], args=[int(delay), member])
+                self.scripts.delay(keys=[keys.delayed, keys.jobs], args=[int(delay), member, pattern])
                 self.delay_scheduled(int(delay))
+            elif pattern:
+                self.direct.run_script(self.scripts.enqueue, [keys.queue, keys.jobs], [pattern, payload])
             else:
                 self.direct.run("LPUSH", keys.queue, payload)
         self.emit_after("enqueue", message, delay)
@@ -152,15 +156,23 @@ class RedisListBroker(Broker):
         by_queue: dict[str, list[str]] = {}
         sent = []
         for message in messages:
-            keys = self.queue_keys(message.queue_name)
+            self.queue_keys(message.queue_name)
             self.emit_before("enqueue", message, None)
-            by_queue.setdefault(keys.queue, []).append(self.codec_for(message.queue_name).encode(message))
+            payload = self.codec_for(message.queue_name).encode(message)
+            by_queue.setdefault(message.queue_name, []).append(payload)
             sent.append(message)
         if by_queue:
             with connection_errors():
                 pipe = self.client.pipeline(transaction=False)
-                for key, payloads in by_queue.items():
-                    pipe.lpush(key, *payloads)
+                for queue_name, payloads in by_queue.items():
+                    keys = self.queue_keys(queue_name)
+                    pattern = job_key_pattern(self.codec_for(queue_name))
+                    if pattern:
+                        self.scripts.enqueue(
+                            keys=[keys.queue, keys.jobs], args=[pattern, *payloads], client=pipe
+                        )
+                    else:
+                        pipe.lpush(keys.queue, *payloads)
                 pipe.execute()
         for message in sent:
             self.emit_after("enqueue", message, None)
@@ -203,7 +215,7 @@ class RedisListBroker(Broker):
     def flush(self, queue_name: str) -> None:
         keys = self.queue_keys(queue_name)
         with connection_errors():
-            self.client.delete(keys.queue, keys.delayed, keys.dead, keys.invalid, keys.crashed)
+            self.client.delete(keys.queue, keys.delayed, keys.dead, keys.invalid, keys.crashed, keys.jobs)
 
     def flush_all(self) -> None:
         for queue_name in list(self.queues):

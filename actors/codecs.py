@@ -14,13 +14,16 @@ from typing import Any, Protocol
 import dramatiq
 from dramatiq.errors import DecodeError
 
-from actors.message import InvalidMessage, ReportQueueMessage
+from actors.message import JOB_KEY_PATTERN, InvalidMessage, ReportQueueMessage
 
 #: Namespace of the message ids derived from report payloads (they carry no id of their own).
 REPORT_MESSAGE_NAMESPACE = uuid.UUID("6b1e2f0c-52a4-4c3e-9a57-8d1f5a3e9c10")
 
 
 class Codec(Protocol):
+    """How a queue's messages are written. A codec may also have a `job_key_pattern`: a
+    Lua pattern capturing a payload's job key, for the index `Q:jobs` (see scripts.py)."""
+
     def encode(self, message: dramatiq.Message[Any]) -> str:
         """The payload stored in Redis. Raises InvalidMessage if the message cannot be written."""
 
@@ -28,8 +31,15 @@ class Codec(Protocol):
         """The message a payload stands for. Raises InvalidMessage."""
 
 
+def job_key_pattern(codec: Codec) -> str:
+    """The codec's job key pattern, '' when it has none (no index for its queue)."""
+    return str(getattr(codec, "job_key_pattern", ""))
+
+
 class DramatiqCodec:
     """Dramatiq's own encoding (the global encoder, JSON by default)."""
+
+    job_key_pattern = ""
 
     def encode(self, message: dramatiq.Message[Any]) -> str:
         return bytes(message.encode()).decode("utf-8")
@@ -46,8 +56,11 @@ class ReportCodec:
 
     The Dramatiq message carries the record id as its only argument, and the
     message's RetryCount and EnqueueTime text in `options["retry_count"]` and
-    `options["enqueue_time"]`.
+    `options["enqueue_time"]`. Its job key is the RecordId: `report:queue:jobs` counts
+    the jobs alive per record.
     """
+
+    job_key_pattern = JOB_KEY_PATTERN
 
     def __init__(self, queue_name: str, actor_name: str) -> None:
         self.queue_name = queue_name

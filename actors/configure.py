@@ -25,18 +25,30 @@ from actors.constants import (
     REPORT_ACTOR_NAME,
     REPORT_QUEUE_NAME,
 )
+from actors.gate import AvailabilityGate, Probe
 from actors.retries import ExactRetries
 from actors.shutdown import RequeueOnShutdown
 from services.config import Settings, env_int
+from services.db import database_answers, session_factory
 
 
-def default_middleware() -> list[Middleware]:
+def database_available() -> bool:
+    """The availability gate's probe for the report queue (actors/gate.py)."""
+    return database_answers(session_factory())
+
+
+def default_middleware(database_probe: Probe | None = None) -> list[Middleware]:
     """Dramatiq's default middleware, with its Retries replaced by ExactRetries.
 
-    CurrentMessage lets the report actor log which attempt failed (actors/report.py);
-    RequeueOnShutdown gives prefetched messages back at once on SIGTERM.
+    AvailabilityGate (first: see actors/gate.py) holds report jobs while PostgreSQL is
+    down; CurrentMessage lets the report actor log which attempt failed
+    (actors/report.py); RequeueOnShutdown gives prefetched messages back at once on SIGTERM.
     """
+    gate: list[Middleware] = []
+    if database_probe is not None:
+        gate.append(AvailabilityGate(database_probe, queues={REPORT_QUEUE_NAME}))
     return [
+        *gate,
         AgeLimit(),
         TimeLimit(),
         ShutdownNotifications(),
@@ -55,7 +67,7 @@ def build_broker(settings: Settings | None = None) -> RedisListBroker:
     )
     return RedisListBroker(
         url=settings.redis_url,
-        middleware=default_middleware(),
+        middleware=default_middleware(database_available),
         codecs={REPORT_QUEUE_NAME: ReportCodec(REPORT_QUEUE_NAME, REPORT_ACTOR_NAME)},
         heartbeat_timeout_ms=heartbeat_timeout,
         # Beat often enough that a live consumer is never presumed dead.

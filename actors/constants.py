@@ -21,6 +21,7 @@ DEAD_SUFFIX = ":dead"  # list: messages whose attempts are exhausted (seed: repo
 INVALID_SUFFIX = ":invalid"  # list: messages that could not be decoded, kept verbatim
 DELAYED_SUFFIX = ":delayed"  # sorted set: delayed messages and retries, scored by due time (ms)
 CRASHED_SUFFIX = ":crashed"  # hash: raw message -> times its consumer died holding it
+JOBS_SUFFIX = ":jobs"  # hash: job key -> jobs alive for it (see scripts.py), if the codec names one
 PROCESSING_INFIX = ":processing:"  # list per consumer: `Q:processing:<consumer id>`
 
 #: Sorted set of live consumers' processing lists, scored by their last heartbeat (ms).
@@ -30,6 +31,7 @@ REPORT_QUEUE_KEY = REPORT_QUEUE_NAME + QUEUE_KEY_SUFFIX  # "report:queue"
 DEAD_LETTER_QUEUE_KEY = REPORT_QUEUE_KEY + DEAD_SUFFIX  # "report:queue:dead"
 INVALID_QUEUE_KEY = REPORT_QUEUE_KEY + INVALID_SUFFIX  # "report:queue:invalid"
 REPORT_DELAYED_KEY = REPORT_QUEUE_KEY + DELAYED_SUFFIX  # "report:queue:delayed"
+REPORT_JOBS_KEY = REPORT_QUEUE_KEY + JOBS_SUFFIX  # "report:queue:jobs": RecordId -> jobs alive
 
 #: Seed: MaxRetryCount. A message is delivered at most MAX_RETRY_COUNT + 1 times,
 #: failures and worker crashes counted together.

@@ -32,7 +32,7 @@ from dramatiq.errors import ConnectionClosed
 from redis.commands.core import Script
 from redis.connection import AbstractConnection
 
-from actors.codecs import Codec
+from actors.codecs import Codec, job_key_pattern
 from actors.constants import MAX_FETCH_BATCH, PROCESSING_INFIX
 from actors.message import InvalidMessage
 from actors.queues import QueueKeys
@@ -148,6 +148,13 @@ class DirectConnections:
         finally:
             self.give_back(conn)
 
+    def run_script(self, script: Script, keys: list[str], args: list[Any]) -> Any:
+        conn = self.take()
+        try:
+            return run_on(conn, evalsha_command(script, keys, args), script)
+        finally:
+            self.give_back(conn)
+
     def close(self) -> None:
         while self._idle:
             conn, _ = self._idle.pop()
@@ -202,9 +209,17 @@ class ListMessageProxy(MessageProxy):
         """Atomically drop this delivery and schedule `message` to be queued after `delay_ms`."""
         return self._origin.settle(self, "delay", self._origin.codec.encode(message), delay_ms)
 
-    def dead_letter(self) -> bool:
-        """Atomically move this message, verbatim, to the queue's dead-letter list."""
-        return self._origin.settle(self, "push", self.payload.decode("utf-8", "surrogateescape"))
+    def dead_letter(self, *, unconfirmed: bool = False) -> bool:
+        """Atomically move this message, verbatim, to the queue's dead-letter list.
+
+        `unconfirmed`: what should follow the dead letter (e.g. marking the record as
+        failed) did not happen; the job index keeps a `dead` mark for a reconciler.
+        """
+        return self._origin.settle(self, "push", self.payload, unconfirmed=unconfirmed)
+
+    def give_back(self) -> None:
+        """Return this message, never run, to the head of its queue without counting an attempt."""
+        self._origin._requeue([self])
 
     @property
     def settled(self) -> bool:
@@ -225,7 +240,9 @@ class RedisListConsumer(Consumer):
         self.scripts = broker.scripts
         #: The fetch script's own connection (consumer thread, and acking threads' flushes).
         self.channel = ScriptChannel(broker.direct)
-        self._fetch_keys = [self.keys.queue, self.processing_key, self.keys.crashed]
+        self._fetch_keys = [self.keys.queue, self.processing_key, self.keys.crashed, self.keys.jobs]
+        #: The codec's job key pattern: the scripts keep `Q:jobs` with it ('' = no index).
+        self.job_key_pattern = job_key_pattern(self.codec)
         self._cond = threading.Condition()
         self._buffer: deque[ListMessageProxy] = deque()
         self._outstanding = 0  # handed out, outcome not yet recorded
@@ -284,7 +301,9 @@ class RedisListConsumer(Consumer):
     def _fetch(self, acks: list[bytes], count: int) -> tuple[list[bytes], list[Any]]:
         try:
             with connection_errors():
-                result = self.channel.call(self.scripts.fetch, self._fetch_keys, [count, *acks])
+                result = self.channel.call(
+                    self.scripts.fetch, self._fetch_keys, [count, self.job_key_pattern, *acks]
+                )
         except ConnectionClosed:
             self._restore_acks(acks)
             raise
@@ -324,13 +343,18 @@ class RedisListConsumer(Consumer):
             except InvalidMessage as exc:
                 self._quarantine(payload, exc)
                 continue
+            except Exception as exc:
+                # Whatever a codec raises on a payload, the payload is the problem: keep it
+                # aside rather than let it stop the queue (it would come back to the head).
+                self._quarantine(payload, InvalidMessage(f"{type(exc).__name__}: {exc}"))
+                continue
             proxies.append(
                 ListMessageProxy(message, payload=payload, origin=self, redeliveries=int(crashed or 0))
             )
         with self._cond:
             self._buffer.extend(proxies)
 
-    def _quarantine(self, payload: bytes, reason: InvalidMessage) -> None:
+    def _quarantine(self, payload: bytes, reason: Exception) -> None:
         logger.error(
             "Quarantining undecodable message on %s in %s: %s; payload %r",
             self.keys.queue,
@@ -339,9 +363,10 @@ class RedisListConsumer(Consumer):
             payload[:500],
         )
         with connection_errors():
+            # No job key pattern: a payload we could not read was never counted in the index.
             self.scripts.settle(
-                keys=[self.processing_key, self.keys.invalid, self.keys.crashed],
-                args=[payload, "push", payload],
+                keys=[self.processing_key, self.keys.invalid, self.keys.crashed, self.keys.jobs],
+                args=[payload, "push", payload, 0, "", "", "0"],
             )
 
     # ------------------------------------------------------------------ outcomes
@@ -373,7 +398,15 @@ class RedisListConsumer(Consumer):
             self._flush(acks)
         self._release_if_done()
 
-    def settle(self, proxy: ListMessageProxy, mode: str, new_payload: str, delay_ms: int = 0) -> bool:
+    def settle(
+        self,
+        proxy: ListMessageProxy,
+        mode: str,
+        new_payload: str | bytes,
+        delay_ms: int = 0,
+        *,
+        unconfirmed: bool = False,
+    ) -> bool:
         """Record the outcome of one message in one atomic step (see scripts.SETTLE).
 
         Returns False when the message was no longer ours (a reaper gave it back to the
@@ -383,8 +416,16 @@ class RedisListConsumer(Consumer):
         member_prefix = secrets.token_hex(8) + "|"
         with connection_errors():
             held = self.scripts.settle(
-                keys=[self.processing_key, target, self.keys.crashed],
-                args=[proxy.payload, mode, new_payload, delay_ms, member_prefix],
+                keys=[self.processing_key, target, self.keys.crashed, self.keys.jobs],
+                args=[
+                    proxy.payload,
+                    mode,
+                    new_payload,
+                    delay_ms,
+                    member_prefix,
+                    self.job_key_pattern,
+                    "1" if unconfirmed else "0",
+                ],
             )
         with self._cond:
             if not proxy._finished:
@@ -500,7 +541,8 @@ class RedisListConsumer(Consumer):
         try:
             with connection_errors():
                 self.scripts.release(
-                    keys=[self.processing_key, self.keys.queue, self.broker.heartbeats_key], args=acks
+                    keys=[self.processing_key, self.keys.queue, self.broker.heartbeats_key, self.keys.jobs],
+                    args=[self.job_key_pattern, *acks],
                 )
         except ConnectionClosed:
             self._restore_acks(acks)

@@ -24,6 +24,10 @@ MAX_RETRY_FIELD = 2**31 - 1
 
 FIELDS = ("RecordId", "RetryCount", "EnqueueTime")
 
+#: Lua pattern that captures the RecordId of a payload (the index `report:queue:jobs` is
+#: kept by Lua scripts, which find the id without decoding the JSON).
+JOB_KEY_PATTERN = '"RecordId"%s*:%s*(%d+)'
+
 
 class InvalidMessage(MiAssessmentError):
     """A queue message that cannot be decoded; it is quarantined, never processed."""
@@ -63,6 +67,9 @@ class ReportQueueMessage:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise InvalidMessage(f"not JSON: {exc}") from None
+        except RecursionError:
+            # A few KB of nested brackets exhaust the parser's stack: bad data, not a crash.
+            raise InvalidMessage("not JSON: nested too deeply") from None
         if not isinstance(data, dict):
             raise InvalidMessage(f"not a JSON object but {type(data).__name__}")
         missing = [name for name in FIELDS if name not in data]

@@ -1,7 +1,9 @@
 """The producer side of the report queue: what the web tier and the services call.
 
-It writes the seed's message with LPUSH to `report:queue`, exactly as the original
+It writes the original system's message with LPUSH to `report:queue`, exactly as the
 .NET producer did, so either producer (and any consumer of that list) interoperates.
+The LPUSH runs inside the broker's ENQUEUE script, which also counts the job in
+`report:queue:jobs` (RecordId -> jobs alive), the index the reconciler reads.
 """
 
 from __future__ import annotations
@@ -10,27 +12,47 @@ from collections.abc import Sequence
 
 import redis
 
-from actors.constants import REPORT_QUEUE_KEY
-from actors.message import ReportQueueMessage
+from actors.constants import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
+from actors.message import JOB_KEY_PATTERN, ReportQueueMessage
+from actors.scripts import ENQUEUE, ENQUEUE_MISSING
 from services.errors import QueueUnavailable
 
 
 class RedisReportQueue:
     """Implements `services.queue.ReportQueue` on a Redis list."""
 
-    def __init__(self, client: redis.Redis, *, key: str = REPORT_QUEUE_KEY) -> None:
+    def __init__(
+        self, client: redis.Redis, *, key: str = REPORT_QUEUE_KEY, jobs_key: str = REPORT_JOBS_KEY
+    ) -> None:
         self.client = client
         self.key = key
+        self.jobs_key = jobs_key
+        self._enqueue = client.register_script(ENQUEUE)
+        self._enqueue_missing = client.register_script(ENQUEUE_MISSING)
 
     def enqueue(self, record_id: int) -> None:
         self.enqueue_many([record_id])
 
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
-        """One LPUSH for all ids: atomic, one round trip, consumed in the order given."""
+        """One script call for all ids: atomic, one round trip, consumed in the order given."""
         if not record_ids:
             return
         payloads = [ReportQueueMessage.new(record_id).encode() for record_id in record_ids]
         try:
-            self.client.lpush(self.key, *payloads)
+            self._enqueue(keys=[self.key, self.jobs_key], args=[JOB_KEY_PATTERN, *payloads])
         except redis.RedisError as exc:
             raise QueueUnavailable(f"could not enqueue {len(payloads)} report job(s): {exc}") from exc
+
+    def enqueue_missing(self, record_ids: Sequence[int]) -> tuple[list[int], list[int]]:
+        """Queue a job for each record that has none alive, in one atomic step.
+
+        Returns (the ids queued now, the ids whose last job was dead-lettered without its
+        status being set). Raises redis errors as they are: the caller retries later.
+        """
+        if not record_ids:
+            return [], []
+        payloads = [ReportQueueMessage.new(record_id).encode() for record_id in record_ids]
+        enqueued, dead = self._enqueue_missing(
+            keys=[self.key, self.jobs_key], args=[JOB_KEY_PATTERN, *payloads]
+        )
+        return [int(k) for k in enqueued], [int(k) for k in dead]

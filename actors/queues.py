@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from actors.constants import CRASHED_SUFFIX, DEAD_SUFFIX, DELAYED_SUFFIX, INVALID_SUFFIX, QUEUE_KEY_SUFFIX
+from actors.constants import (
+    CRASHED_SUFFIX,
+    DEAD_SUFFIX,
+    DELAYED_SUFFIX,
+    INVALID_SUFFIX,
+    JOBS_SUFFIX,
+    QUEUE_KEY_SUFFIX,
+)
 
 
 @dataclass(frozen=True)
@@ -14,6 +21,7 @@ class QueueKeys:
     invalid: str
     delayed: str
     crashed: str
+    jobs: str
 
     @classmethod
     def for_queue(cls, queue_name: str) -> QueueKeys:
@@ -25,4 +33,5 @@ class QueueKeys:
             invalid=queue + INVALID_SUFFIX,
             delayed=queue + DELAYED_SUFFIX,
             crashed=queue + CRASHED_SUFFIX,
+            jobs=queue + JOBS_SUFFIX,
         )

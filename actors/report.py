@@ -16,10 +16,12 @@ import redis
 from dramatiq.middleware import CurrentMessage
 
 from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, RETRY_DELAYS_MS
+from actors.gate import DependencyUnavailable
 from actors.hotpath.eventlog import RedisEventSink
 from services import reports
 from services.config import Settings
 from services.db import session_factory
+from services.errors import DatabaseUnavailable
 from services.events import Event, EventSink, EventType, emit
 from services.uow import UnitOfWork
 
@@ -102,6 +104,9 @@ def generate_report(record_id: int) -> None:
     """Generate the report; a record that is not in status 3 is acknowledged and skipped."""
     try:
         outcome = reports.generate_report(_uow(), record_id)
+    except DatabaseUnavailable as exc:
+        # Nothing was done: no attempt is spent while the database is down (actors.gate).
+        raise DependencyUnavailable(str(exc)) from exc
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
         _log_event(EventType.REPORT_GENERATION_FAILED, record_id, attempt=_attempt(), error=error)

@@ -6,8 +6,11 @@ Replaces Dramatiq's `Retries` middleware on a `RedisListBroker`:
   exactly that schedule: a failure of attempt k (k = 1, 2, ...) re-queues the message
   after d_k with its retry count k, and a failure once the schedule is used up moves it
   verbatim to the queue's dead-letter list after calling the actor's `on_dead_letter`
-  hook (whose failure is logged and does not stop the dead-lettering). This is the
+  hook (whose failure is logged and does not stop the dead-lettering; the job index
+  keeps a `dead` mark so a reconciler can finish what the hook could not). This is the
   seed's 10 s / 30 s / 60 s schedule and `report:queue:dead`.
+- An actor that raises `DependencyUnavailable` did not make an attempt: the message goes
+  back to the head of its queue, uncounted (see `actors.gate`).
 - Other actors keep Dramatiq's semantics (max_retries, min/max_backoff with jitter,
   retry_when, throws, on_retry_exhausted).
 - Recording the failure and scheduling the retry (or dead-lettering) is one atomic
@@ -34,6 +37,7 @@ from dramatiq.middleware import Retries, SkipMessage
 from dramatiq.middleware.retries import DEFAULT_MAX_BACKOFF
 
 from actors.consumer import ListMessageProxy
+from actors.gate import DependencyUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +81,13 @@ class ExactRetries(Retries):
             super().after_process_message(broker, message, result=result, exception=exception)  # type: ignore[no-untyped-call]
             return
         if message.settled:
+            return
+        if isinstance(exception, DependencyUnavailable):
+            # The actor found a dependency down before it did anything: not an attempt.
+            message.give_back()
+            logger.warning(
+                "Message %s could not start (%s); returned to its queue uncounted.", message, exception
+            )
             return
         actor = broker.get_actor(message.actor_name)
         delays: Sequence[int] | None = actor.options.get("retry_delays")
@@ -164,13 +175,15 @@ class ExactRetries(Retries):
 
     def _dead_letter(self, message: ListMessageProxy, actor: dramatiq.Actor[Any, Any]) -> None:
         hook: DeadLetterHook | None = actor.options.get("on_dead_letter")
+        confirmed = True
         if hook is not None:
             try:
                 hook(message._message)
             except Exception:
+                confirmed = False
                 logger.exception(
-                    "on_dead_letter hook of %s failed for %s; dead-lettering anyway.",
+                    "on_dead_letter hook of %s failed for %s; dead-lettered, left to the reconciler.",
                     actor.actor_name,
                     message,
                 )
-        message.dead_letter()
+        message.dead_letter(unconfirmed=not confirmed)

@@ -10,13 +10,18 @@ from __future__ import annotations
 import os
 import threading
 
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.config import Settings, normalize_database_url
 
 _lock = threading.Lock()
 _factories: dict[tuple[int, str], sessionmaker[Session]] = {}
+
+
+#: Longest wait for a new database connection: a host that drops packets must not hang a
+#: worker thread (or a probe) for the operating system's TCP timeout of minutes.
+CONNECT_TIMEOUT_S = 5
 
 
 def make_engine(database_url: str, *, pool_size: int = 5) -> Engine:
@@ -26,7 +31,15 @@ def make_engine(database_url: str, *, pool_size: int = 5) -> Engine:
         max_overflow=pool_size,
         pool_pre_ping=True,
         pool_recycle=1800,
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
     )
+
+
+def database_answers(factory: sessionmaker[Session]) -> bool:
+    """True if the database runs a query now (for health probes; errors propagate)."""
+    with factory() as session:
+        session.execute(text("SELECT 1"))
+    return True
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:

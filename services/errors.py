@@ -19,6 +19,14 @@ class ConfigError(MiAssessmentError):
     """A setting in the environment is missing or malformed."""
 
 
+class DatabaseUnavailable(MiAssessmentError):
+    """PostgreSQL could not be reached when a unit of work began: nothing was done.
+
+    Distinct from a failure in the middle of a transaction, so a caller can wait for
+    the database instead of spending an attempt (the worker) or answer 503 (the web).
+    """
+
+
 class ServiceError(MiAssessmentError):
     code: ClassVar[int] = 5000
     default_message: ClassVar[str] = "服务内部错误"

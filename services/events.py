@@ -53,6 +53,10 @@ class EventType(StrEnum):
     REPORT_GENERATION_FAILED = "report.generation_failed"
     REPORT_DEAD_LETTERED = "report.dead_lettered"
     REPORT_REGENERATED = "report.regenerated"
+    #: The reconciler found a record in status 3 with no job anywhere and queued one.
+    REPORT_REQUEUED = "report.requeued"
+    #: The reconciler set status 5 for a job dead-lettered while the database was down.
+    REPORT_FAILURE_RECORDED = "report.failure_recorded"
 
 
 class InvalidEvent(MiAssessmentError):

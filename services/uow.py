@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from types import TracebackType
 
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
+
+from services.errors import DatabaseUnavailable
 
 
 class UnitOfWork:
@@ -20,6 +23,13 @@ class UnitOfWork:
 
     def __enter__(self) -> UnitOfWork:
         self.session = self._session_factory()
+        try:
+            # Take the connection now (the pool pings it): "cannot reach the database" is
+            # then told apart from a failure inside the transaction, see DatabaseUnavailable.
+            self.session.connection()
+        except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
+            self.session.close()
+            raise DatabaseUnavailable(f"database unreachable: {exc.orig or exc}") from exc
         return self
 
     def __exit__(

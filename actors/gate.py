@@ -1,0 +1,145 @@
+"""Hold messages while a dependency is down, instead of spending their attempts on it.
+
+An actor that cannot even begin its work because a dependency is unreachable (the
+report actor: PostgreSQL refuses the connection) raises `DependencyUnavailable`. That
+is not an attempt: `ExactRetries` gives the message back to the head of its queue
+uncounted, and this middleware closes its gate. While the gate is closed, worker
+threads about to run a message of a gated queue wait (the message stays in the
+consumer's processing list, safe from loss; the consumer stops fetching once its
+prefetch is held) and a probe is retried with backoff; the first success opens the
+gate and the waiting messages run. Retries that fall due meanwhile are released to the
+queue by the broker as usual and wait there. Attempts already running when the
+dependency went down fail and follow the retry schedule as any failure does.
+
+Place it first in the middleware list: its wait must come before TimeLimit starts a
+message's clock, and its after-hook runs last (Dramatiq calls after-hooks in reverse).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection
+from typing import Any
+
+import dramatiq
+from dramatiq.middleware import Middleware, SkipMessage
+
+from actors.consumer import ListMessageProxy
+
+logger = logging.getLogger(__name__)
+
+#: First and longest pause between two probes of a closed gate.
+DEFAULT_MIN_BACKOFF_S = 0.5
+DEFAULT_MAX_BACKOFF_S = 5.0
+
+Probe = Callable[[], bool]
+
+
+class DependencyUnavailable(Exception):
+    """Raised by an actor that found a dependency down before doing anything: not an attempt."""
+
+
+class AvailabilityGate(Middleware):
+    """Parameters:
+    probe: returns True when the dependency answers (it may raise: counts as down).
+    queues: the queues whose messages need the dependency (None: all).
+    """
+
+    def __init__(
+        self,
+        probe: Probe,
+        *,
+        queues: Collection[str] | None = None,
+        min_backoff_s: float = DEFAULT_MIN_BACKOFF_S,
+        max_backoff_s: float = DEFAULT_MAX_BACKOFF_S,
+    ) -> None:
+        self.probe = probe
+        self.queues = None if queues is None else frozenset(queues)
+        self.min_backoff_s = min_backoff_s
+        self.max_backoff_s = max_backoff_s
+        self._cond = threading.Condition()
+        self._open = True
+        self._shutting_down = False
+        self._prober: threading.Thread | None = None
+        #: Times the gate closed (for logs and tests).
+        self.closings = 0
+
+    @property
+    def is_open(self) -> bool:
+        with self._cond:
+            return self._open
+
+    def close(self, reason: object) -> None:
+        with self._cond:
+            if not self._open:
+                return
+            self._open = False
+            self.closings += 1
+            if self._prober is None or not self._prober.is_alive():
+                self._prober = threading.Thread(
+                    target=self._probe_until_open, name="availability-gate", daemon=True
+                )
+                self._prober.start()
+        logger.warning("Dependency unavailable (%s): holding messages until it answers again.", reason)
+
+    def _probe_until_open(self) -> None:
+        backoff = self.min_backoff_s
+        down_since = time.monotonic()
+        while True:
+            with self._cond:
+                if self._shutting_down:
+                    return
+                self._cond.wait(backoff)
+                if self._shutting_down:
+                    return
+            try:
+                up = bool(self.probe())
+            except Exception as exc:
+                logger.debug("availability probe failed: %s", exc)
+                up = False
+            if up:
+                with self._cond:
+                    self._open = True
+                    self._cond.notify_all()
+                logger.warning(
+                    "Dependency available again after %.1f s: processing resumes.",
+                    time.monotonic() - down_since,
+                )
+                return
+            backoff = min(backoff * 2, self.max_backoff_s)
+
+    def _gated(self, message: Any) -> bool:
+        return self.queues is None or message.queue_name in self.queues
+
+    # ------------------------------------------------------------------ hooks
+
+    def before_worker_shutdown(self, broker: dramatiq.Broker, worker: Any) -> None:
+        with self._cond:
+            self._shutting_down = True
+            self._cond.notify_all()
+
+    def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
+        if not self._gated(message):
+            return
+        with self._cond:
+            while not self._open and not self._shutting_down:
+                self._cond.wait()
+            if self._open:
+                return
+        # Shutting down while the dependency is down: the message never ran; give it back.
+        if isinstance(message, ListMessageProxy):
+            message.give_back()
+        raise SkipMessage("worker stopping while a dependency is down; message returned to its queue")
+
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: Any,
+        *,
+        result: Any = None,
+        exception: BaseException | None = None,
+    ) -> None:
+        if isinstance(exception, DependencyUnavailable):
+            self.close(exception)
