@@ -1,0 +1,175 @@
+"""`report:queue:jobs` (RecordId -> jobs alive) stays exact through every step that moves a job.
+
+The reconciler trusts it to answer "does this record have a job?" in O(1): for any
+interleaving of enqueues and outcomes, each entry must equal the number of jobs of
+that record found in the queue, the processing lists and the delayed set.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import redis
+from broker_fixtures import BrokerFactory
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from actors.broker import RedisListBroker
+from actors.constants import (
+    DEAD_LETTER_QUEUE_KEY,
+    HEARTBEATS_KEY,
+    PROCESSING_INFIX,
+    REPORT_DELAYED_KEY,
+    REPORT_JOBS_KEY,
+    REPORT_QUEUE_KEY,
+    REPORT_QUEUE_NAME,
+)
+from actors.consumer import ListMessageProxy, RedisListConsumer
+from actors.message import ReportQueueMessage
+from actors.producer import RedisReportQueue
+from actors.scripts import DEAD_MARK, DELAYED_PREFIX_LEN
+
+OUTCOMES = ("ack", "retry", "dead", "dead_unconfirmed", "give_back", "hold")
+
+
+def jobs_alive(client: redis.Redis) -> Counter[int]:
+    """Count the jobs per RecordId by reading every list and set that holds live jobs."""
+    payloads = list(client.lrange(REPORT_QUEUE_KEY, 0, -1))
+    for key in client.zrange(HEARTBEATS_KEY, 0, -1):
+        if key.decode().startswith(REPORT_QUEUE_KEY + PROCESSING_INFIX):
+            payloads += client.lrange(key, 0, -1)
+    payloads += [m[DELAYED_PREFIX_LEN:] for m in client.zrange(REPORT_DELAYED_KEY, 0, -1)]
+    return Counter(ReportQueueMessage.decode(p).record_id for p in payloads)
+
+
+def index(client: redis.Redis) -> dict[int, str]:
+    return {int(k): v.decode() for k, v in client.hgetall(REPORT_JOBS_KEY).items()}
+
+
+def report_consumer(broker: RedisListBroker) -> RedisListConsumer:
+    broker.declare_queue(REPORT_QUEUE_NAME)
+    return broker.consume(REPORT_QUEUE_NAME, prefetch=64, timeout=200)
+
+
+def take(consumer: RedisListConsumer) -> ListMessageProxy:
+    message = next(consumer)
+    assert isinstance(message, ListMessageProxy)
+    return message
+
+
+def test_enqueue_ack_and_retry_keep_the_count(broker: RedisListBroker, redis_client: redis.Redis) -> None:
+    queue = RedisReportQueue(redis_client)
+    queue.enqueue_many([7, 7, 8])
+    assert index(redis_client) == {7: "2", 8: "1"}
+    consumer = report_consumer(broker)
+    first = take(consumer)
+    first.retry_later(first._message, 60_000)  # a retry is still a job alive
+    second, third = take(consumer), take(consumer)
+    assert index(redis_client) == {7: "2", 8: "1"}
+    consumer.ack(second)
+    consumer.ack(third)
+    consumer.close()
+    assert index(redis_client) == {7: "1"}
+    assert jobs_alive(redis_client) == Counter({7: 1})
+
+
+def test_a_dead_letter_leaves_a_mark_only_when_its_follow_up_failed(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    RedisReportQueue(redis_client).enqueue_many([1, 2])
+    consumer = report_consumer(broker)
+    take(consumer).dead_letter()
+    take(consumer).dead_letter(unconfirmed=True)
+    assert index(redis_client) == {2: DEAD_MARK}
+    assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 2
+    # A new job for the record supersedes the mark.
+    RedisReportQueue(redis_client).enqueue(2)
+    assert index(redis_client) == {2: "1"}
+
+
+def test_enqueue_missing_skips_records_with_a_job_and_reports_dead_marks(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    queue = RedisReportQueue(redis_client)
+    queue.enqueue(1)
+    RedisReportQueue(redis_client).enqueue(3)
+    consumer = report_consumer(broker)
+    take(consumer).dead_letter(unconfirmed=True)  # record 1: dead mark
+    enqueued, dead = queue.enqueue_missing([1, 2, 3])
+    assert (enqueued, dead) == ([2], [1])
+    assert queue.enqueue_missing([2, 3]) == ([], [])  # atomic check: never twice
+    assert index(redis_client) == {1: DEAD_MARK, 2: "1", 3: "1"}
+
+
+def test_payloads_of_other_producers_never_drive_the_count_negative(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    redis_client.lpush(REPORT_QUEUE_KEY, ReportQueueMessage.new(5).encode())  # the .NET producer: not counted
+    RedisReportQueue(redis_client).enqueue(6)
+    consumer = report_consumer(broker)
+    for _ in range(2):
+        consumer.ack(take(consumer))
+    consumer.close()
+    assert index(redis_client) == {}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    batches=st.lists(st.lists(st.integers(1, 6), min_size=1, max_size=4), min_size=1, max_size=4),
+    outcomes=st.lists(st.sampled_from(OUTCOMES), min_size=1, max_size=16),
+)
+def test_index_equals_the_jobs_alive_after_any_interleaving(
+    make_broker: BrokerFactory, redis_client: redis.Redis, batches: list[list[int]], outcomes: list[str]
+) -> None:
+    redis_client.delete(REPORT_QUEUE_KEY, REPORT_DELAYED_KEY, REPORT_JOBS_KEY, DEAD_LETTER_QUEUE_KEY)
+    broker = make_broker()
+    queue = RedisReportQueue(redis_client)
+    consumer = report_consumer(broker)
+    held: list[ListMessageProxy] = []
+    unconfirmed: set[int] = set()
+    try:
+        for batch, outcome in zip(batches * 4, outcomes, strict=False):
+            queue.enqueue_many(batch)
+            message = take(consumer)
+            record_id = int(message.args[0])
+            if outcome == "ack":
+                consumer.ack(message)
+            elif outcome == "retry":
+                message.retry_later(message._message, 3_600_000)
+            elif outcome in ("dead", "dead_unconfirmed"):
+                message.dead_letter(unconfirmed=outcome == "dead_unconfirmed")
+                if outcome == "dead_unconfirmed":
+                    unconfirmed.add(record_id)
+            elif outcome == "give_back":
+                message.give_back()
+            else:
+                held.append(message)
+            alive = jobs_alive(redis_client)
+            expected = {rid: str(n) for rid, n in alive.items()}
+            # A record whose last job died unconfirmed, with none alive, carries the mark.
+            for rid in unconfirmed:
+                if rid not in alive:
+                    expected[rid] = DEAD_MARK
+            unconfirmed = {rid for rid in unconfirmed if rid not in alive}
+            assert index(redis_client) == expected
+    finally:
+        for message in held:
+            consumer.ack(message)
+        consumer.close()
+        broker.close()
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_a_deeply_nested_payload_is_quarantined_not_fatal(
+    broker: RedisListBroker, redis_client: redis.Redis, depth: int
+) -> None:
+    """1,000 levels of brackets made json.loads raise RecursionError, which stopped the consumer."""
+    poison = "[" * depth + "]" * depth
+    redis_client.lpush(REPORT_QUEUE_KEY, poison, ReportQueueMessage.new(9).encode())
+    consumer = report_consumer(broker)
+    message = take(consumer)
+    assert message.args == (9,)
+    consumer.ack(message)
+    consumer.close()
+    assert redis_client.lrange(REPORT_QUEUE_KEY + ":invalid", 0, -1) == [poison.encode()]

@@ -1,0 +1,122 @@
+"""The reconciler on real PostgreSQL and Redis: every record in status 3 ends with a job."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import redis
+from record_state import status_of
+from sqlalchemy import text
+from sqlalchemy.orm import Session, sessionmaker
+
+from actors.constants import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
+from actors.message import ReportQueueMessage
+from actors.producer import RedisReportQueue
+from actors.reconciler import STATS_KEY, Reconciler, ReconcilerSettings
+from actors.scripts import DEAD_MARK
+from services import reconcile
+from services.uow import UnitOfWork
+
+GRACE_MS = 5_000
+
+
+def age(session_factory: sessionmaker[Session], *record_ids: int, seconds: int = 60) -> None:
+    """Make records look unchanged for `seconds` (older than the grace period)."""
+    with session_factory() as session:
+        session.execute(
+            text(
+                "UPDATE assessment_records SET updated_at = now() - make_interval(secs => :s)"
+                " WHERE id = ANY(:ids)"
+            ),
+            {"s": seconds, "ids": list(record_ids)},
+        )
+        session.commit()
+
+
+def queued_ids(client: redis.Redis) -> list[int]:
+    return sorted(ReportQueueMessage.decode(p).record_id for p in client.lrange(REPORT_QUEUE_KEY, 0, -1))
+
+
+def reconciler(
+    redis_client: redis.Redis, session_factory: sessionmaker[Session], batch: int = 1_000
+) -> Reconciler:
+    return Reconciler(redis_client, session_factory, ReconcilerSettings(grace_ms=GRACE_MS, batch=batch))
+
+
+def test_a_record_in_status_3_without_a_job_gets_one(
+    make_record: Callable[..., int], session_factory: sessionmaker[Session], redis_client: redis.Redis
+) -> None:
+    lost, has_job, _fresh, done, deleted = (
+        make_record(status=3),
+        make_record(status=3),
+        make_record(status=3),
+        make_record(status=4),
+        make_record(status=3, deleted=True),
+    )
+    age(session_factory, lost, has_job, done, deleted)
+    RedisReportQueue(redis_client).enqueue(has_job)
+    healer = reconciler(redis_client, session_factory)
+    report = healer.run_once()
+    assert report.owner
+    assert report.enqueued == [lost]
+    assert queued_ids(redis_client) == sorted([lost, has_job])  # `fresh` is within its grace period
+    message = ReportQueueMessage.decode(redis_client.lrange(REPORT_QUEUE_KEY, 0, 0)[0])
+    assert (message.record_id, message.retry_count) == (lost, 0)
+    # A second pass finds every record with its job.
+    second = healer.run_once()
+    assert second.owner
+    assert second.enqueued == []
+    stats = redis_client.hgetall(STATS_KEY)
+    assert stats[b"total_enqueued"] == b"1"
+    assert stats[b"last_enqueued"] == b"0"
+
+
+def test_redis_losing_its_data_is_healed_page_by_page(
+    make_record: Callable[..., int], session_factory: sessionmaker[Session], redis_client: redis.Redis
+) -> None:
+    ids = [make_record(status=3) for _ in range(7)]
+    RedisReportQueue(redis_client).enqueue_many(ids)
+    age(session_factory, *ids)
+    redis_client.delete(REPORT_QUEUE_KEY, REPORT_JOBS_KEY)  # as after a restart without persistence
+    report = reconciler(redis_client, session_factory, batch=3).run_once()
+    assert report.scanned == 7
+    assert sorted(report.enqueued) == ids
+    assert queued_ids(redis_client) == ids
+
+
+def test_a_dead_letter_whose_status_write_failed_ends_in_status_5(
+    make_record: Callable[..., int], session_factory: sessionmaker[Session], redis_client: redis.Redis
+) -> None:
+    record_id = make_record(status=3)
+    age(session_factory, record_id)
+    redis_client.hset(REPORT_JOBS_KEY, str(record_id), DEAD_MARK)  # what SETTLE leaves after such a failure
+    report = reconciler(redis_client, session_factory).run_once()
+    assert report.failed == [record_id]
+    assert report.enqueued == []
+    assert status_of(session_factory, record_id) == 5
+    assert redis_client.hget(REPORT_JOBS_KEY, str(record_id)) is None
+    assert redis_client.llen(REPORT_QUEUE_KEY) == 0
+
+
+def test_status_5_is_not_written_over_a_record_changed_since_it_was_read(
+    make_record: Callable[..., int], session_factory: sessionmaker[Session]
+) -> None:
+    record_id = make_record(status=3)
+    age(session_factory, record_id)
+    (seen,) = reconcile.records_owed(UnitOfWork(session_factory), grace_ms=GRACE_MS, after_id=0, limit=10)
+    age(session_factory, record_id, seconds=1)  # an admin regenerated it meanwhile
+    assert reconcile.mark_failed_unless_changed(UnitOfWork(session_factory), [seen]) == []
+    assert status_of(session_factory, record_id) == 3
+
+
+def test_one_reconciler_works_at_a_time(
+    make_record: Callable[..., int], session_factory: sessionmaker[Session], redis_client: redis.Redis
+) -> None:
+    record_id = make_record(status=3)
+    age(session_factory, record_id)
+    first, second = reconciler(redis_client, session_factory), reconciler(redis_client, session_factory)
+    assert first.run_once().owner
+    assert not second.run_once().owner
+    first.close()
+    assert second.run_once().owner
+    assert queued_ids(redis_client) == [record_id]
