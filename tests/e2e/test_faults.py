@@ -1,0 +1,318 @@
+"""Faults between the parts, on real processes: nothing submitted is ever lost.
+
+web (gunicorn), worker (`dramatiq actors`) and reconciler (`python -m actors.reconciler`)
+run as the Procfile runs them, against the test PostgreSQL and Redis reached through
+`FaultProxy`s, so a test can cut a server off without stopping a server it does not
+own. Patient clients submit a burst; a fault hits in the middle; every submitted record
+must end in status 4 (never lost, never wrongly 5) within the heal time after the fault.
+
+`MI_FAULT_RECORDS` sets the burst size (default 120; RELIABILITY.md used more).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from faults import FaultProxy
+from processes import ROOT, WorkerProcess, row_locked, sessions_waiting_for_a_lock, wait_until
+from sqlalchemy import Engine, text
+
+from actors.constants import DEAD_LETTER_QUEUE_KEY
+from services.config import Settings
+from web import issue_user_token
+
+RECORDS = int(os.environ.get("MI_FAULT_RECORDS", "120"))
+USER_ID = 4242
+ADMIN_TOKEN = "fault-test-admin-token-0123456789abcdef"
+#: The reconciler's timings in these tests (the defaults are 30 s grace, 10 s interval).
+FAST_RECONCILER = {"RECONCILE_GRACE_MS": "2000", "RECONCILE_INTERVAL_MS": "1000"}
+#: How long after the fault ends every record must be in status 4.
+HEAL_TIMEOUT_S = 60.0
+
+import servers  # noqa: E402  (scripts/, on the path through tests/processes.py)
+
+
+class Service:
+    """One long-running process of the stack, in a session of its own, logging to a file."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.log_path = log_path
+        self.log = log_path.open("ab")
+        self.process = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, 15)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, 9)
+                self.process.wait(timeout=10)
+        self.log.close()
+
+
+class Stack:
+    def __init__(self, settings: Settings, logs: Path, *, redis_url: str, worker_db_url: str) -> None:
+        self.port = servers.free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("dramatiq_")},
+            "DATABASE_URL": settings.database_url,
+            "REDIS_URL": redis_url,
+            "SECRET_KEY": settings.secret_key,
+            "ADMIN_TOKENS": ADMIN_TOKEN,
+            "PYTHONUNBUFFERED": "1",
+            "dramatiq_restart_delay": "1000",
+            **FAST_RECONCILER,
+        }
+        bin_dir = Path(sys.executable).parent
+        self.web = Service(
+            [
+                str(bin_dir / "gunicorn"),
+                "web:create_app()",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--workers",
+                "2",
+            ],
+            env,
+            logs / "web.log",
+        )
+        self.worker = WorkerProcess(
+            database_url=worker_db_url,
+            redis_url=redis_url,
+            log_path=logs / "worker.log",
+            threads=4,
+            env={"dramatiq_restart_delay": "1000"},
+        )
+        self.reconciler = Service([sys.executable, "-m", "actors.reconciler"], env, logs / "reconciler.log")
+        wait_until(self.ready, timeout=30, what="the web process")
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.base + "/healthz", timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        self.web.stop()
+        self.worker.stop()
+        self.reconciler.stop()
+
+
+def submit_patiently(base: str, token: str, record_id: int, answers: list[dict[str, int]]) -> dict[str, Any]:
+    """Submit as a mini-program would: retry on a refused connection or a 5xx, for up to a minute."""
+    body = json.dumps({"recordId": record_id, "answers": answers}).encode()
+    deadline = time.monotonic() + 60
+    while True:
+        request = urllib.request.Request(
+            base + "/api/assessment/submitAnswers",
+            data=body,
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return dict(json.load(response))
+        except urllib.error.HTTPError as exc:
+            reply = json.load(exc)
+            if exc.code == 409:  # an earlier try went through, its answer was lost
+                return dict(reply)
+            if exc.code < 500 or time.monotonic() > deadline:
+                raise AssertionError(f"record {record_id}: {exc.code} {reply}") from exc
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
+def insert_records(engine: Engine, count: int) -> list[int]:
+    with engine.begin() as conn:
+        return list(
+            conn.execute(
+                text(
+                    "INSERT INTO assessment_records (user_id, status, started_at)"
+                    " SELECT :u, 2, now() FROM generate_series(1, :n) RETURNING id"
+                ),
+                {"u": USER_ID, "n": count},
+            ).scalars()
+        )
+
+
+def statuses(engine: Engine, ids: list[int]) -> dict[int, int]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT status, count(*) FROM assessment_records WHERE id = ANY(:ids) GROUP BY status"),
+            {"ids": ids},
+        ).all()
+    return {int(s): int(n) for s, n in rows}
+
+
+def all_answers(engine: Engine) -> list[dict[str, int]]:
+    with engine.connect() as conn:
+        qids = conn.execute(text("SELECT id FROM questions WHERE is_active ORDER BY id")).scalars().all()
+    return [{"questionId": int(q), "value": int(q) % 5 + 1} for q in qids]
+
+
+@pytest.fixture
+def clean(engine: Engine, redis_client: redis.Redis) -> Iterator[None]:
+    yield
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM assessment_records WHERE user_id = :u"), {"u": USER_ID})
+
+
+def burst(
+    stack: Stack, engine: Engine, settings: Settings, ids: list[int], fault: Callable[[], None], at: int
+) -> list[dict[str, Any]]:
+    """Submit every record from 8 patient clients; run `fault` once `at` submissions are done."""
+    token = issue_user_token(settings.secret_key, USER_ID)
+    answers = all_answers(engine)
+    done = threading.Semaphore(0)
+    fault_thread = threading.Thread(target=lambda: ([done.acquire() for _ in range(at)], fault()))
+    fault_thread.start()
+
+    def one(record_id: int) -> dict[str, Any]:
+        try:
+            return submit_patiently(stack.base, token, record_id, answers)
+        finally:
+            done.release()
+
+    with ThreadPoolExecutor(8) as pool:
+        replies = list(pool.map(one, ids))
+    fault_thread.join(timeout=120)
+    return replies
+
+
+def wait_all_completed(engine: Engine, ids: list[int], since: float) -> float:
+    wait_until(
+        lambda: statuses(engine, ids) == {4: len(ids)},
+        timeout=HEAL_TIMEOUT_S,
+        what="every report",
+        interval=0.2,
+    )
+    return time.monotonic() - since
+
+
+@pytest.mark.parametrize("fault", ["redis_stopped", "redis_lost_its_data"])
+def test_a_burst_through_a_redis_fault_ends_with_every_report(
+    fault: str,
+    settings: Settings,
+    engine: Engine,
+    redis_url: str,
+    redis_client: redis.Redis,
+    clean: None,
+    tmp_path: Path,
+) -> None:
+    proxy = FaultProxy(redis_url)
+    stack = Stack(settings, tmp_path, redis_url=proxy.url, worker_db_url=settings.database_url)
+    ids = insert_records(engine, RECORDS)
+    fault_ended: list[float] = []
+
+    def redis_stopped() -> None:
+        proxy.down()
+        time.sleep(8)
+        proxy.up()
+        fault_ended.append(time.monotonic())
+
+    def redis_lost_its_data() -> None:
+        # A restart without persistence: every job, delayed retry and index entry gone.
+        keep = {b"mi-assessment:test-db", b"mi-assessment:test-lock"}
+        keys = [k for k in redis_client.scan_iter(count=1000) if k not in keep]
+        if keys:
+            redis_client.delete(*keys)
+        fault_ended.append(time.monotonic())
+
+    stack.worker.signal(signal.SIGSTOP)  # jobs pile up in Redis, so the fault has work to lose
+    try:
+        replies = burst(
+            stack,
+            engine,
+            settings,
+            ids,
+            redis_stopped if fault == "redis_stopped" else redis_lost_its_data,
+            RECORDS // 3,
+        )
+        not_enqueued = sum(1 for r in replies if r.get("data", {}).get("enqueued") is False)
+        stack.worker.signal(signal.SIGCONT)
+        heal = wait_all_completed(engine, ids, fault_ended[0])
+    finally:
+        stack.stop()
+        proxy.close()
+    healed = int(redis_client.hget("report:queue:reconciler", "total_enqueued") or 0)
+    print(
+        f"\n{fault}: {RECORDS} submitted, {not_enqueued} answered enqueued=false,"
+        f" {healed} queued by the reconciler, all in status 4 {heal:.1f} s after the fault"
+    )
+    assert statuses(engine, ids) == {4: RECORDS}
+    assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 0
+    assert healed > 0  # the fault did cost jobs: the reconciler healed them
+    if fault == "redis_stopped":
+        assert not_enqueued > 0
+
+
+def test_a_database_outage_spends_no_attempt_on_jobs_that_wait(
+    settings: Settings, engine: Engine, redis_url: str, redis_client: redis.Redis, clean: None, tmp_path: Path
+) -> None:
+    """PostgreSQL cut off from the worker for 12 s with 4 jobs in flight and 36 waiting.
+
+    The 4 running attempts fail and follow the schedule (retry 1 after 10 s); the others
+    wait behind the availability gate, uncounted; when the database answers again every
+    record completes and nothing is dead-lettered or set to 5. Without the gate each of
+    the 40 jobs would spend an attempt (and, over a long outage, all of them).
+    """
+    pg = FaultProxy(settings.database_url.replace("postgresql+psycopg://", "postgresql://"))
+    worker_db = pg.url.replace("postgresql://", "postgresql+psycopg://", 1)
+    stack = Stack(settings, tmp_path, redis_url=redis_url, worker_db_url=worker_db)
+    ids = insert_records(engine, 40)
+    token = issue_user_token(settings.secret_key, USER_ID)
+    answers = all_answers(engine)
+    first = ids[:4]
+    try:
+        # Queue every job while the worker is paused, then let it take the first four
+        # (FIFO) into generations blocked on row locks: attempts in flight.
+        stack.worker.signal(signal.SIGSTOP)
+        for record_id in ids:
+            submit_patiently(stack.base, token, record_id, answers)
+        with contextlib.ExitStack() as locks:
+            for record_id in first:
+                locks.enter_context(row_locked(settings.database_url, record_id))
+            stack.worker.signal(signal.SIGCONT)
+            wait_until(
+                lambda: sessions_waiting_for_a_lock(settings.database_url) >= 4,
+                timeout=20,
+                what="4 generations blocked mid-transaction",
+            )
+            pg.down()
+        time.sleep(12)
+        pg.up()
+        restored = time.monotonic()
+        heal = wait_all_completed(engine, ids, restored)
+    finally:
+        stack.stop()
+        pg.close()
+    failures = [
+        e
+        for e in (json.loads(raw) for raw in redis_client.lrange("eventlog:queue", 0, -1))
+        if e.get("type") == "report.generation_failed"
+    ]
+    print(f"\ndatabase outage 12 s: 40 jobs, {len(failures)} attempt(s) failed, all done {heal:.1f} s after")
+    assert statuses(engine, ids) == {4: 40}
+    assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 0
+    assert 1 <= len(failures) <= 8, failures  # the attempts in flight, not the 36 waiting

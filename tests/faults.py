@@ -1,0 +1,119 @@
+"""A TCP proxy that lets a test cut off or hang a server it does not own.
+
+Tests may not stop or flush the machine's PostgreSQL or Redis, so processes under test
+reach them through a `FaultProxy` on a loopback port: `down()` drops every open
+connection and refuses new ones (as a stopped server does), `up()` serves again on the
+same port, `hang()` keeps connections open but forwards nothing (as a SIGSTOPped
+server does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import threading
+from urllib.parse import urlsplit, urlunsplit
+
+BUFFER = 65536
+
+
+class FaultProxy:
+    def __init__(self, upstream_url: str) -> None:
+        parts = urlsplit(upstream_url)
+        self._parts = parts
+        self.upstream = (parts.hostname or "127.0.0.1", int(parts.port or 0))
+        self._lock = threading.Lock()
+        self._conns: set[socket.socket] = set()
+        self._listener: socket.socket | None = None
+        self._hung = threading.Event()
+        self._closed = False
+        self.port = 0
+        self.up()
+
+    @property
+    def url(self) -> str:
+        """The upstream URL with this proxy's address in place of the server's."""
+        auth = ""
+        if self._parts.username:
+            auth = self._parts.username + (f":{self._parts.password}" if self._parts.password else "") + "@"
+        return urlunsplit(self._parts._replace(netloc=f"{auth}127.0.0.1:{self.port}"))
+
+    def up(self) -> None:
+        """Serve (again, on the same port)."""
+        self._hung.clear()
+        with self._lock:
+            if self._listener is not None:
+                return
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", self.port))
+            listener.listen(128)
+            self.port = listener.getsockname()[1]
+            self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def down(self) -> None:
+        """Refuse connections and reset the open ones."""
+        with self._lock:
+            listener, self._listener = self._listener, None
+            conns, self._conns = self._conns, set()
+        if listener is not None:
+            listener.close()
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                conn.close()
+
+    def hang(self) -> None:
+        """Accept and keep connections, forward nothing, until `up()`."""
+        self._hung.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self.down()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # closed by down()
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        try:
+            server = socket.create_connection(self.upstream, timeout=5)
+        except OSError:
+            client.close()
+            return
+        with self._lock:
+            if self._listener is None:
+                client.close()
+                server.close()
+                return
+            self._conns |= {client, server}
+        pair = {client: server, server: client}
+        try:
+            while True:
+                if self._hung.is_set():
+                    self._hung_wait()
+                    continue
+                readable, _, _ = select.select(list(pair), [], [], 0.1)
+                for sock in readable:
+                    data = sock.recv(BUFFER)
+                    if not data:
+                        return
+                    pair[sock].sendall(data)
+        except (OSError, ValueError):
+            return
+        finally:
+            with self._lock:
+                self._conns -= {client, server}
+            for sock in (client, server):
+                with contextlib.suppress(OSError):
+                    sock.close()
+
+    def _hung_wait(self) -> None:
+        while self._hung.is_set() and not self._closed:
+            threading.Event().wait(0.05)
