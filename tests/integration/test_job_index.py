@@ -7,6 +7,7 @@ that record found in the queue, the processing lists and the delayed set.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
@@ -131,6 +132,7 @@ def test_index_equals_the_jobs_alive_after_any_interleaving(
     try:
         for batch, outcome in zip(batches * 4, outcomes, strict=False):
             queue.enqueue_many(batch)
+            unconfirmed -= set(batch)  # a new job supersedes a dead mark
             message = take(consumer)
             record_id = int(message.args[0])
             if outcome == "ack":
@@ -173,3 +175,41 @@ def test_a_deeply_nested_payload_is_quarantined_not_fatal(
     consumer.ack(message)
     consumer.close()
     assert redis_client.lrange(REPORT_QUEUE_KEY + ":invalid", 0, -1) == [poison.encode()]
+
+
+GARBAGE = st.one_of(
+    st.binary(max_size=300),
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+        lambda children: (
+            st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+        ),
+        max_leaves=20,
+    ).map(lambda value: json.dumps(value).encode()),
+    st.integers(1, 3_000).map(lambda depth: ("[" * depth + "]" * depth).encode()),
+    st.just(b'{"RecordId": 1, "RetryCount": 0, "EnqueueTime": "\\ud800"}'),
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(garbage=st.lists(GARBAGE, min_size=1, max_size=5))
+def test_no_payload_stops_the_report_consumer(
+    make_broker: BrokerFactory, redis_client: redis.Redis, garbage: list[bytes]
+) -> None:
+    """Whatever is pushed before it, a valid job pushed after it is handed out."""
+    redis_client.delete(REPORT_QUEUE_KEY, REPORT_QUEUE_KEY + ":invalid", REPORT_JOBS_KEY)
+    broker = make_broker()
+    redis_client.lpush(REPORT_QUEUE_KEY, *garbage, ReportQueueMessage.new(424242).encode())
+    consumer = report_consumer(broker)
+    try:
+        handed_out = []
+        while not handed_out or handed_out[-1] != 424242:
+            message = take(consumer)
+            handed_out.append(int(message.args[0]))
+            consumer.ack(message)
+        # Everything that was not a job sits verbatim in the quarantine list.
+        valid = len(handed_out) - 1
+        assert redis_client.llen(REPORT_QUEUE_KEY + ":invalid") == len(garbage) - valid
+    finally:
+        consumer.close()
+        broker.close()

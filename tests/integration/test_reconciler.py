@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+import dramatiq
 import redis
+from broker_fixtures import WorkerFactory
 from record_state import status_of
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.constants import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
+from actors.broker import RedisListBroker
+from actors.constants import (
+    DEAD_LETTER_QUEUE_KEY,
+    REPORT_ACTOR_NAME,
+    REPORT_JOBS_KEY,
+    REPORT_QUEUE_KEY,
+    REPORT_QUEUE_NAME,
+)
 from actors.message import ReportQueueMessage
 from actors.producer import RedisReportQueue
 from actors.reconciler import STATS_KEY, Reconciler, ReconcilerSettings
@@ -120,3 +130,38 @@ def test_one_reconciler_works_at_a_time(
     first.close()
     assert second.run_once().owner
     assert queued_ids(redis_client) == [record_id]
+
+
+def test_a_job_dead_lettered_while_the_database_is_down_ends_in_status_5(
+    make_record: Callable[..., int],
+    session_factory: sessionmaker[Session],
+    redis_client: redis.Redis,
+    broker: RedisListBroker,
+    make_worker: WorkerFactory,
+) -> None:
+    """The whole path: attempts fail, the status-5 write fails, the job is still dead-lettered,
+    and the reconciler sets status 5 once the database answers."""
+
+    def database_down(message: dramatiq.Message[Any]) -> None:
+        raise OSError("database unreachable")
+
+    def generate(record_id: int) -> None:
+        raise RuntimeError("generation failed")
+
+    dramatiq.actor(
+        generate,
+        broker=broker,
+        actor_name=REPORT_ACTOR_NAME,
+        queue_name=REPORT_QUEUE_NAME,
+        retry_delays=(10, 10, 10),
+        on_dead_letter=database_down,
+    )
+    record_id = make_record(status=3)
+    RedisReportQueue(redis_client).enqueue(record_id)
+    make_worker(broker)
+    broker.join(REPORT_QUEUE_NAME, timeout=20_000)
+    assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 1
+    assert status_of(session_factory, record_id) == 3
+    age(session_factory, record_id)
+    assert reconciler(redis_client, session_factory).run_once().failed == [record_id]
+    assert status_of(session_factory, record_id) == 5
