@@ -316,3 +316,51 @@ def test_a_database_outage_spends_no_attempt_on_jobs_that_wait(
     assert statuses(engine, ids) == {4: 40}
     assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 0
     assert 1 <= len(failures) <= 8, failures  # the attempts in flight, not the 36 waiting
+
+
+def test_a_web_process_killed_between_its_commit_and_its_lpush_loses_nothing(
+    settings: Settings, engine: Engine, redis_url: str, redis_client: redis.Redis, clean: None, tmp_path: Path
+) -> None:
+    """Redis hangs, so a submission commits and then waits on its LPUSH; its web worker is
+    SIGKILLed right there. The record is in status 3 with no job anywhere: the reconciler
+    queues it once Redis answers again."""
+    proxy = FaultProxy(redis_url)
+    stack = Stack(settings, tmp_path, redis_url=proxy.url, worker_db_url=settings.database_url)
+    (record_id,) = insert_records(engine, 1)
+    token = issue_user_token(settings.secret_key, USER_ID)
+    answers = all_answers(engine)
+    try:
+        proxy.hang()
+        # Its connection dies with the worker: the user never hears back.
+        client = threading.Thread(
+            target=submit_once, args=(stack.base, token, record_id, answers), daemon=True
+        )
+        client.start()
+        wait_until(lambda: statuses(engine, [record_id]) == {3: 1}, timeout=20, what="the commit")
+        for pid in web_workers(stack.web.process.pid):
+            os.kill(pid, signal.SIGKILL)
+        proxy.up()
+        up = time.monotonic()
+        assert redis_client.llen("report:queue") == 0  # the LPUSH never happened
+        heal = wait_all_completed(engine, [record_id], up)
+    finally:
+        stack.stop()
+        proxy.close()
+    print(f"\nweb killed after its commit: record in status 4 {heal:.1f} s after Redis answered again")
+    assert int(redis_client.hget("report:queue:reconciler", "total_enqueued") or 0) == 1
+
+
+def submit_once(base: str, token: str, record_id: int, answers: list[dict[str, int]]) -> None:
+    request = urllib.request.Request(
+        base + "/api/assessment/submitAnswers",
+        data=json.dumps({"recordId": record_id, "answers": answers}).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with contextlib.suppress(OSError):
+        urllib.request.urlopen(request, timeout=30).close()
+
+
+def web_workers(master: int) -> list[int]:
+    """The gunicorn worker processes (children of the master)."""
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return [int(pid) for pid in children]
