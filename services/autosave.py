@@ -327,11 +327,11 @@ def _upsert(session: Session, rows: Sequence[tuple[int, int, int, datetime]]) ->
 
 #: Latest save time a hash may carry: 9999-12-31T23:59:59.999Z, the last a datetime holds.
 MAX_SAVED_MS = 253_402_300_799_999
-_DIGITS = re.compile(rb"[0-9]{1,19}")
+_DIGITS = re.compile(rb"0|[1-9][0-9]{0,18}")
 
 
 def plain_int(raw: bytes | str, low: int, high: int) -> int | None:
-    """A plain ASCII decimal in low..high, else None (no sign, spaces, "1_0" or other digits)."""
+    """A plain ASCII decimal in low..high, else None (no sign, space, leading zero, "1_0", other digits)."""
     data = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else bytes(raw)
     if not _DIGITS.fullmatch(data):
         return None
