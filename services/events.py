@@ -228,6 +228,10 @@ def _has_non_finite(value: object) -> bool:
     return False
 
 
+class EventsDropped(Exception):
+    """A sink could store the events nowhere; it has already counted (`count_dropped`) and logged them."""
+
+
 class EventSink(Protocol):
     """Where events go. Implementations may raise; callers go through `emit()`."""
 
@@ -244,6 +248,8 @@ def emit(sink: EventSink | None, *events: Event) -> bool:
         return True
     try:
         sink.emit_many(events)
+    except EventsDropped:
+        return False
     except Exception:
         total = count_dropped(len(events))
         logger.error(

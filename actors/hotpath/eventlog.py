@@ -41,7 +41,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from actors.hotpath.constants import DEFAULT_EVENTS_BATCH, DEFAULT_LOCK_TTL_MS, EventLogKeys
 from actors.hotpath.lock import OWNER_CHECK, RedisLock
 from services.event_partitions import PartitionManager
-from services.events import DirectEventWriter, Event, count_dropped, insert_events
+from services.events import DirectEventWriter, Event, EventsDropped, count_dropped, insert_events
 from services.isolation import write_isolating
 
 logger = logging.getLogger(__name__)
@@ -95,8 +95,10 @@ DATABASE_RETRY_AFTER_S = 1.0
 class RedisEventSink:
     """`services.events.EventSink` on the Redis list `eventlog:queue` (one LPUSH per call).
 
-    Never raises: when Redis fails the events are written to PostgreSQL directly, and
-    when that fails too they are counted (`services.events.dropped_events()`) and logged.
+    When Redis fails the events are written to PostgreSQL directly; when that fails too
+    they are counted (`services.events.dropped_events()`), logged with the running count,
+    and `EventsDropped` is raised (`emit()` returns False for it, without logging again).
+    Nothing else is raised.
     """
 
     def __init__(
@@ -168,6 +170,7 @@ class RedisEventSink:
             why[:300],
             total,
         )
+        raise EventsDropped(f"{len(events)} event(s) dropped: {why[:300]}")
 
 
 def wire_format(event: Event) -> bytes:
