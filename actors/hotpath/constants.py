@@ -110,6 +110,7 @@ DEFAULT_PROGRESS_BATCH = 500
 #: Pause of the event-log consumer when the queue is empty (ms); most events per round trip.
 DEFAULT_EVENTS_INTERVAL_MS = 1_000
 DEFAULT_EVENTS_BATCH = 500
-#: Lifetime of each loop's lock (ms). Its owner renews it every cycle and while it
-#: sleeps; a standby process takes over this long after the owner died.
+#: Lifetime of each loop's lock (ms). Its owner renews it every third of it while a
+#: cycle works and while it sleeps; a standby process takes over this long after the
+#: owner died. Must be at least 1 ms per item of the largest batch (settings.inconsistency).
 DEFAULT_LOCK_TTL_MS = 15_000

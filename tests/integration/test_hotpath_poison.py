@@ -260,7 +260,7 @@ bad_answer_fields = st.one_of(
 
 
 def hset_raw(client: redis.Redis, key: str, fields: dict[bytes, bytes]) -> None:
-    client.hset(key, mapping=fields)  # type: ignore[arg-type]
+    client.hset(key, mapping=fields)
 
 
 def test_invalid_utf8_and_an_out_of_range_time_no_longer_wedge_the_answer_flusher(
