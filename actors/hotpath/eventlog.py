@@ -23,7 +23,8 @@ Seed 001's log service (日志队列入库), kept and hardened:
 
 The sink (`RedisEventSink`) LPUSHes; when Redis refuses, it writes the events straight
 into PostgreSQL (`services.events.DirectEventWriter`, short timeouts), and when that
-fails too it counts them in `services.events.dropped_events()`. It never raises.
+fails too it counts them in `services.events.dropped_events()` (`emit()` then returns
+False; it never raises).
 """
 
 from __future__ import annotations
