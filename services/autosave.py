@@ -19,6 +19,7 @@ are the stored ones, overlaid by the autosaved ones, overlaid by the submission 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -31,6 +32,7 @@ from sqlalchemy import bindparam, select, text
 from sqlalchemy.orm import Session
 
 from services.errors import AutosaveUnavailable, InvalidOperation, ParamError, RecordNotFound
+from services.isolation import write_isolating
 from services.models import MAX_BIGINT, AssessmentRecord, Question
 from services.scoring import MAX_VALUE, MIN_VALUE, format_ids, validate_partial_answers
 from services.status import RecordStatus
@@ -253,6 +255,8 @@ class PersistResult:
     live: frozenset[int]
     #: Rows inserted or updated.
     written: int
+    #: (record id, question id) of the answers the database refused (data errors).
+    refused: tuple[tuple[int, int], ...] = ()
 
 
 _LOCK_LIVE = (
@@ -289,7 +293,9 @@ def persist_autosaved(session: Session, answers: Mapping[int, Mapping[int, Saved
     finishes before and the record is skipped, or waits for this transaction and then
     reads what it wrote. A submitted record is never overwritten by stale autosave
     data. Answers to unknown or inactive questions are skipped; a stored answer is only
-    replaced by a later one (answered_at).
+    replaced by a later one (answered_at). Answers the database refuses for a data
+    reason are left out and listed in `PersistResult.refused` (services/isolation.py);
+    any other error propagates.
     """
     if not answers:
         return PersistResult(frozenset(), 0)
@@ -302,6 +308,11 @@ def persist_autosaved(session: Session, answers: Mapping[int, Mapping[int, Saved
     ]
     if not rows:
         return PersistResult(live, 0)
+    written, refused = write_isolating(session, rows, _upsert)
+    return PersistResult(live, written, tuple((r[0], r[1]) for r in refused))
+
+
+def _upsert(session: Session, rows: Sequence[tuple[int, int, int, datetime]]) -> int:
     result = session.execute(
         _UPSERT,
         {
@@ -311,23 +322,54 @@ def persist_autosaved(session: Session, answers: Mapping[int, Mapping[int, Saved
             "times": [r[3] for r in rows],
         },
     )
-    return PersistResult(live, int(getattr(result, "rowcount", 0) or 0))
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+#: Latest save time a hash may carry: 9999-12-31T23:59:59.999Z, the last a datetime holds.
+MAX_SAVED_MS = 253_402_300_799_999
+_DIGITS = re.compile(rb"0|[1-9][0-9]{0,18}")
+
+
+def plain_int(raw: bytes | str, low: int, high: int) -> int | None:
+    """A plain ASCII decimal in low..high, else None (no sign, space, leading zero, "1_0", other digits)."""
+    data = raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else bytes(raw)
+    if not _DIGITS.fullmatch(data):
+        return None
+    value = int(data)
+    return value if low <= value <= high else None
+
+
+def decode_saved(raw: Mapping[Any, Any]) -> tuple[dict[int, SavedAnswer], list[tuple[bytes, bytes]]]:
+    """Decode a stored autosave hash ({"<question id>": "<value>:<saved ms>"}) strictly.
+
+    Returns the answers and the fields that are not answers (field, value), verbatim:
+    not ASCII, not decimal, a value outside 1..5, a question id or a time out of range.
+    """
+    answers: dict[int, SavedAnswer] = {}
+    bad: list[tuple[bytes, bytes]] = []
+    for key, item in raw.items():
+        field = raw_bytes(key)
+        entry = raw_bytes(item)
+        value, _, saved_ms = entry.partition(b":")
+        qid = plain_int(field, 1, MAX_QUESTION_ID)
+        parsed = plain_int(value, MIN_VALUE, MAX_VALUE)
+        ms = plain_int(saved_ms, 1, MAX_SAVED_MS)
+        if qid is None or parsed is None or ms is None:
+            bad.append((field, entry))
+        else:
+            answers[qid] = SavedAnswer(parsed, ms)
+    return answers, bad
 
 
 def parse_saved(raw: Mapping[Any, Any], *, record_id: int) -> dict[int, SavedAnswer]:
-    """Decode a stored autosave hash ({"<question id>": "<value>:<saved ms>"}); bad fields are skipped."""
-    answers: dict[int, SavedAnswer] = {}
-    for key, item in raw.items():
-        field = key.decode() if isinstance(key, bytes) else key
-        entry = item.decode() if isinstance(item, bytes) else item
-        value, _, saved_ms = entry.partition(":")
-        try:
-            qid, parsed, ms = int(field), int(value), int(saved_ms)
-        except ValueError:
-            logger.warning("record %s: skipping malformed autosave field %r=%r", record_id, field, entry)
-            continue
-        if 1 <= qid <= MAX_QUESTION_ID and MIN_VALUE <= parsed <= MAX_VALUE and ms > 0:
-            answers[qid] = SavedAnswer(parsed, ms)
-        else:
-            logger.warning("record %s: skipping out-of-range autosave field %r=%r", record_id, field, entry)
+    """Decode a stored autosave hash; bad fields are skipped (logged)."""
+    answers, bad = decode_saved(raw)
+    for field, entry in bad:
+        logger.warning(
+            "record %s: skipping malformed autosave field %r=%r", record_id, field[:100], entry[:100]
+        )
     return answers
+
+
+def raw_bytes(value: bytes | str) -> bytes:
+    return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,10 +24,13 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from sqlalchemy import func, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy import Engine, create_engine, func, select, text
+from sqlalchemy.orm import Session, sessionmaker
 
+from services.config import Settings, normalize_database_url
 from services.errors import MiAssessmentError, ParamError, RecordNotFound
+from services.event_partitions import PartitionManager
+from services.isolation import write_isolating
 from services.models import MAX_BIGINT, AssessmentRecord, EventLogEntry
 from services.uow import UnitOfWork
 from services.views import EventView, Page
@@ -37,6 +42,12 @@ MAX_TYPE_LENGTH = 64
 MAX_ACTOR_LENGTH = 64
 #: Largest encoded `data` object accepted, in characters of JSON.
 MAX_DATA_CHARS = 16_000
+#: Deepest nesting of objects and arrays accepted in `data` (events are flat; jsonb and
+#: the recursive checks here stay far from their stack limits).
+MAX_DATA_DEPTH = 32
+#: Timeouts of the direct write (`DirectEventWriter`): a request waits at most about this long.
+DIRECT_CONNECT_TIMEOUT_S = 2
+DIRECT_STATEMENT_TIMEOUT_MS = 2_000
 #: Page size bound of the admin query.
 MAX_PAGE_SIZE = 100
 
@@ -113,11 +124,17 @@ class Event:
 
     @classmethod
     def decode(cls, raw: bytes | str) -> Event:
-        """Parse and validate one log entry; InvalidEvent for anything the table would refuse."""
+        """Parse and validate one log entry; InvalidEvent for anything the table would refuse.
+
+        Strict: the entry must be UTF-8 (json.loads would also guess UTF-16 or UTF-32),
+        and every text in it must be encodable as UTF-8 (a JSON escape such as
+        ``\\ud800`` decodes to a lone surrogate, which neither the driver nor jsonb takes).
+        """
         try:
-            payload = json.loads(raw)
+            decoded = raw.decode("utf-8") if isinstance(raw, bytes | bytearray) else raw
+            payload = json.loads(decoded)
         except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-            raise InvalidEvent(f"not JSON: {exc}") from None
+            raise InvalidEvent(f"not JSON: {str(exc)[:200]}") from None
         if not isinstance(payload, dict):
             raise InvalidEvent("not a JSON object")
         try:
@@ -134,10 +151,19 @@ class Event:
             data = {}
         if not isinstance(data, dict):
             raise InvalidEvent("data is not an object")
-        encoded = json.dumps(data, ensure_ascii=False, allow_nan=True)
+        if _depth(data) > MAX_DATA_DEPTH:
+            raise InvalidEvent(f"data is nested deeper than {MAX_DATA_DEPTH} levels")
+        try:
+            encoded = json.dumps(data, ensure_ascii=False, allow_nan=True)
+            encoded.encode("utf-8")
+        except (ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+            raise InvalidEvent(f"data cannot be stored: {str(exc)[:200]}") from None
         # PostgreSQL's jsonb refuses \u0000 and NaN/Infinity: refuse them here, not in the batch insert.
         if "\\u0000" in encoded or len(encoded) > MAX_DATA_CHARS or _has_non_finite(data):
             raise InvalidEvent("data holds NUL, a non-finite number, or is too large")
+        for name, value in (("type", event_type), ("actor", actor)):
+            if value is not None and not _encodable(value):
+                raise InvalidEvent(f"{name} is not valid Unicode (a lone surrogate)")
         return cls(
             id=event_id,
             event_type=event_type,
@@ -180,6 +206,22 @@ def _optional_id(payload: dict[str, Any], name: str) -> int | None:
     return value
 
 
+def _encodable(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _depth(value: object, level: int = 1) -> int:
+    """Nesting depth of a JSON value (stops counting past MAX_DATA_DEPTH)."""
+    if level > MAX_DATA_DEPTH:
+        return level
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return max((_depth(child, level + 1) for child in children), default=level)
+
+
 def _has_non_finite(value: object) -> bool:
     if isinstance(value, float):
         return not math.isfinite(value)
@@ -188,6 +230,10 @@ def _has_non_finite(value: object) -> bool:
     if isinstance(value, list):
         return any(_has_non_finite(v) for v in value)
     return False
+
+
+class EventsDropped(Exception):
+    """A sink could store the events nowhere; it has already counted (`count_dropped`) and logged them."""
 
 
 class EventSink(Protocol):
@@ -200,22 +246,119 @@ class EventSink(Protocol):
 def emit(sink: EventSink | None, *events: Event) -> bool:
     """Hand `events` to `sink`; never raises (a lost audit line must not fail the action).
 
-    Returns False (and logs) when the sink failed.
+    Returns False (and logs, and counts the events in `dropped_events()`) when the sink failed.
     """
     if sink is None or not events:
         return True
     try:
         sink.emit_many(events)
+    except EventsDropped:
+        return False
     except Exception:
+        total = count_dropped(len(events))
         logger.error(
-            "could not log %d event(s) (%s, record %s)",
+            "could not log %d event(s) (%s, record %s); %d event(s) dropped by this process so far",
             len(events),
             events[0].event_type,
             events[0].record_id,
+            total,
             exc_info=True,
         )
         return False
     return True
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.value = 0
+        self.lock = threading.Lock()
+
+    def add(self, count: int) -> int:
+        with self.lock:
+            self.value += count
+            return self.value
+
+
+_dropped = _Counter()
+
+
+def dropped_events() -> int:
+    """Events this process could store nowhere (neither Redis nor PostgreSQL) since it started."""
+    with _dropped.lock:
+        return _dropped.value
+
+
+def count_dropped(count: int) -> int:
+    """Add `count` lost events to the process-wide counter; the new total."""
+    return _dropped.add(count)
+
+
+class DirectEventWriter:
+    """Writes events straight into `event_log`: the event sink's fallback while Redis is down.
+
+    The same idempotent insert as the consumer (ON CONFLICT DO NOTHING, so an event that
+    also reaches Redis later is stored once), the same month partitions, and rows the
+    database refuses isolated. Short timeouts throughout (connect, statement, lock, pool),
+    because the caller is a request or a job that must not stall on a second dead server.
+    Thread-safe; the engine is built lazily in the process that uses it (never across a fork).
+    """
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        session_factory: sessionmaker[Session] | None = None,
+        connect_timeout_s: int = DIRECT_CONNECT_TIMEOUT_S,
+        statement_timeout_ms: int = DIRECT_STATEMENT_TIMEOUT_MS,
+    ) -> None:
+        self.database_url = database_url
+        self.connect_timeout_s = connect_timeout_s
+        self.statement_timeout_ms = statement_timeout_ms
+        self._given_factory = session_factory
+        self._lock = threading.Lock()
+        self._state: tuple[int, sessionmaker[Session], PartitionManager] | None = None
+
+    def _factory(self) -> tuple[sessionmaker[Session], PartitionManager]:
+        with self._lock:
+            if self._state is None or self._state[0] != os.getpid():
+                factory = self._given_factory or self._make_factory()
+                self._state = (os.getpid(), factory, PartitionManager(factory))
+            return self._state[1], self._state[2]
+
+    def _make_factory(self) -> sessionmaker[Session]:
+        url = self.database_url or Settings.from_env().database_url
+        engine = create_engine(
+            normalize_database_url(url),
+            pool_size=1,
+            max_overflow=4,
+            pool_timeout=self.connect_timeout_s,
+            pool_pre_ping=True,
+            pool_recycle=1800,
+            connect_args={
+                "connect_timeout": self.connect_timeout_s,
+                "options": f"-c statement_timeout={self.statement_timeout_ms}"
+                f" -c lock_timeout={self.statement_timeout_ms // 2}",
+            },
+        )
+        return sessionmaker(engine, expire_on_commit=False)
+
+    def write(self, events: Sequence[Event]) -> tuple[int, list[Event]]:
+        """Store `events`; (rows inserted, events the database refused). Raises when it is unreachable."""
+        factory, partitions = self._factory()
+        with self._lock:  # PartitionManager is not thread-safe
+            partitions.ensure_for(event.occurred_at for event in events)
+        with factory() as session:
+            inserted, refused = write_isolating(session, events, insert_events)
+            session.commit()
+        return inserted, refused
+
+    def dispose(self) -> None:
+        with self._lock:
+            if self._state is not None and self._given_factory is None:
+                bind = self._state[1].kw.get("bind")
+                if isinstance(bind, Engine):
+                    bind.dispose()
+            self._state = None
 
 
 # -- storage ------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, select, text
 from sqlalchemy.orm import Session
 
-from services.autosave import from_epoch_ms
+from services.autosave import MAX_SAVED_MS, from_epoch_ms, plain_int, raw_bytes
+from services.isolation import write_isolating
 from services.models import AssessmentRecord
 
 
@@ -58,44 +59,71 @@ def sync_progress(session: Session, states: Sequence[ProgressState]) -> int:
     One state per record (the newest wins if several are given). The rows are locked in
     id order first (FOR NO KEY UPDATE, what the UPDATE takes anyway), so this never
     deadlocks with the answer flusher or a batch regeneration, which lock in id order
-    too. The caller commits.
+    too. The caller commits. States the database refuses for a data reason are left
+    out (see `sync_progress_isolating`).
     """
+    return sync_progress_isolating(session, states)[0]
+
+
+def sync_progress_isolating(
+    session: Session, states: Sequence[ProgressState]
+) -> tuple[int, list[ProgressState]]:
+    """`sync_progress`, also returning the states the database refused (services/isolation.py)."""
     newest: dict[int, ProgressState] = {}
     for state in states:
         known = newest.get(state.record_id)
         if known is None or state.updated_ms > known.updated_ms:
             newest[state.record_id] = state
     if not newest:
-        return 0
+        return 0, []
     session.execute(_LOCK_ROWS, {"ids": sorted(newest)}).all()
     ordered = [newest[i] for i in sorted(newest)]
+    return write_isolating(session, ordered, _update)
+
+
+def _update(session: Session, states: Sequence[ProgressState]) -> int:
     result = session.execute(
         _GUARDED_UPDATE,
         {
-            "ids": [s.record_id for s in ordered],
-            "questions": [s.current_question_id for s in ordered],
-            "counts": [s.answered_count for s in ordered],
-            "activity": [from_epoch_ms(s.last_activity_ms) for s in ordered],
-            "updated": [from_epoch_ms(s.updated_ms) for s in ordered],
+            "ids": [s.record_id for s in states],
+            "questions": [s.current_question_id for s in states],
+            "counts": [s.answered_count for s in states],
+            "activity": [from_epoch_ms(s.last_activity_ms) for s in states],
+            "updated": [from_epoch_ms(s.updated_ms) for s in states],
         },
     )
     return int(getattr(result, "rowcount", 0) or 0)
 
 
+#: The fields of a progress hash (written by the autosave script).
+STATE_FIELDS = (b"q", b"n", b"a", b"t")
+MAX_INT4 = 2**31 - 1
+
+
+def decode_state(
+    record_id: int, raw: Mapping[bytes, bytes]
+) -> tuple[ProgressState | None, list[tuple[bytes, bytes]]]:
+    """Decode a progress hash {q, n, a, t} strictly: the state (None if there is none to
+    write) and the fields to set aside, verbatim.
+
+    A state with a missing or malformed field can never be written: all its fields are
+    set aside. A field that is not part of a state is set aside alone.
+    """
+    fields = {raw_bytes(k): raw_bytes(v) for k, v in raw.items()}
+    extra = [(k, v) for k, v in fields.items() if k not in STATE_FIELDS]
+    known = {k: v for k, v in fields.items() if k in STATE_FIELDS}
+    if not known:
+        return None, extra
+    question_raw = known.get(b"q", b"")
+    question = plain_int(question_raw, 0, MAX_INT4) if question_raw else None
+    count = plain_int(known.get(b"n", b""), 0, MAX_INT4)
+    activity = plain_int(known.get(b"a", b""), 0, MAX_SAVED_MS)
+    updated = plain_int(known.get(b"t", b""), 1, MAX_SAVED_MS)
+    if (question_raw and question is None) or count is None or activity is None or updated is None:
+        return None, sorted(fields.items())
+    return ProgressState(record_id, question, count, activity, updated), extra
+
+
 def parse_state(record_id: int, raw: Mapping[bytes, bytes]) -> ProgressState | None:
     """Decode a progress hash {q, n, a, t}; None when it is empty or malformed."""
-    try:
-        fields = {k.decode(): v.decode() for k, v in raw.items()}
-        question = int(fields["q"]) if fields.get("q") else None
-        state = ProgressState(
-            record_id=record_id,
-            current_question_id=question,
-            answered_count=int(fields["n"]),
-            last_activity_ms=int(fields["a"]),
-            updated_ms=int(fields["t"]),
-        )
-    except (KeyError, ValueError, UnicodeDecodeError):
-        return None
-    if state.updated_ms <= 0 or state.answered_count < 0 or not 0 <= (question or 0) <= 2**31 - 1:
-        return None
-    return state
+    return decode_state(record_id, raw)[0]

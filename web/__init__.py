@@ -18,7 +18,7 @@ from actors.producer import RedisReportQueue
 from services.autosave import ActiveQuestions, AutosaveStore
 from services.config import Settings
 from services.db import session_factory
-from services.events import EventSink
+from services.events import DirectEventWriter, EventSink
 from services.queue import ReportQueue
 from web import admin_api, deps, health, openapi, user_api
 from web.auth import issue_user_token
@@ -67,7 +67,8 @@ def create_app(
             report_queue=report_queue or RedisReportQueue(client),
             redis=client,
             autosave=autosave_store or RedisAutosaveStore(client),
-            events=event_sink or RedisEventSink(client),
+            # Its fallback while Redis is down: the same database as the rest of the app.
+            events=event_sink or RedisEventSink(client, fallback=DirectEventWriter(settings.database_url)),
             questions=ActiveQuestions(),
         ),
     )

@@ -9,6 +9,8 @@ millisecond gets the next one), so "later" is well defined for the flushers' gua
 
 `AnswersFlusher` persists the dirty records (actors/hotpath/dirty.py) with
 `services.autosave.persist_autosaved`, which only writes records still in status 2.
+A field that is not a valid answer (`services.autosave.decode_saved`) or that the
+database refuses is set aside in `hotpath:answers:invalid`; the others are written.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from services.autosave import (
     SavedAnswer,
     SaveOutcome,
     SaveResponse,
+    decode_saved,
     parse_saved,
     persist_autosaved,
 )
@@ -181,9 +184,16 @@ class AnswersFlusher(DirtySetFlusher):
         super().__init__(client, self.autosave_keys.answers, session_factory, token=token)
 
     def persist(self, session: Session, hashes: dict[int, dict[bytes, bytes]]) -> Persisted:
-        answers = {record_id: parse_saved(raw, record_id=record_id) for record_id, raw in hashes.items()}
+        answers: dict[int, dict[int, SavedAnswer]] = {}
+        invalid: list[tuple[int, bytes, bytes]] = []
+        for record_id, raw in hashes.items():
+            answers[record_id], bad = decode_saved(raw)
+            invalid += [(record_id, name, value) for name, value in bad]
         result = persist_autosaved(session, answers)
-        return Persisted(rows=result.written, discard=sorted(set(hashes) - result.live))
+        for record_id, question_id in result.refused:
+            name = str(question_id).encode()
+            invalid.append((record_id, name, hashes[record_id].get(name, b"")))
+        return Persisted(rows=result.written, discard=sorted(set(hashes) - result.live), invalid=invalid)
 
     def discard(self, record_ids: Sequence[int]) -> None:
         # Submitted, deleted or missing: these answers can never be written. Dropping the

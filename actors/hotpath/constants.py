@@ -9,9 +9,10 @@ Redis keys (all strings are the defaults; the key classes take a prefix for benc
 | `hotpath:answers:dirty` | set | record ids whose autosave has not been flushed |
 | `hotpath:answers:syncing` | set | the ids the answer flusher is persisting right now |
 | `hotpath:answers:lock` | string | the answer flusher's lock (SET NX PX, value: owner token) |
+| `hotpath:answers:invalid` | list | fields set aside: `<record id>:<field length>:<field><value>` |
 | `hotpath:progress:<id>` | hash | progress: `q` current question, `n` answered, `a` last activity |
 |  |  | ms, `t` LastUpdateTime ms |
-| `hotpath:progress:dirty`, `:syncing`, `:lock` | set, set, string | as for answers |
+| `hotpath:progress:dirty`, `:syncing`, `:lock`, `:invalid` | set, set, string, list | as for answers |
 | `hotpath:settings` | hash | run-time settings of the loops (see actors/hotpath/settings.py) |
 | `eventlog:queue` | list | events (JSON), LPUSHed by producers, consumed from the right |
 | `eventlog:backup` | list | the batch the consumer is inserting (replayed after a crash) |
@@ -50,11 +51,19 @@ class DirtyKeys:
     dirty: str
     syncing: str
     lock: str
+    #: Fields that could not be decoded or stored, kept verbatim (dirty.invalid_entry).
+    invalid: str
 
     @classmethod
     def named(cls, name: str, prefix: str = HOTPATH_PREFIX) -> DirtyKeys:
         base = f"{prefix}{name}:"
-        return cls(item_prefix=base, dirty=base + "dirty", syncing=base + "syncing", lock=base + "lock")
+        return cls(
+            item_prefix=base,
+            dirty=base + "dirty",
+            syncing=base + "syncing",
+            lock=base + "lock",
+            invalid=base + "invalid",
+        )
 
     def item(self, record_id: int) -> str:
         return f"{self.item_prefix}{record_id}"
@@ -101,6 +110,7 @@ DEFAULT_PROGRESS_BATCH = 500
 #: Pause of the event-log consumer when the queue is empty (ms); most events per round trip.
 DEFAULT_EVENTS_INTERVAL_MS = 1_000
 DEFAULT_EVENTS_BATCH = 500
-#: Lifetime of each loop's lock (ms). Its owner renews it every cycle and while it
-#: sleeps; a standby process takes over this long after the owner died.
+#: Lifetime of each loop's lock (ms). Its owner renews it every third of it while a
+#: cycle works and while it sleeps; a standby process takes over this long after the
+#: owner died. Must be at least 1 ms per item of the largest batch (settings.inconsistency).
 DEFAULT_LOCK_TTL_MS = 15_000

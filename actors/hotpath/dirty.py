@@ -16,13 +16,22 @@ next cycle: nothing saved is lost.
 RENAME is only safe with one flusher at a time (a second RENAME would overwrite the first
 one's syncing set). Each flow is guarded by a lease (`RedisLock`, SET NX PX): every step
 that changes the dirty or syncing set is a Lua script that checks the lease's token, the
-lease is renewed before each chunk and checked again right before each commit, and a
-process that lost it stops at once (the new owner merges the syncing set back).
+lease is renewed by a thread while the cycle works (`RedisLock.kept_alive`) and checked
+again right before each commit, and a process that lost it stops at once (the new owner
+merges the syncing set back).
+
+No content stops the flow: a field the subclass cannot decode, or one the database
+refuses for a data reason (services/isolation.py), is moved verbatim to the flow's
+invalid list (`hotpath:answers:invalid`, entries from `invalid_entry`) and deleted from
+its hash (if unchanged meanwhile), and the rest of the chunk is written. A key that is
+not a hash is logged and skipped. Only errors of Redis or of the database connection
+fail a cycle (the ids go back to the dirty set and are retried).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +42,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from actors.hotpath.constants import DEFAULT_ANSWERS_BATCH, DEFAULT_LOCK_TTL_MS, DirtyKeys
 from actors.hotpath.lock import OWNER_CHECK, RedisLock
+from services.models import MAX_BIGINT
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +91,43 @@ return {redis.call('SREM', KEYS[2], unpack(ARGV, 2))}
 )
 
 
+# KEYS: lock, record hash, invalid list. ARGV: token, then (field, value, entry) triples.
+# Each entry is kept in the invalid list; its field is deleted only if it still holds the
+# value read (a save made meanwhile stays). Returns {fields deleted}.
+_SET_ASIDE = (
+    OWNER_CHECK
+    + """
+local deleted = 0
+for i = 2, #ARGV, 3 do
+  if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[i + 1] then
+    deleted = deleted + redis.call('HDEL', KEYS[2], ARGV[i])
+  end
+  redis.call('LPUSH', KEYS[3], ARGV[i + 2])
+end
+return {deleted}
+"""
+)
+
+#: A dirty mark: a record id as the save script writes it (no sign, no leading zero).
+_MARK = re.compile(rb"[1-9][0-9]{0,18}")
+
+
+def invalid_entry(record_id: int, field: bytes, value: bytes) -> bytes:
+    """An entry of an invalid list: ``<record id>:<field length>:<field><value>``, verbatim.
+
+    Field and value are kept byte for byte (they may be anything, even invalid UTF-8);
+    the field's length in bytes tells where the value begins. `parse_invalid_entry` reads it.
+    """
+    return b"%d:%d:%s%s" % (record_id, len(field), field, value)
+
+
+def parse_invalid_entry(entry: bytes) -> tuple[int, bytes, bytes]:
+    """(record id, field, value) of an `invalid_entry`."""
+    record, length, rest = entry.split(b":", 2)
+    size = int(length)
+    return int(record), rest[:size], rest[size:]
+
+
 class LockLost(Exception):
     """The lease expired or was taken over during a cycle: stop, the new owner recovers."""
 
@@ -93,6 +140,8 @@ class FlushReport:
     persisted: int = 0
     rows: int = 0
     discarded: list[int] = field(default_factory=list)
+    #: (record id, field, value) set aside in the invalid list.
+    invalid: list[tuple[int, bytes, bytes]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -100,6 +149,9 @@ class Persisted:
     rows: int
     #: Records whose hash is useless now (e.g. no longer in progress): their keys are dropped.
     discard: Sequence[int] = ()
+    #: (record id, field, value): fields that cannot be decoded or that the database refused;
+    #: moved to the invalid list after the commit.
+    invalid: Sequence[tuple[int, bytes, bytes]] = ()
 
 
 class DirtySetFlusher(ABC):
@@ -122,10 +174,15 @@ class DirtySetFlusher(ABC):
         self._claim = client.register_script(_CLAIM)
         self._put_back = client.register_script(_PUT_BACK)
         self._done = client.register_script(_DONE)
+        self._set_aside = client.register_script(_SET_ASIDE)
 
     @abstractmethod
     def persist(self, session: Session, hashes: dict[int, dict[bytes, bytes]]) -> Persisted:
-        """Write the decoded hashes (record id -> raw hash) in the caller's transaction."""
+        """Write the decoded hashes (record id -> raw hash) in the caller's transaction.
+
+        Must not raise for anything in the hashes: report undecodable or refused fields
+        in `Persisted.invalid` (services/isolation.py isolates what the database refuses).
+        """
 
     def discard(self, record_ids: Sequence[int]) -> None:  # noqa: B027  (optional hook)
         """Drop the keys of records whose data can never be written (default: nothing)."""
@@ -152,12 +209,13 @@ class DirtySetFlusher(ABC):
         if report.claimed == 0:
             return report
         try:
-            _step(hook, "claimed")
-            ids = self._members()
-            for start in range(0, len(ids), max(1, batch)):
-                chunk = ids[start : start + max(1, batch)]
-                self._flush_chunk(chunk, lock_ttl_ms, hook, report)
-            self._guarded(self._done, [self.keys.syncing])
+            with self.lock.kept_alive(lock_ttl_ms):
+                _step(hook, "claimed")
+                ids = self._members()
+                for start in range(0, len(ids), max(1, batch)):
+                    chunk = ids[start : start + max(1, batch)]
+                    self._flush_chunk(chunk, lock_ttl_ms, hook, report)
+                self._guarded(self._done, [self.keys.syncing])
         except LockLost:
             logger.warning("%s: lost the lock mid-cycle; the new owner takes the ids back", self.name)
             report.owner = False
@@ -174,7 +232,15 @@ class DirtySetFlusher(ABC):
         pipe = self.client.pipeline(transaction=False)
         for record_id in chunk:
             pipe.hgetall(self.keys.item(record_id))
-        hashes = {record_id: raw for record_id, raw in zip(chunk, pipe.execute(), strict=True) if raw}
+        hashes: dict[int, dict[bytes, bytes]] = {}
+        for record_id, raw in zip(chunk, pipe.execute(raise_on_error=False), strict=True):
+            if isinstance(raw, redis.ResponseError):
+                # Not a hash (WRONGTYPE): nothing a save wrote. Skipped, not retried for ever.
+                logger.error("%s: skipping %s: %s", self.name, self.keys.item(record_id), raw)
+            elif isinstance(raw, Exception):
+                raise raw
+            elif raw:
+                hashes[record_id] = raw
         _step(hook, "read")
         outcome = Persisted(0)
         if hashes:
@@ -186,6 +252,9 @@ class DirtySetFlusher(ABC):
                     raise LockLost()
                 session.commit()
         _step(hook, "written")
+        if outcome.invalid:
+            self._set_aside_invalid(outcome.invalid)
+            report.invalid.extend(outcome.invalid)
         if outcome.discard:
             self.discard(outcome.discard)
             report.discarded.extend(outcome.discard)
@@ -193,13 +262,29 @@ class DirtySetFlusher(ABC):
         report.persisted += len(chunk)
         report.rows += outcome.rows
 
+    def _set_aside_invalid(self, invalid: Sequence[tuple[int, bytes, bytes]]) -> None:
+        by_record: dict[int, list[bytes]] = {}
+        for record_id, name, value in invalid:
+            logger.error(
+                "%s: record %s: setting aside field %r=%r in %s",
+                self.name,
+                record_id,
+                name[:100],
+                value[:200],
+                self.keys.invalid,
+            )
+            by_record.setdefault(record_id, []).extend([name, value, invalid_entry(record_id, name, value)])
+        for record_id, args in by_record.items():
+            self._guarded(self._set_aside, [self.keys.item(record_id), self.keys.invalid], *args)
+
     def _members(self) -> list[int]:
         ids: list[int] = []
         bad: list[bytes | str] = []
         for member in self.client.smembers(self.keys.syncing):
-            try:
-                ids.append(int(member))
-            except ValueError:
+            raw = member.encode() if isinstance(member, str) else bytes(member)
+            if _MARK.fullmatch(raw) and int(raw) <= MAX_BIGINT:
+                ids.append(int(raw))
+            else:
                 bad.append(member)
         if bad:
             logger.error("%s: dropping %d malformed dirty mark(s): %r", self.name, len(bad), bad[:5])

@@ -11,26 +11,39 @@ Seed 001's log service (日志队列入库), kept and hardened:
 - **Recovery**: whenever the backup is not empty — at start-up, after taking the lease
   over from a dead consumer, after a failed insert — it is replayed before anything new
   is moved. Event ids make the replay idempotent.
-- **Nothing dropped**: an entry that cannot be decoded (or that PostgreSQL refuses) is
-  moved verbatim to `eventlog:invalid`.
+- **Nothing dropped, nothing stuck**: an entry that cannot be decoded (strictly:
+  UTF-8, JSON, every field valid and storable, `services.events.Event.decode`) or that
+  PostgreSQL refuses for a data reason (the batch is bisected until the refused rows
+  stand alone, services/isolation.py) is moved verbatim to `eventlog:invalid` and the
+  rest of the batch is stored. Only a Redis or connection error leaves the batch in the
+  backup for the next cycle.
 - Every script that changes the lists checks the lease's token, so a consumer that lost
-  the lease can insert (harmless: idempotent) but never move or clear anything.
+  the lease can insert (harmless: idempotent) but never move or clear anything; a thread
+  renews the lease while a batch is being stored.
+
+The sink (`RedisEventSink`) LPUSHes; when Redis refuses, it writes the events straight
+into PostgreSQL (`services.events.DirectEventWriter`, short timeouts), and when that
+fails too it counts them in `services.events.dropped_events()` (`emit()` then returns
+False; it never raises).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import redis
-from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.hotpath.constants import DEFAULT_EVENTS_BATCH, DEFAULT_LOCK_TTL_MS, EventLogKeys
 from actors.hotpath.lock import OWNER_CHECK, RedisLock
 from services.event_partitions import PartitionManager
-from services.events import Event, InvalidEvent, insert_events
+from services.events import DirectEventWriter, Event, EventsDropped, count_dropped, insert_events
+from services.isolation import write_isolating
 
 logger = logging.getLogger(__name__)
 
@@ -72,16 +85,107 @@ return {1}
 )
 
 
-class RedisEventSink:
-    """`services.events.EventSink` on the Redis list `eventlog:queue` (one LPUSH per call)."""
+#: After Redis failed, events go straight to PostgreSQL for this long before Redis is tried
+#: again, so a dead (or black-holed) Redis costs one timeout a second, not one per request.
+REDIS_RETRY_AFTER_S = 1.0
+#: After the direct write failed too, events are counted as dropped for this long without
+#: trying, for the same reason.
+DATABASE_RETRY_AFTER_S = 1.0
 
-    def __init__(self, client: redis.Redis, keys: EventLogKeys | None = None) -> None:
+
+class RedisEventSink:
+    """`services.events.EventSink` on the Redis list `eventlog:queue` (one LPUSH per call).
+
+    When Redis fails the events are written to PostgreSQL directly; when that fails too
+    they are counted (`services.events.dropped_events()`), logged with the running count,
+    and `EventsDropped` is raised (`emit()` returns False for it, without logging again).
+    Nothing else is raised.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: EventLogKeys | None = None,
+        *,
+        fallback: DirectEventWriter | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.client = client
         self.keys = keys or EventLogKeys()
+        #: Built lazily from DATABASE_URL unless given; connects only when Redis fails.
+        self.fallback = fallback if fallback is not None else DirectEventWriter()
+        self.clock = clock
+        self._redis_retry_at = 0.0
+        self._database_retry_at = 0.0
+        self._redis_down = False
+        self._state_lock = threading.Lock()
 
     def emit_many(self, events: Sequence[Event]) -> None:
-        if events:
-            self.client.lpush(self.keys.queue, *[e.encode() for e in events])
+        if not events:
+            return
+        if self.clock() >= self._redis_retry_at:
+            try:
+                self.client.lpush(self.keys.queue, *[wire_format(e) for e in events])
+            except Exception as exc:  # any failure to hand over: take the other way
+                self._redis_failed(exc)
+            else:
+                self._redis_ok()
+                return
+        self._write_direct(events)
+
+    def _redis_failed(self, exc: Exception) -> None:
+        with self._state_lock:
+            self._redis_retry_at = self.clock() + REDIS_RETRY_AFTER_S
+            first = not self._redis_down
+            self._redis_down = True
+        if first:
+            logger.warning("events: Redis refused the event log (%s); writing events to PostgreSQL", exc)
+
+    def _redis_ok(self) -> None:
+        if self._redis_down:
+            with self._state_lock:
+                recovered, self._redis_down = self._redis_down, False
+            if recovered:
+                logger.info("events: Redis takes the event log again")
+
+    def _write_direct(self, events: Sequence[Event]) -> None:
+        if self.clock() < self._database_retry_at:
+            self._drop(events, "PostgreSQL failed moments ago")
+            return
+        try:
+            _, refused = self.fallback.write(events)
+        except Exception as exc:
+            self._database_retry_at = self.clock() + DATABASE_RETRY_AFTER_S
+            self._drop(events, f"PostgreSQL failed too: {exc}")
+            return
+        if refused:
+            self._drop(refused, "PostgreSQL refused them")
+
+    def _drop(self, events: Sequence[Event], why: str) -> None:
+        total = count_dropped(len(events))
+        logger.error(
+            "events: dropped %d event(s) (%s, record %s): %s; %d dropped by this process so far",
+            len(events),
+            events[0].event_type,
+            events[0].record_id,
+            why[:300],
+            total,
+        )
+        raise EventsDropped(f"{len(events)} event(s) dropped: {why[:300]}")
+
+
+def wire_format(event: Event) -> bytes:
+    """The entry LPUSHed for `event`: its JSON in UTF-8.
+
+    An event carrying a lone surrogate (which UTF-8 cannot encode) goes as ASCII JSON
+    instead, with the surrogate escaped: the consumer then keeps it aside in
+    `eventlog:invalid` rather than the producer losing it.
+    """
+    text = event.encode()
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(json.loads(text), ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 @dataclass
@@ -144,20 +248,8 @@ class EventLogConsumer:
             return report
         if report.replayed:
             logger.warning("events: replaying %d event(s) left in %s", len(entries), self.keys.backup)
-        if hook is not None:
-            hook("moved")
-        events: list[tuple[Event, bytes]] = []
-        for raw in entries:
-            try:
-                events.append((Event.decode(raw), raw))
-            except InvalidEvent as exc:
-                logger.error("events: keeping an undecodable entry aside (%s): %r", exc, raw[:200])
-                report.invalid.append(raw)
-        self.partitions.ensure_for(event.occurred_at for event, _ in events)
-        report.inserted, refused = self._insert(events)
-        report.invalid += refused
-        if hook is not None:
-            hook("inserted")
+        with self.lock.kept_alive(lock_ttl_ms):
+            self._store(entries, report, hook)
         cleared = self._clear(
             keys=[self.lock.key, self.keys.backup, self.keys.invalid], args=[self.lock.token, *report.invalid]
         )
@@ -167,29 +259,34 @@ class EventLogConsumer:
             report.owner = False
         return report
 
+    def _store(self, entries: list[bytes], report: ConsumeReport, hook: Hook | None) -> None:
+        if hook is not None:
+            hook("moved")
+        events: list[tuple[Event, bytes]] = []
+        for raw in entries:
+            try:
+                events.append((Event.decode(raw), raw))
+            except Exception as exc:  # InvalidEvent, or anything decoding missed: never stuck
+                logger.error("events: keeping an undecodable entry aside (%s): %r", exc, raw[:200])
+                report.invalid.append(raw)
+        self.partitions.ensure_for(event.occurred_at for event, _ in events)
+        report.inserted, refused = self._insert(events)
+        report.invalid += refused
+        if hook is not None:
+            hook("inserted")
+
     def _insert(self, events: list[tuple[Event, bytes]]) -> tuple[int, list[bytes]]:
         """Insert the batch in one transaction; rows PostgreSQL refuses are isolated and returned."""
         if not events:
             return 0, []
-        try:
-            with self.session_factory() as session:
-                inserted = insert_events(session, [event for event, _ in events])
-                session.commit()
-            return inserted, []
-        except (DataError, IntegrityError):
-            logger.error("events: the batch was refused; inserting row by row", exc_info=True)
-        refused: list[bytes] = []
-        inserted = 0
         with self.session_factory() as session:
-            for event, raw in events:
-                try:
-                    with session.begin_nested():
-                        inserted += insert_events(session, [event])
-                except (DataError, IntegrityError):
-                    logger.error("events: PostgreSQL refused event %s; kept aside", event.id)
-                    refused.append(raw)
+            inserted, refused = write_isolating(
+                session, events, lambda s, chunk: insert_events(s, [event for event, _ in chunk])
+            )
             session.commit()
-        return inserted, refused
+        for event, raw in refused:
+            logger.error("events: PostgreSQL refused event %s; kept aside: %r", event.id, raw[:200])
+        return inserted, [raw for _, raw in refused]
 
     def close(self) -> None:
         try:

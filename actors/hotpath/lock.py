@@ -6,6 +6,11 @@ compare-and-DEL, both Lua, so an owner whose lease expired can never extend or d
 the lease of the process that took over. Every script that changes the data a lease
 protects checks the token itself (see `OWNER_CHECK`), so a stale owner cannot act
 even between its last renewal and the moment it notices.
+
+While a cycle works, `kept_alive` renews the lease from a thread of its own every third
+of its lifetime, so a batch never outlives its lease however long it takes, and a
+standby still takes over within one lifetime of the owner's death (the thread dies
+with it).
 """
 
 from __future__ import annotations
@@ -13,7 +18,10 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import redis
 
@@ -76,6 +84,32 @@ class RedisLock:
             logger.warning("lost the lock %s (it expired or was taken over)", self.key)
         self.held = renewed
         return renewed
+
+    @contextmanager
+    def kept_alive(self, ttl_ms: int) -> Iterator[None]:
+        """Renew the lease every `ttl_ms` / 3 in a background thread while the block runs.
+
+        The renewer stops for good once the lease is lost (`held` turns False and the
+        owner's next guarded step or fence stops the cycle); a Redis error is logged and
+        the next renewal tried, since two more chances remain before the lease lapses.
+        """
+        stop = threading.Event()
+
+        def renew_until_stopped() -> None:
+            while not stop.wait(ttl_ms / 3000):
+                try:
+                    if not self.renew(ttl_ms):
+                        return
+                except redis.RedisError as exc:
+                    logger.warning("could not renew the lock %s (will retry): %s", self.key, exc)
+
+        renewer = threading.Thread(target=renew_until_stopped, name=f"lease:{self.key}", daemon=True)
+        renewer.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            renewer.join(timeout=ttl_ms / 1000)
 
     def release(self) -> bool:
         """Give the lease up, if still ours (a stale owner never deletes another's)."""

@@ -2,7 +2,8 @@
 
 The states are written by the autosave script (actors/hotpath/autosave.py); the guarded
 bulk UPDATE is `services.progress.sync_progress` (a state no newer than the database's
-is skipped, in SQL).
+is skipped, in SQL). A state that cannot be decoded (`services.progress.decode_state`)
+or that the database refuses is set aside, all its fields, in `hotpath:progress:invalid`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from actors.hotpath.constants import AutosaveKeys
 from actors.hotpath.dirty import DirtySetFlusher, Persisted
-from services.progress import parse_state, sync_progress
+from services.progress import ProgressState, decode_state, sync_progress_isolating
 
 logger = logging.getLogger(__name__)
 
@@ -33,11 +34,16 @@ class ProgressFlusher(DirtySetFlusher):
         super().__init__(client, (keys or AutosaveKeys.default()).progress, session_factory, token=token)
 
     def persist(self, session: Session, hashes: dict[int, dict[bytes, bytes]]) -> Persisted:
-        states = []
+        states: list[ProgressState] = []
+        invalid: list[tuple[int, bytes, bytes]] = []
         for record_id, raw in hashes.items():
-            state = parse_state(record_id, raw)
-            if state is None:
-                logger.warning("progress: skipping the malformed state of record %s: %r", record_id, raw)
-            else:
+            state, bad = decode_state(record_id, raw)
+            invalid += [(record_id, name, value) for name, value in bad]
+            if state is not None:
                 states.append(state)
-        return Persisted(rows=sync_progress(session, states))
+        rows, refused = sync_progress_isolating(session, states)
+        for state in refused:
+            # The whole state was refused: all its fields go, as read.
+            raw = hashes[state.record_id]
+            invalid += [(state.record_id, bytes(k), bytes(v)) for k, v in sorted(raw.items())]
+        return Persisted(rows=rows, invalid=invalid)

@@ -2,9 +2,10 @@
 
 ``python -m actors.hotpath`` (the Procfile's `hotpath` line) runs each loop in a thread
 of its own (seed 001: three BackgroundServices). A loop re-reads its settings every
-cycle, survives Redis and database errors (logged, retried next cycle), keeps its lease
-alive while it sleeps, and on SIGTERM or SIGINT finishes the cycle it is in, releases
-its lease (a standby takes over at once) and stops.
+cycle, survives Redis and database errors (logged, retried next cycle) and bad data (set
+aside, see actors/hotpath/dirty.py and eventlog.py), keeps its lease alive while it works
+(lock.RedisLock.kept_alive) and while it sleeps, and on SIGTERM or SIGINT finishes the
+cycle it is in, releases its lease (a standby takes over at once) and stops.
 """
 
 from __future__ import annotations

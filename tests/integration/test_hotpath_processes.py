@@ -154,3 +154,27 @@ def test_the_process_runs_every_loop_follows_live_settings_and_stops_on_sigterm(
     assert code == 0, process.output()
     assert "hotpath stopped" in process.output()
     assert redis_client.exists(AUTOSAVE.answers.lock, AUTOSAVE.progress.lock, EVENTS.lock) == 0
+
+
+def test_a_poison_entry_at_the_head_of_the_queue_does_not_stop_the_process(
+    redis_client: redis.Redis, event_log: Engine, tmp_path: Path
+) -> None:
+    """Seen on main: a lone surrogate made every insert fail and the batch replay for ever."""
+    surrogate = (
+        b'{"id":"0b0f5c1e-7a3a-4c55-9a53-1f2e3d4c5b6a","type":"answers.saved",'
+        b'"occurredAt":"2026-01-01T00:00:00+00:00","data":{"note":"\\ud800"}}'
+    )
+    not_utf8 = b'{"id":"\xff\xfe"}'
+    redis_client.lpush(EVENTS.queue, surrogate, not_utf8)  # consumed first
+    sent = events(3)
+    RedisEventSink(redis_client).emit_many(sent)
+    process = HotpathProcess(tmp_path / "hotpath.log", "--only", "events")
+    try:
+        wait_until(lambda: len(stored_events(event_log)) == 3, timeout=30, what="the events after the poison")
+        assert stored_events(event_log) == {str(e.id): 1 for e in sent}
+        assert sorted(redis_client.lrange(EVENTS.invalid, 0, -1)) == sorted([surrogate, not_utf8])
+        assert not redis_client.exists(EVENTS.queue, EVENTS.backup)
+    finally:
+        code = process.terminate()
+    assert code == 0, process.output()
+    assert "cycle failed" not in process.output()

@@ -1,0 +1,161 @@
+"""Event-log entries survive a Redis outage (issue 10): the sink writes them to PostgreSQL.
+
+Seen on main: events emitted while Redis was down were dropped, uncounted. Now the sink
+falls back to the consumer's idempotent insert (into the month's partition), and when
+the database is unreachable too the events are counted in `dropped_events()`. Either
+way emitting returns at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+from flask import Flask
+from hotpath_support import CLOSED_DATABASE_URL
+from sqlalchemy import Engine, text
+from web_support import CLOSED_REDIS_URL
+
+import actors.report
+from actors.hotpath.constants import EventLogKeys
+from actors.hotpath.eventlog import REDIS_RETRY_AFTER_S, EventLogConsumer, RedisEventSink
+from services.config import Settings
+from services.event_partitions import month_of, partition_name
+from services.events import DirectEventWriter, Event, EventType, dropped_events, emit
+
+EVENTS = EventLogKeys()
+#: Emitting with a dead server must not stall a request: refused connections cost nothing.
+QUICK_S = 1.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def stored(engine: Engine) -> dict[str, str]:
+    """id -> the partition that holds it."""
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT id::text, tableoid::regclass::text FROM event_log")).all()
+    return {row[0]: row[1] for row in rows}
+
+
+@pytest.fixture
+def redis_down() -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(CLOSED_REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def writer(settings: Settings, event_log: Engine) -> Iterator[DirectEventWriter]:
+    writer = DirectEventWriter(settings.database_url)
+    yield writer
+    writer.dispose()
+
+
+def timed(action: Callable[[], bool]) -> tuple[bool, float]:
+    started = time.monotonic()
+    result = action()
+    return result, time.monotonic() - started
+
+
+def test_an_event_emitted_while_redis_is_unreachable_lands_in_the_event_log(
+    redis_down: redis.Redis, writer: DirectEventWriter, event_log: Engine
+) -> None:
+    sink = RedisEventSink(redis_down, fallback=writer)
+    event = Event.new(EventType.ANSWERS_SAVED, record_id=7, user_id=3, actor="user:3", data={"n": 2})
+    before = dropped_events()
+    ok, elapsed = timed(lambda: emit(sink, event))
+    assert ok
+    assert elapsed < QUICK_S
+    assert stored(event_log) == {str(event.id): partition_name(month_of(event.occurred_at))}
+    assert dropped_events() == before
+    with event_log.connect() as conn:
+        row = conn.execute(text("SELECT event_type, record_id, user_id, actor, data FROM event_log")).one()
+    assert tuple(row) == ("answers.saved", 7, 3, "user:3", {"n": 2})
+
+
+def test_the_same_event_through_redis_later_is_stored_once(
+    redis_down: redis.Redis, redis_client: redis.Redis, writer: DirectEventWriter, event_log: Engine
+) -> None:
+    """The direct write is the consumer's idempotent insert: a copy arriving later is a no-op.
+    And Redis is tried again once `REDIS_RETRY_AFTER_S` has passed."""
+    clock = Clock()
+    sink = RedisEventSink(redis_down, fallback=writer, clock=clock)
+    first, second = (Event.new(EventType.RECORD_CREATED, record_id=n) for n in (1, 2))
+    assert emit(sink, first)
+    sink.client = redis_client  # Redis is back...
+    assert emit(sink, second)  # ...but is not tried again at once: straight to the database
+    assert not redis_client.exists(EVENTS.queue)
+    clock.now += REDIS_RETRY_AFTER_S
+    third = Event.new(EventType.RECORD_CREATED, record_id=3)
+    assert emit(sink, first, third)
+    assert redis_client.llen(EVENTS.queue) == 2
+    consumer = EventLogConsumer(redis_client, writer._factory()[0])
+    assert consumer.run_once().inserted == 1  # `first` was stored already
+    consumer.close()
+    assert set(stored(event_log)) == {str(e.id) for e in (first, second, third)}
+
+
+def test_with_the_database_unreachable_too_the_event_is_counted_as_dropped(
+    redis_down: redis.Redis, event_log: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+    writer = DirectEventWriter(CLOSED_DATABASE_URL)
+    sink = RedisEventSink(redis_down, fallback=writer, clock=clock)
+    events = [Event.new(EventType.REPORT_GENERATED, record_id=n, actor="worker") for n in (1, 2)]
+    before = dropped_events()
+    with caplog.at_level(logging.ERROR, logger="actors.hotpath.eventlog"):
+        ok, elapsed = timed(lambda: emit(sink, *events))
+        assert not ok
+        assert elapsed < QUICK_S + 2  # at most the database's connect timeout
+        assert dropped_events() == before + 2
+        assert f"{before + 2} dropped by this process so far" in caplog.text
+        # Moments later the database is not even tried: counted at once.
+        ok, elapsed = timed(lambda: emit(sink, events[0]))
+        assert not ok
+        assert elapsed < 0.1
+        assert dropped_events() == before + 3
+        assert f"{before + 3} dropped by this process so far" in caplog.text
+    assert stored(event_log) == {}
+    writer.dispose()
+
+
+def test_a_sink_that_raises_is_counted_as_dropped_by_emit() -> None:
+    class Broken:
+        def emit_many(self, events: object) -> None:
+            raise RuntimeError("broken")
+
+    before = dropped_events()
+    assert not emit(Broken(), Event.new(EventType.RECORD_CREATED), Event.new(EventType.RECORD_CREATED))
+    assert dropped_events() == before + 2
+
+
+def test_the_web_tier_logs_to_postgresql_while_redis_is_down(
+    redis_down_app: Flask, user_headers: Callable[[int], dict[str, str]], event_log: Engine
+) -> None:
+    response = redis_down_app.test_client().post("/api/assessment/createRecord", headers=user_headers(5))
+    assert response.status_code == 200
+    record_id = response.get_json()["data"]["id"]
+    with event_log.connect() as conn:
+        rows = conn.execute(text("SELECT event_type, record_id, user_id FROM event_log")).all()
+    assert [tuple(r) for r in rows] == [("record.created", record_id, 5)]
+
+
+def test_the_worker_logs_to_postgresql_while_redis_is_down(
+    event_log: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report worker's sink (actors/report.py) falls back to DATABASE_URL by default."""
+    monkeypatch.setenv("REDIS_URL", CLOSED_REDIS_URL)
+    monkeypatch.setattr(actors.report, "_sinks", {})
+    actors.report._log_event(EventType.REPORT_GENERATED, 42, attempt=1)
+    with event_log.connect() as conn:
+        rows = conn.execute(text("SELECT event_type, record_id, actor FROM event_log")).all()
+    assert [tuple(r) for r in rows] == [("report.generated", 42, "worker")]
