@@ -6,7 +6,8 @@ run as the Procfile runs them, against the test PostgreSQL and Redis reached thr
 own. Patient clients submit a burst; a fault hits in the middle; every submitted record
 must end in status 4 (never lost, never wrongly 5) within the heal time after the fault.
 
-`MI_FAULT_RECORDS` sets the burst size (default 120; RELIABILITY.md used more) and
+`MI_FAULT_RECORDS` sets the burst size (default 120; RELIABILITY.md used more),
+`MI_FAULT_REDIS_OUTAGE_S` / `MI_FAULT_DATABASE_OUTAGE_S` the outages (8 s / 12 s), and
 `MI_FAULT_DEFAULT_RECONCILER=1` runs the reconciler with its default timings.
 """
 
@@ -38,6 +39,9 @@ from services.config import Settings
 from web import issue_user_token
 
 RECORDS = int(os.environ.get("MI_FAULT_RECORDS", "120"))
+#: How long Redis is stopped, and PostgreSQL cut off from the worker (seconds).
+REDIS_OUTAGE_S = float(os.environ.get("MI_FAULT_REDIS_OUTAGE_S", "8"))
+DATABASE_OUTAGE_S = float(os.environ.get("MI_FAULT_DATABASE_OUTAGE_S", "12"))
 USER_ID = 4242
 ADMIN_TOKEN = "fault-test-admin-token-0123456789abcdef"
 #: The reconciler's timings in these tests (the defaults are 30 s grace, 10 s interval);
@@ -233,7 +237,7 @@ def test_a_burst_through_a_redis_fault_ends_with_every_report(
 
     def redis_stopped() -> None:
         proxy.down()
-        time.sleep(8)
+        time.sleep(REDIS_OUTAGE_S)
         proxy.up()
         fault_ended.append(time.monotonic())
 
@@ -306,7 +310,7 @@ def test_a_database_outage_spends_no_attempt_on_jobs_that_wait(
                 what="4 generations blocked mid-transaction",
             )
             pg.down()
-        time.sleep(12)
+        time.sleep(DATABASE_OUTAGE_S)
         pg.up()
         restored = time.monotonic()
         heal = wait_all_completed(engine, ids, restored)
@@ -318,7 +322,10 @@ def test_a_database_outage_spends_no_attempt_on_jobs_that_wait(
         for e in (json.loads(raw) for raw in redis_client.lrange("eventlog:queue", 0, -1))
         if e.get("type") == "report.generation_failed"
     ]
-    print(f"\ndatabase outage 12 s: 40 jobs, {len(failures)} attempt(s) failed, all done {heal:.1f} s after")
+    print(
+        f"\ndatabase outage {DATABASE_OUTAGE_S:.0f} s: 40 jobs, {len(failures)} attempt(s) failed,"
+        f" all done {heal:.1f} s after"
+    )
     assert statuses(engine, ids) == {4: 40}
     assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 0
     assert 1 <= len(failures) <= 8, failures  # the attempts in flight, not the 36 waiting
