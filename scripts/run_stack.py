@@ -63,7 +63,8 @@ STACK_MARKER = "MI_STACK_STATE"
 
 
 def procfile_path() -> Path:
-    """The Procfile to run: MI_PROCFILE (tests add a type to a copy), else the repository's."""
+    """The Procfile to run: MI_PROCFILE (tests add a type to a copy), else the repository's.
+    Its processes run in the repository either way."""
     return Path(os.environ.get("MI_PROCFILE") or ROOT / "Procfile").resolve()
 
 
@@ -299,7 +300,7 @@ def supervisor_config(env: dict[str, str], stop_timeout: int) -> Path:
     """.state/supervisord.conf (mode 0600), made from the Procfile as it is now."""
     config = procfile_supervisor.SupervisorConfig(
         state=STATE,
-        root=procfile_path().parent,
+        root=ROOT,
         python=sys.executable,
         port=int(env["PORT"]),
         stop_timeout_s=stop_timeout,
@@ -401,7 +402,7 @@ def read_dotenv() -> dict[str, str]:
     from honcho.environ import parse
 
     path = Path(os.environ.get("MI_ENV_FILE") or ROOT / ".env")
-    if not path.exists():
+    if not path.exists() or path == Path(os.devnull):
         return {}
     values = dict(parse(path.read_text()))
     servers.log(f"settings from {path}: {', '.join(sorted(values)) or 'none'}")
@@ -432,9 +433,7 @@ def main() -> int:
             if name != procfile_supervisor.RELEASE_TYPE:
                 continue
             servers.log(f"release: {command}")
-            release = subprocess.run(
-                ["/bin/sh", "-c", command], cwd=procfile_path().parent, env=env, check=False
-            )
+            release = subprocess.run(["/bin/sh", "-c", command], cwd=ROOT, env=env, check=False)
             if release.returncode != 0:
                 servers.log(f"the release step failed (exit code {release.returncode}); nothing started")
                 return release.returncode
