@@ -152,8 +152,10 @@ def test_a_killed_dramatiq_worker_process_is_replaced_while_web_keeps_answering(
             timeout=10,
             what="a new worker",
         )
-        back_in = report_completes(stack, engine, redis_conn, timeout=15) + (time.monotonic() - killed_at)
+        report_completes(stack, engine, redis_conn, timeout=15)
+        back_in = time.monotonic() - killed_at
         time.sleep(0.5)  # web still answering a little after
+    print(f"worker process killed: a job submitted afterwards completed {back_in:.2f} s after the kill")
     assert back_in < 10, f"a job submitted after the kill took {back_in:.1f} s"
     assert "exited: worker (exit status 1; not expected)" in stack.current.output()
 
@@ -182,6 +184,7 @@ def test_a_killed_hotpath_is_started_again_while_the_others_keep_serving(
             what="the new hotpath to run",
         )
         report_completes(stack, engine, redis_conn, timeout=15)
+    print(f"hotpath killed: a new one (pid {new_pid}) {restarted_in:.2f} s later")
     assert restarted_in < 3, f"hotpath was started again {restarted_in:.1f} s after its death"
     assert re.search(rf"^\S+ hotpath +\| .*hotpath running.*\(pid {new_pid}\)", stack.current.output(), re.M)
     assert stack.current.info("worker")["pid"] == worker_pid
@@ -203,10 +206,15 @@ def test_a_process_that_keeps_crashing_is_retried_with_backoff_and_harms_no_othe
         report_completes(stack, engine, redis_conn, timeout=15)
     starts = [at for at, _ in spawns(stack, CRASHER)]
     gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(starts)]
+    # supervisord looks at its processes once a second: a delay of n s is seen n to n + 1 s
+    # after the exit (more on a busy machine).
+    assert len(gaps) >= 3, gaps
     for expected, gap in zip((1, 2, 3), gaps, strict=False):
-        assert expected - 0.2 <= gap <= expected + 1.5, gaps
-    assert gaps[:3] == sorted(gaps[:3]), gaps
-    assert stack.current.info(CRASHER)["statename"] in {"BACKOFF", "STARTING", "FATAL"}
+        assert expected - 0.2 <= gap <= expected + 2.5, gaps
+    assert gaps[2] > gaps[0] + 1, gaps  # the delay grows
+    print("crasher started again after " + ", ".join(f"{gap:.2f}" for gap in gaps) + " s")
+    crasher = stack.current.info(CRASHER)
+    assert crasher["statename"] in {"BACKOFF", "STARTING", "FATAL"}, crasher
     assert stack.current.output().count("crasher: giving up") >= 4  # its own output, prefixed
     assert stack.current.info("worker")["pid"] == worker_pid
     assert stack.current.alive()
