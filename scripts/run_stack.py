@@ -5,8 +5,10 @@
 - DATABASE_URL unset: a private PostgreSQL cluster in .state/pg (created once).
 - SECRET_KEY / ADMIN_TOKENS unset: generated once and kept in .state/secrets.json.
 Then the Procfile's release step (migrations, questionnaire), the credentials, and
-`honcho start` for the long-running process types. Ctrl-C stops the processes, then
-the servers started here. Run again, it reuses .state/ (MI_STATE_DIR).
+supervisord for the long-running process types, with a configuration made from the
+Procfile (.state/supervisord.conf): a process that dies is restarted, the others go
+on. Ctrl-C stops the processes (jobs in flight finish; a second Ctrl-C kills them at
+once), then the servers started here. Run again, it reuses .state/ (MI_STATE_DIR).
 
 While it runs, .state/stack.json tells other tools (`make demo`) where the stack is:
 base URL, port, database and Redis URLs, and where the credentials come from.
@@ -18,7 +20,6 @@ import contextlib
 import ctypes
 import json
 import os
-import pty
 import secrets
 import shutil
 import signal
@@ -26,9 +27,9 @@ import subprocess
 import sys
 import threading
 import time
-import tty
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
@@ -36,6 +37,7 @@ from types import FrameType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import procfile_supervisor  # noqa: E402
 import servers  # noqa: E402
 
 STATE = Path(os.environ.get("MI_STATE_DIR", ROOT / ".state")).resolve()
@@ -46,26 +48,28 @@ POSTGRES_PORT = 55432
 WEB_PORT = 8000
 #: How long to wait for the web process to answer /readyz before saying so.
 READY_TIMEOUT_S = 60.0
-#: honcho kills its processes 5 s after asking them to stop; past this it is stuck.
-HONCHO_STOP_TIMEOUT_S = 20.0
-#: How long processes left behind by honcho get after SIGTERM before SIGKILL.
+#: supervisord SIGKILLs a process that has not stopped within its stop timeout; past
+#: that timeout plus this margin supervisord itself is stuck.
+SUPERVISOR_STOP_MARGIN_S = 20.0
+#: How long processes left behind by supervisord get after SIGTERM before SIGKILL.
 STRAY_GRACE_S = 10.0
+#: Rounds of stopping what an earlier run left: a supervisord may respawn a child once meanwhile.
+LEFTOVER_ROUNDS = 3
+PR_SET_PDEATHSIG = 1
 SECRET_KEYS = ("SECRET_KEY", "ADMIN_TOKENS")
 PR_SET_CHILD_SUBREAPER = 36
 #: In the environment of every process the stack runs: finds them after a killed run.
 STACK_MARKER = "MI_STACK_STATE"
 
 
-def procfile_types() -> list[str]:
-    """The long-running process types of the Procfile (all but release), `web` first.
+def procfile_path() -> Path:
+    """The Procfile to run: MI_PROCFILE (tests add a type to a copy), else the repository's.
+    Its processes run in the repository either way."""
+    return Path(os.environ.get("MI_PROCFILE") or ROOT / "Procfile").resolve()
 
-    Parsed as honcho parses it. The order matters: honcho gives the first type $PORT
-    and each next one $PORT + 100, so `web` must come first to listen on $PORT.
-    """
-    from honcho.environ import parse_procfile
 
-    names = [name for name in parse_procfile((ROOT / "Procfile").read_text()).processes if name != "release"]
-    return sorted(names, key=lambda name: name != "web")
+def procfile_entries() -> list[tuple[str, str]]:
+    return procfile_supervisor.procfile_entries(procfile_path())
 
 
 def load_secrets(env: dict[str, str]) -> dict[str, str]:
@@ -126,7 +130,7 @@ def announce_when_ready(base_url: str, stopping: threading.Event) -> None:
 
 
 def become_subreaper() -> bool:
-    """Make processes orphaned below us (e.g. if honcho dies) our children, so none is left behind."""
+    """Make processes orphaned below us (e.g. if supervisord dies) our children, so none is left behind."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
@@ -153,20 +157,24 @@ def stop_leftover_processes() -> None:
     """Stop processes of an earlier run on this state folder that was killed outright (SIGKILL).
 
     Everything run_stack starts carries MI_STACK_STATE=<state folder> in its environment,
-    honcho's processes included, so they are found however they were orphaned.
+    supervisord and its processes included, so they are found however they were orphaned.
+    A supervisord that sees a child die before its own SIGTERM may start it again: hence
+    a few rounds.
     """
-    groups = set()
-    for pid in servers.pids_with_env(STACK_MARKER, str(STATE)):
-        with contextlib.suppress(ProcessLookupError):
-            groups.add(os.getpgid(pid))
-    groups.discard(os.getpgrp())
-    if groups:
+    for _ in range(LEFTOVER_ROUNDS):
+        groups = set()
+        for pid in servers.pids_with_env(STACK_MARKER, str(STATE)):
+            with contextlib.suppress(ProcessLookupError):
+                groups.add(os.getpgid(pid))
+        groups.discard(os.getpgrp())
+        if not groups:
+            return
         servers.log(f"stopping process groups {sorted(groups)} left running by an earlier run on {STATE}")
         servers.stop_process_groups(groups, grace=STRAY_GRACE_S)
 
 
 def stop_strays(exclude: set[int]) -> None:
-    """Stop (and reap) whatever is left of the processes honcho ran, once honcho has exited."""
+    """Stop (and reap) whatever is left of the processes supervisord ran, once it has exited."""
     deadline = time.monotonic() + STRAY_GRACE_S
     signalled: set[int] = set()
     while True:
@@ -182,7 +190,7 @@ def stop_strays(exclude: set[int]) -> None:
             return
         for pid in live:
             if pid not in signalled:
-                servers.log(f"stopping process {pid}, left running by honcho")
+                servers.log(f"stopping process {pid}, left running by supervisord")
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(os.getpgid(pid), signal.SIGTERM)
                 signalled.add(pid)
@@ -247,68 +255,118 @@ def print_banner(env: dict[str, str], types: list[str], sources: dict[str, str])
     export {exports}
     then the README's curl walkthrough, `make demo`, or more users' tokens:
     .venv/bin/flask --app web issue-user-token USER_ID
-  Ctrl-C stops everything.
+  Ctrl-C stops everything (jobs in flight finish first; Ctrl-C again kills at once).
+  A process that dies is restarted; `supervisorctl -c {STATE / "supervisord.conf"} status` lists them.
 """,
         flush=True,
     )
 
 
-def open_output_channel() -> tuple[int, int]:
-    """(read end, write end) for honcho's output: a pty of our own when we write to a
-    terminal (honcho keeps its colours), else a pipe."""
-    if sys.stdout.isatty():
-        read_fd, write_fd = pty.openpty()
-        tty.setraw(write_fd)  # no line-ending translation: bytes pass as written
-        return read_fd, write_fd
-    return os.pipe()
-
-
-def relay_output(read_fd: int) -> None:
-    """Copy honcho's output to ours. Honcho never writes to the user's terminal itself:
-    once that is gone (window closed) writes fail with EIO, and honcho would crash
-    without stopping its processes. Here a failed write is dropped and copying goes on."""
+def follow_console(path: Path, done: threading.Event) -> None:
+    """Copy the console file (supervisord's messages and the processes' prefixed output)
+    to our stdout as it grows, until `done` is set and the end is reached. A failed write
+    (terminal closed) is dropped: the processes must still be stopped in order."""
     out = sys.stdout.buffer
-    while True:
-        try:
-            data = os.read(read_fd, 65536)
-        except OSError:  # EIO from a pty once every writer has closed it
-            break
-        if not data:
-            break
-        with contextlib.suppress(OSError, ValueError):
-            out.write(data)
-            out.flush()
-    os.close(read_fd)
+    with path.open("rb") as console:
+        while True:
+            finished = done.is_set()  # read before the last read: nothing written after is lost
+            data = console.read(65536)
+            if data:
+                with contextlib.suppress(OSError, ValueError):
+                    out.write(data)
+                    out.flush()
+                continue
+            if finished:
+                return
+            time.sleep(0.05)
 
 
-def run_processes(env: dict[str, str], types: list[str], server_pids: set[int]) -> int:
-    """`honcho start` the process types in the foreground until asked to stop (or one dies)."""
-    become_subreaper()
-    read_fd, write_fd = open_output_channel()
-    # honcho runs in a session of its own: signals from the terminal (Ctrl-C, hang-up)
-    # reach only us, and we pass them on once, so honcho stops its processes in order.
-    honcho = subprocess.Popen(
-        [venv_bin("honcho"), "start", *types],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=write_fd,
-        stderr=write_fd,
-        start_new_session=True,
+def die_with_parent() -> Callable[[], None]:
+    """For supervisord, run between fork and exec: SIGTERM when run_stack dies (even by
+    SIGKILL), so that it stops its processes gracefully instead of running on unattended.
+    libc is loaded here, in the parent: the child only makes one system call."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return lambda: None
+
+    def set_pdeathsig() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+    return set_pdeathsig
+
+
+def supervisor_config(env: dict[str, str], stop_timeout: int) -> Path:
+    """.state/supervisord.conf (mode 0600), made from the Procfile as it is now."""
+    config = procfile_supervisor.SupervisorConfig(
+        state=STATE,
+        root=ROOT,
+        python=sys.executable,
+        port=int(env["PORT"]),
+        stop_timeout_s=stop_timeout,
+        colour=sys.stdout.isatty(),
     )
-    os.close(write_fd)
-    relay = threading.Thread(target=relay_output, args=(read_fd,), daemon=True)
-    relay.start()
-    stopping = threading.Event()  # set on a stop request, or once honcho has exited
+    config.logs.mkdir(parents=True, exist_ok=True)
+    text = procfile_supervisor.render(procfile_entries(), config)
+    return procfile_supervisor.write(STATE / "supervisord.conf", text)
+
+
+def kill_stack() -> None:
+    """SIGKILL every process of this stack (the servers do not carry its marker)."""
+    groups = set()
+    for pid in servers.pids_with_env(STACK_MARKER, str(STATE)):
+        with contextlib.suppress(ProcessLookupError):
+            groups.add(os.getpgid(pid))
+    groups.discard(os.getpgrp())
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+
+
+def run_processes(env: dict[str, str], server_pids: set[int]) -> int:
+    """supervisord on the Procfile's long-running types, in the foreground, until asked to stop."""
+    become_subreaper()
+    stop_timeout = procfile_supervisor.stop_timeout_s(env)
+    conf = supervisor_config(env, stop_timeout)
+    console = STATE / "console.log"
+    console.write_bytes(b"")  # this run's output only
+    # Only `web` gets PORT (set in the configuration), as under Heroku.
+    supervisor_env = {k: v for k, v in env.items() if k != "PORT"}
+    # supervisord runs in a session of its own: signals from the terminal (Ctrl-C, hang-up)
+    # reach only us, and we pass on one SIGTERM (a SIGHUP would make it reload instead).
+    with console.open("ab") as console_out:  # where a crash of supervisord itself would print
+        supervisord = subprocess.Popen(
+            [venv_bin("supervisord"), "--configuration", str(conf)],
+            cwd=ROOT,
+            env=supervisor_env,
+            stdin=subprocess.DEVNULL,
+            stdout=console_out,
+            stderr=console_out,
+            start_new_session=True,
+            # No other thread runs yet (the follower starts below), so preexec_fn is safe here.
+            preexec_fn=die_with_parent(),  # noqa: PLW1509
+        )
+    exited = threading.Event()
+    follower = threading.Thread(target=follow_console, args=(console, exited), daemon=True)
+    follower.start()
+    stopping = threading.Event()  # set on a stop request, or once supervisord has exited
     requested: list[float] = []  # when we were asked to stop
+    killed: list[bool] = []
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         if requested:
-            return  # honcho is already stopping its processes (and kills them after 5 s)
+            if signum == signal.SIGINT and not killed:
+                killed.append(True)  # Ctrl-C again: the user will not wait for jobs in flight
+                servers.log("second Ctrl-C: killing the processes now")
+                kill_stack()
+            return
         requested.append(time.monotonic())
         stopping.set()
+        servers.log(
+            f"stopping the processes (up to {stop_timeout} s for jobs in flight; Ctrl-C again to kill)"
+        )
         with contextlib.suppress(ProcessLookupError):
-            honcho.send_signal(signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
+            supervisord.send_signal(signal.SIGTERM)
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop)
@@ -316,19 +374,21 @@ def run_processes(env: dict[str, str], types: list[str], server_pids: set[int]) 
     threading.Thread(target=announce_when_ready, args=(base_url, stopping), daemon=True).start()
     while True:
         try:
-            code = honcho.wait(timeout=0.5)
+            code = supervisord.wait(timeout=0.5)
             break
         except subprocess.TimeoutExpired:
-            if requested and time.monotonic() - requested[0] > HONCHO_STOP_TIMEOUT_S:
-                servers.log(f"honcho has not stopped after {HONCHO_STOP_TIMEOUT_S:.0f} s: killing it")
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(honcho.pid, signal.SIGKILL)
+            limit = stop_timeout + SUPERVISOR_STOP_MARGIN_S
+            if requested and time.monotonic() - requested[0] > limit:
+                servers.log(f"supervisord has not stopped after {limit:.0f} s: killing it")
+                kill_stack()
+                requested[0] = time.monotonic()
     stopping.set()
-    stop_strays(exclude=server_pids | {honcho.pid})
-    relay.join(timeout=5)
+    stop_strays(exclude=server_pids | {supervisord.pid})
+    exited.set()
+    follower.join(timeout=5)
     if requested:
         return 0  # stopped on request (Ctrl-C, SIGTERM, hang-up): a normal end
-    servers.log(f"a process of the stack exited (honcho's exit code {code}): everything was stopped")
+    servers.log(f"supervisord exited by itself (exit code {code}): everything was stopped")
     return code or 1
 
 
@@ -337,12 +397,12 @@ def interrupt(_signum: int, _frame: FrameType | None) -> None:
 
 
 def read_dotenv() -> dict[str, str]:
-    """The repository's .env, read as honcho reads it (honcho lets it override the environment):
-    the servers started here and the banner must agree with what the processes see."""
+    """The repository's .env (another file with MI_ENV_FILE), read as honcho reads it and
+    overriding the environment as with honcho, so `make run` and `honcho start` agree."""
     from honcho.environ import parse
 
-    path = ROOT / ".env"
-    if not path.exists():
+    path = Path(os.environ.get("MI_ENV_FILE") or ROOT / ".env")
+    if not path.exists() or path == Path(os.devnull):
         return {}
     values = dict(parse(path.read_text()))
     servers.log(f"settings from {path}: {', '.join(sorted(values)) or 'none'}")
@@ -350,7 +410,7 @@ def read_dotenv() -> dict[str, str]:
 
 
 def main() -> int:
-    # Until honcho runs, SIGTERM or a hang-up stops the start-up like Ctrl-C: servers are stopped.
+    # Until supervisord runs, SIGTERM or a hang-up stops the start-up like Ctrl-C: servers are stopped.
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGHUP, interrupt)
     STATE.mkdir(parents=True, exist_ok=True)
@@ -366,25 +426,29 @@ def main() -> int:
         env.setdefault("WORKER_PROCESSES", "1")
         env.setdefault("WORKER_THREADS", "4")
         env.setdefault("WEB_CONCURRENCY", "2")
-        types = procfile_types()
+        entries = procfile_entries()
+        types = [name for name, _ in procfile_supervisor.long_running(entries)]
 
-        servers.log("release: migrations and questionnaire")
-        release = subprocess.run([venv_bin("honcho"), "start", "release"], cwd=ROOT, env=env, check=False)
-        if release.returncode != 0:
-            servers.log(f"the release step failed (exit code {release.returncode}); nothing started")
-            return release.returncode
+        for name, command in entries:
+            if name != procfile_supervisor.RELEASE_TYPE:
+                continue
+            servers.log(f"release: {command}")
+            release = subprocess.run(["/bin/sh", "-c", command], cwd=ROOT, env=env, check=False)
+            if release.returncode != 0:
+                servers.log(f"the release step failed (exit code {release.returncode}); nothing started")
+                return release.returncode
 
         stack_file = write_stack_file(env, sources)
         stack.callback(stack_file.unlink, missing_ok=True)
         print_banner(env, types, sources)
-        code = run_processes(env, types, server_pids)
+        code = run_processes(env, server_pids)
         servers.log("processes stopped; stopping the servers started here")
     return code
 
 
 if __name__ == "__main__":
-    if shutil.which("honcho") is None and not (Path(sys.executable).parent / "honcho").exists():
-        raise SystemExit("honcho not found: run `make run` (it installs the package first)")
+    if shutil.which("supervisord") is None and not (Path(sys.executable).parent / "supervisord").exists():
+        raise SystemExit("supervisord not found: run `make run` (it installs the package first)")
     try:
         sys.exit(main())
     except KeyboardInterrupt:  # Ctrl-C (SIGTERM, hang-up) while the servers start or release runs

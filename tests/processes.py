@@ -1,5 +1,5 @@
 """Helpers for tests that run the real processes: `dramatiq actors` workers, the Procfile's
-process types under honcho, private Redis servers."""
+process types as `make run` runs them (under supervisord), private Redis servers."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import signal
 import subprocess
 import sys
 import time
+import xmlrpc.client
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -113,9 +115,6 @@ def sessions_waiting_for_a_lock(database_url: str) -> int:
 
 # -- the Procfile's processes, as `make run` runs them ---------------------------------------
 
-#: In the environment of every process a `ProcfileStack` starts: finds them all at clean-up.
-STACK_MARKER = "MI_TEST_STACK"
-
 
 def procfile(path: Path = ROOT / "Procfile") -> dict[str, str]:
     """The Procfile's process types and commands, parsed as honcho parses it."""
@@ -124,32 +123,36 @@ def procfile(path: Path = ROOT / "Procfile") -> dict[str, str]:
     return dict(parse_procfile(path.read_text()).processes)
 
 
-class ProcfileStack:
-    """`honcho start TYPES` on the repository's Procfile, as `make run` runs it.
+class RunStack:
+    """`scripts/run_stack.py` (what `make run` runs) on given servers, in a state folder of its own.
 
-    honcho runs each line through `sh -c` in a session of its own with `env` (no .env file
-    is read) and stops them as platforms do: SIGTERM to each process group, SIGKILL 5 s
-    later. `stop()` asks honcho for that; `kill()` SIGKILLs whatever is left, found by a
-    marker in the processes' environment, so nothing survives a failed test.
+    It runs the Procfile's release step, then supervisord on the long-running types, and
+    stops as `make run` does on SIGTERM: supervisord signals every process group and
+    SIGKILLs what still runs after MI_STOP_TIMEOUT_S. `kill()` SIGKILLs whatever is left,
+    found by the marker run_stack puts in its processes' environment, so nothing
+    survives a failed test. No .env file is read (MI_ENV_FILE=/dev/null).
     """
 
-    def __init__(self, types: list[str], *, env: dict[str, str], log_path: Path) -> None:
-        self.types = types
+    def __init__(
+        self, *, env: dict[str, str], state: Path, log_path: Path, procfile: Path | None = None
+    ) -> None:
+        self.state = state
         self.log_path = log_path
-        self.marker = f"{os.getpid()}-{time.monotonic_ns()}"
-        honcho = Path(sys.executable).parent / "honcho"
-        full_env = {
-            **env,
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', os.defpath)}",
-            "PYTHONUNBUFFERED": "1",
-            STACK_MARKER: self.marker,
-        }
+        full_env = {k: v for k, v in env.items() if not k.startswith(("MI_", "dramatiq_", "HONCHO_"))}
+        full_env.update(
+            MI_STATE_DIR=str(state),
+            MI_ENV_FILE=os.devnull,
+            PYTHONUNBUFFERED="1",
+            PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', os.defpath)}",
+        )
+        for key in ("MI_STOP_TIMEOUT_S",):
+            if key in env:
+                full_env[key] = env[key]
+        if procfile is not None:
+            full_env["MI_PROCFILE"] = str(procfile)
         self.log = log_path.open("ab")
         self.process = subprocess.Popen(
-            [
-                *(str(honcho), "start", "--no-colour", "--env", os.devnull),
-                *("--app-root", str(ROOT), "--procfile", "Procfile", *types),
-            ],
+            [sys.executable, str(ROOT / "scripts" / "run_stack.py")],
             cwd=ROOT,
             env=full_env,
             stdin=subprocess.DEVNULL,
@@ -165,11 +168,22 @@ class ProcfileStack:
         return self.process.poll() is None
 
     def pids(self) -> list[int]:
-        """Every live process of this stack (honcho, the shells and what they run)."""
-        return servers.pids_with_env(STACK_MARKER, self.marker)
+        """Every live process of this stack (supervisord and what it runs), run_stack aside."""
+        return servers.pids_with_env("MI_STACK_STATE", str(self.state))
+
+    def supervisor(self) -> Any:
+        """supervisord's XML-RPC interface (`supervisorctl` speaks it) on the state folder's socket."""
+        from supervisor.xmlrpc import SupervisorTransport
+
+        transport = SupervisorTransport(None, None, f"unix://{self.state / 'supervisor.sock'}")
+        return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport).supervisor
+
+    def info(self, name: str) -> dict[str, Any]:
+        """supervisord's view of a Procfile type: state name, pid, …"""
+        return dict(self.supervisor().getProcessInfo(f"stack:{name}"))
 
     def stop(self, signum: int = signal.SIGTERM, timeout: float = 30) -> int:
-        """Stop as a Procfile runner does: honcho signals every process group, kills after 5 s."""
+        """Stop as Ctrl-C / SIGTERM stops `make run`: the processes gracefully, then it exits."""
         if self.alive():
             self.process.send_signal(signum)
             with contextlib.suppress(subprocess.TimeoutExpired):

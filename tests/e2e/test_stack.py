@@ -1,53 +1,40 @@
-"""End to end: the Procfile's `web` and `worker` lines under honcho, driven over HTTP and Redis.
+"""End to end: the Procfile's processes as `make run` runs them, driven over HTTP and Redis.
 
-The processes are the real ones, started from the Procfile as `make run` starts them
-(`honcho start web worker`, each line through `sh -c`, no .env file) on the test
-PostgreSQL and Redis. The tests talk to them only as clients do: the HTTP API, and
-Redis for what other producers and operators do (LPUSH a .NET job, LLEN a queue). The
-database is used to set up what no API can (a record whose answers were lost) and to
-hold a record's row lock, so that a generation is stopped mid-transaction.
+The processes are the real ones, started by scripts/run_stack.py (what `make run` runs:
+the release step, then supervisord on every long-running type of the Procfile, each
+line through `sh -c`, no .env file) on the test PostgreSQL and Redis. The tests talk to
+them only as clients do: the HTTP API, and Redis for what other producers and operators
+do (LPUSH a .NET job, LLEN a queue). The database is used to set up what no API can (a
+record whose answers were lost) and to hold a record's row lock, so that a generation
+is stopped mid-transaction.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
-import requests
-from processes import ProcfileStack, procfile, row_locked, sessions_waiting_for_a_lock, wait_until
-from sqlalchemy import Engine, func, insert, select, text
+from processes import procfile, row_locked, sessions_waiting_for_a_lock
+from sqlalchemy import Engine, func, select
+from stack_support import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
 
 from actors.constants import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
 from actors.message import ReportQueueMessage
 from actors.monitor import queue_figures
 from actors.producer import RedisReportQueue
 from services.config import Settings
-from services.models import Answer, AssessmentRecord, DimensionResult, Question, ReportSummary
+from services.models import DimensionResult, ReportSummary
 from services.status import RecordStatus
-from web import issue_user_token
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-ADMIN_TOKEN = "test-admin-token"
 #: The .NET producer's text, with its 7-digit fraction and offset.
 NET_ENQUEUE_TIME = "2025-01-15T10:30:00.1234567+08:00"
-#: One worker process with two threads (so prefetch is 4), and a short heartbeat timeout
-#: so the jobs of a killed worker come back within seconds.
-STACK_SETTINGS = {
-    "WEB_CONCURRENCY": "2",
-    "WORKER_PROCESSES": "1",
-    "WORKER_THREADS": "2",
-    "BROKER_HEARTBEAT_TIMEOUT_MS": "3000",
-}
-REDIS_MARKERS = {b"mi-assessment:test-db", b"mi-assessment:test-lock"}
 
 
 def net_job(record_id: int, retry_count: int = 0) -> str:
@@ -56,84 +43,6 @@ def net_job(record_id: int, retry_count: int = 0) -> str:
 
 
 # -- the stack ---------------------------------------------------------------------------------
-
-
-@dataclass
-class Stack:
-    """The Procfile's web and worker processes, (re)startable, and an HTTP client for them."""
-
-    env: dict[str, str]
-    logs: Path
-    settings: Settings
-    runs: list[ProcfileStack] = field(default_factory=list)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.env['PORT']}"
-
-    @property
-    def current(self) -> ProcfileStack:
-        return self.runs[-1]
-
-    def start(self) -> None:
-        log_path = self.logs / f"stack-{len(self.runs)}.log"
-        run = ProcfileStack(["web", "worker"], env=self.env, log_path=log_path)
-        self.runs.append(run)
-        self.wait_until(self.ready, timeout=30, what="the web process to answer /readyz")
-
-    def stop(self) -> int:
-        return self.current.stop(signal.SIGTERM)
-
-    def ready(self) -> bool:
-        assert self.current.alive(), "honcho exited:\n" + self.current.output()[-3000:]
-        try:
-            return requests.get(f"{self.base_url}/readyz", timeout=2).status_code == 200
-        except requests.RequestException:
-            return False
-
-    def wait_until(self, check: Callable[[], bool], *, timeout: float, what: str) -> None:
-        try:
-            wait_until(check, timeout=timeout, what=what, interval=0.05)
-        except AssertionError as exc:
-            output = self.current.output()[-4000:] if self.runs else ""
-            raise AssertionError(f"{exc}\n--- stack output (end) ---\n{output}") from None
-
-    def call(self, method: str, path: str, token: str, body: Any = None) -> tuple[int, dict[str, Any]]:
-        response = requests.request(
-            method,
-            f"{self.base_url}{path}",
-            headers={"Authorization": f"Bearer {token}"},
-            json=body,
-            timeout=10,
-        )
-        return response.status_code, response.json()
-
-    def ok(self, method: str, path: str, token: str, body: Any = None) -> Any:
-        status, envelope = self.call(method, path, token, body)
-        assert (status, envelope["code"]) == (200, 0), envelope
-        return envelope["data"]
-
-    def user(self, user_id: int) -> str:
-        return issue_user_token(self.settings.secret_key, user_id)
-
-    def status(self, token: str, record_id: int) -> dict[str, Any]:
-        return dict(self.ok("GET", f"/api/assessment/resultStatus?recordId={record_id}", token))
-
-    def wait_for_status(self, token: str, record_id: int, status: int, *, timeout: float = 15) -> None:
-        self.wait_until(
-            lambda: self.status(token, record_id)["status"] == status,
-            timeout=timeout,
-            what=f"record {record_id} to reach status {status}",
-        )
-
-
-def reset(engine: Engine, client: redis.Redis) -> None:
-    """Empty records (keep the questionnaire) and our own Redis db index (keep its markers)."""
-    with engine.begin() as conn:
-        conn.execute(text("TRUNCATE assessment_records RESTART IDENTITY CASCADE"))
-    keys = [k for k in client.scan_iter(count=1000) if k not in REDIS_MARKERS]
-    if keys:
-        client.delete(*keys)
 
 
 @pytest.fixture(scope="module")
@@ -151,67 +60,12 @@ def stack(
     redis_conn: redis.Redis,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Stack]:
-    import servers  # scripts/servers.py, on the path through tests/processes.py
-
-    assert {"release", "web", "worker"} <= procfile().keys()
-    reset(engine, redis_conn)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("dramatiq_", "HONCHO_"))}
-    env.update(
-        STACK_SETTINGS,
-        DATABASE_URL=settings.database_url,
-        REDIS_URL=redis_url,
-        SECRET_KEY=settings.secret_key,
-        ADMIN_TOKENS=ADMIN_TOKEN,
-        PORT=str(servers.free_port()),
-    )
     logs = tmp_path_factory.mktemp("stack")
-    stack = Stack(env=env, logs=logs, settings=settings)
-    try:
-        # The release line on a migrated database: idempotent, as every deploy runs it.
-        release = ProcfileStack(["release"], env=env, log_path=logs / "release.log")
-        assert release.process.wait(timeout=60) == 0, release.output()
-        release.kill()
-        stack.start()
+    with running_stack(settings, engine, redis_url, redis_conn, logs) as stack:
         yield stack
-    finally:
-        for run in stack.runs:
-            run.stop()
-        leftovers = [pid for run in stack.runs for pid in run.pids()]
-        reset(engine, redis_conn)
-    assert leftovers == []
 
 
-# -- database set-up (what no API does) --------------------------------------------------------
-
-
-def insert_record(engine: Engine, user_id: int, *, answers: bool = True) -> int:
-    """A record in status 3 (submitted), with a full answer sheet unless `answers` is False."""
-    with engine.begin() as conn:
-        record_id = int(
-            conn.execute(
-                insert(AssessmentRecord)
-                .values(user_id=user_id, status=RecordStatus.GENERATING, submitted_at=func.now())
-                .returning(AssessmentRecord.id)
-            ).scalar_one()
-        )
-    if answers:
-        add_answers(engine, record_id)
-    return record_id
-
-
-def add_answers(engine: Engine, record_id: int) -> None:
-    with engine.begin() as conn:
-        ids = conn.execute(select(Question.id).where(Question.is_active)).scalars().all()
-        conn.execute(
-            insert(Answer), [{"record_id": record_id, "question_id": q, "value": q % 5 + 1} for q in ids]
-        )
-
-
-def db_status(engine: Engine, record_id: int) -> int:
-    with engine.connect() as conn:
-        return int(
-            conn.execute(select(AssessmentRecord.status).where(AssessmentRecord.id == record_id)).scalar_one()
-        )
+# -- database checks ---------------------------------------------------------------------------
 
 
 def report_rows(engine: Engine, record_id: int) -> tuple[int, int]:
@@ -256,16 +110,20 @@ def test_a_user_takes_the_assessment_and_gets_the_report(stack: Stack) -> None:
 
 
 def test_every_process_of_the_stack_is_in_the_procfile(stack: Stack) -> None:
-    """What runs is what the Procfile says: gunicorn for web, `dramatiq actors` for worker."""
-    commands = []
-    for pid in stack.current.pids():
-        with contextlib.suppress(OSError):
-            commands.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+    """What runs is what the Procfile says, every long-running type under supervisord:
+    gunicorn for web (on $PORT), `dramatiq actors` for worker, and so on."""
     lines = procfile()
-    assert any(f"sh -c {lines['web']}" in c for c in commands), commands
-    assert any(f"sh -c {lines['worker']}" in c for c in commands), commands
-    assert any("gunicorn web:create_app()" in c and f"0.0.0.0:{stack.env['PORT']}" in c for c in commands)
-    assert any("dramatiq actors --processes 1 --threads 2" in c for c in commands)
+    supervised = {info["name"]: info for info in stack.current.supervisor().getAllProcessInfo()}
+    assert sorted(name for name in supervised if name != "output") == sorted(set(lines) - {"release"})
+    commands = {}
+    for name, info in supervised.items():
+        assert info["statename"] in {"STARTING", "RUNNING"}, info
+        commands[name] = Path(f"/proc/{info['pid']}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    # `sh -c 'exec LINE'`: the shell became the program, so supervisord watches the program itself.
+    assert "gunicorn web:create_app()" in commands["web"]
+    assert f"0.0.0.0:{stack.env['PORT']}" in commands["web"]
+    assert "dramatiq actors --processes 1 --threads 2" in commands["worker"]
+    assert "actors.hotpath" in commands["hotpath"]
 
 
 def test_a_dead_lettered_record_is_regenerated_by_an_admin(
@@ -345,12 +203,19 @@ def test_sigterm_to_the_stack_loses_nothing(stack: Stack, engine: Engine, redis_
             timeout=15,
             what="two generations mid-transaction and one job prefetched",
         )
-        # SIGTERM to honcho: it signals each process group, and kills what still runs 5 s later.
+        # SIGTERM to `make run`: supervisord signals each process group, and kills what
+        # still runs MI_STOP_TIMEOUT_S (6 s) later. Each of supervisord and Dramatiq's worker
+        # process looks at a signal within a second: the shutdown starts when `prefetched`
+        # is back in the queue, and only then may a thread come free.
         started = time.monotonic()
-        honcho = stack.current.process
-        honcho.send_signal(signal.SIGTERM)
-        time.sleep(1)
-        assert honcho.poll() is None  # the worker waits for its jobs in flight
+        run = stack.current.process
+        run.send_signal(signal.SIGTERM)
+        stack.wait_until(
+            lambda: redis_conn.llen(REPORT_QUEUE_KEY) == 1,
+            timeout=4,
+            what="the prefetched job back in the queue at the start of the shutdown",
+        )
+        assert run.poll() is None  # the worker waits for its jobs in flight
         quick_lock.close()  # `quick` can finish now, during the shutdown; `stuck` cannot
         stack.wait_until(
             lambda: db_status(engine, quick) == RecordStatus.COMPLETED,
@@ -359,7 +224,7 @@ def test_sigterm_to_the_stack_loses_nothing(stack: Stack, engine: Engine, redis_
         )
         stack.stop()
         stopped_in = time.monotonic() - started
-        assert "sending SIGKILL to worker.1" in stack.current.output()  # `stuck`: killed mid-transaction
+        assert "killing 'worker'" in stack.current.output()  # `stuck`: SIGKILLed mid-transaction
         assert stack.current.pids() == [], "a process of the stack survived"
     assert stopped_in < 15
 
