@@ -52,6 +52,10 @@ from actors.scripts import Scripts
 #: Socket timeout of the broker's own client: longer than any BLMOVE it issues.
 DEFAULT_SOCKET_TIMEOUT = MAX_BLOCK_SECONDS + 5
 
+def _as_bytes(payload: str | bytes) -> bytes:
+    return payload.encode("utf-8") if isinstance(payload, str) else payload
+
+
 #: How often `join` looks at the queue.
 JOIN_POLL_SECONDS = 0.05
 
@@ -141,7 +145,7 @@ class RedisListBroker(Broker):
         pattern = job_key_pattern(codec)
         with connection_errors():
             if delay:
-                member = secrets.token_hex(8) + "|" + payload
+                member = (secrets.token_hex(8) + "|").encode() + _as_bytes(payload)
                 self.scripts.delay(keys=[keys.delayed, keys.jobs], args=[int(delay), member, pattern])
                 self.delay_scheduled(int(delay))
             elif pattern:
@@ -153,7 +157,7 @@ class RedisListBroker(Broker):
 
     def enqueue_many(self, messages: Iterable[dramatiq.Message[Any]]) -> list[dramatiq.Message[Any]]:
         """Enqueue several messages in one round trip (one LPUSH per queue), hooks included."""
-        by_queue: dict[str, list[str]] = {}
+        by_queue: dict[str, list[str | bytes]] = {}
         sent = []
         for message in messages:
             self.queue_keys(message.queue_name)

@@ -24,7 +24,7 @@ class Codec(Protocol):
     """How a queue's messages are written. A codec may also have a `job_key_pattern`: a
     Lua pattern capturing a payload's job key, for the index `Q:jobs` (see scripts.py)."""
 
-    def encode(self, message: dramatiq.Message[Any]) -> str:
+    def encode(self, message: dramatiq.Message[Any]) -> str | bytes:
         """The payload stored in Redis. Raises InvalidMessage if the message cannot be written."""
 
     def decode(self, payload: bytes) -> dramatiq.Message[Any]:
@@ -37,12 +37,13 @@ def job_key_pattern(codec: Codec) -> str:
 
 
 class DramatiqCodec:
-    """Dramatiq's own encoding (the global encoder, JSON by default)."""
+    """Dramatiq's own encoding: whatever the global encoder writes (JSON by default,
+    `PickleEncoder` or any other), kept as bytes; nothing assumes it is text."""
 
     job_key_pattern = ""
 
-    def encode(self, message: dramatiq.Message[Any]) -> str:
-        return bytes(message.encode()).decode("utf-8")
+    def encode(self, message: dramatiq.Message[Any]) -> bytes:
+        return bytes(message.encode())
 
     def decode(self, payload: bytes) -> dramatiq.Message[Any]:
         try:

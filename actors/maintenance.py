@@ -48,10 +48,13 @@ class Maintenance(threading.Thread):
     # Called from consumer threads -------------------------------------------------
 
     def register(self, consumer: RedisListConsumer) -> None:
+        # Beat at once: a consumer must be visible to the reaper before it takes anything.
+        # Beat *before* adding it: if Redis is down, `consume` fails and Dramatiq forgets
+        # this consumer; registered anyway, it would be heartbeated forever once Redis is
+        # back, an empty entry in broker:heartbeats per failed restart.
+        self.broker.scripts.heartbeat(keys=[self.broker.heartbeats_key], args=[consumer.processing_key])
         with self._lock:
             self._consumers.add(consumer)
-        # Beat at once: a consumer must be visible to the reaper before it takes anything.
-        self.broker.scripts.heartbeat(keys=[self.broker.heartbeats_key], args=[consumer.processing_key])
 
     def unregister(self, consumer: RedisListConsumer) -> None:
         with self._lock:

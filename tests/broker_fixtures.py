@@ -27,9 +27,12 @@ def make_broker(redis_url: str, redis_client: redis.Redis) -> Iterator[BrokerFac
     previous = dramatiq.get_broker()
 
     def make(**options: object) -> RedisListBroker:
-        settings = {**FAST_BROKER, **options}
+        settings: dict[str, object] = {
+            "client": redis.Redis.from_url(redis_url, socket_timeout=10),
+            **FAST_BROKER,
+            **options,
+        }
         broker = RedisListBroker(
-            client=redis.Redis.from_url(redis_url, socket_timeout=10),
             middleware=default_middleware(),
             codecs={REPORT_QUEUE_NAME: ReportCodec(REPORT_QUEUE_NAME, REPORT_ACTOR_NAME)},
             **settings,  # type: ignore[arg-type]
