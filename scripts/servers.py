@@ -159,6 +159,7 @@ class RedisServer:
             f'dir "{self.directory}"',
             'save ""',
             f"appendonly {'yes' if self.appendonly else 'no'}",
+            "appendfsync everysec",
             f'logfile "{self.directory / "redis.log"}"',
             f'pidfile "{self.pidfile}"',
             "daemonize no",
