@@ -135,17 +135,57 @@ def write_stack_file(env: dict[str, str], sources: dict[str, str]) -> Path:
     return servers.write_private(path, json.dumps(info, indent=2) + "\n")
 
 
-def announce_when_ready(base_url: str, stopping: threading.Event) -> None:
-    """Say when the web process answers /readyz (its database and Redis are reachable)."""
+def listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on TCP `port` (any address), from /proc/net/tcp and tcp6."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                # local address "ADDR:PORT" in hex, state 0A = LISTEN, inode in column 10
+                if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+    return inodes
+
+
+def web_port_owner(port: int) -> str:
+    """Who listens on the web port: "ours" (a process of this stack), "other" (another
+    process: its /proc entries are ours to read, or it is another account's), or "none"."""
+    inodes = listening_inodes(port)
+    if not inodes:
+        return "none"
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    for pid in servers.pids_with_env(STACK_MARKER, str(STATE)):
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in wanted:
+                        return "ours"
+    return "other"
+
+
+def announce_when_ready(base_url: str, port: int, stopping: threading.Event) -> None:
+    """Say when the web process answers /readyz (its database and Redis are reachable),
+    once the listener on its port is checked to be this stack's: another stack's web on
+    the same port (it took the port first) is reported, never announced as ours."""
     deadline = time.monotonic() + READY_TIMEOUT_S
+    warned = False
     while not stopping.is_set() and time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{base_url}/readyz", timeout=2) as response:
-                if response.status == 200:
-                    servers.log(f"ready: {base_url} (try `make demo` in another terminal)")
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
+        owner = web_port_owner(port)
+        if owner == "other" and not warned:
+            warned = True
+            servers.log(
+                f"port {port} is held by a process that is not this stack's: web cannot listen there"
+                " (stop that process, or set PORT)"
+            )
+        if owner == "ours":
+            try:
+                with urllib.request.urlopen(f"{base_url}/readyz", timeout=2) as response:
+                    if response.status == 200 and web_port_owner(port) == "ours":
+                        servers.log(f"ready: {base_url} (try `make demo` in another terminal)")
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
         stopping.wait(0.5)
     if not stopping.is_set():
         servers.log(f"{base_url}/readyz still does not answer 200 after {READY_TIMEOUT_S:.0f} s")
@@ -416,7 +456,9 @@ def run_processes(env: dict[str, str], server_pids: set[int]) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop)
     base_url = f"http://127.0.0.1:{env['PORT']}"
-    threading.Thread(target=announce_when_ready, args=(base_url, stopping), daemon=True).start()
+    threading.Thread(
+        target=announce_when_ready, args=(base_url, int(env["PORT"]), stopping), daemon=True
+    ).start()
     while True:
         try:
             code = supervisord.wait(timeout=0.5)
