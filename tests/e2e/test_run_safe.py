@@ -103,6 +103,9 @@ def test_two_make_runs_started_at_once_each_use_servers_of_their_own(stacks: lis
         client = redis.Redis.from_url(info["redis_url"], decode_responses=True)
         assert Path(client.config_get("dir")["dir"]).resolve() == (run.state / "redis").resolve()
         client.close()
+    for run in stacks:  # each announced its own web process, not the other's
+        wait_until(lambda run=run: "ready: " in run.run.output(), timeout=15, what="the ready line")
+        assert "not this stack's" not in run.run.output()
     a, b = (run.info() for run in stacks)
     assert urlsplit(a["database_url"]).port != urlsplit(b["database_url"]).port
     assert urlsplit(a["redis_url"]).port != urlsplit(b["redis_url"]).port
