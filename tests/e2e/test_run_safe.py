@@ -174,3 +174,10 @@ def test_the_files_holding_secrets_are_readable_by_their_owner_only(stacks: list
             assert folder.stat().st_mode & 0o777 == 0o700, folder
         for path in (run.state / "redis").rglob("*"):
             assert path.stat().st_mode & 0o777 == (0o700 if path.is_dir() else 0o600), path
+        # No other file of the state folder (console, process logs) carries a secret.
+        private = {run.state / name for name in SECRET_FILES}
+        for path in run.state.rglob("*"):
+            servers_own = path.relative_to(run.state).parts[0] in {"redis", "pg"}  # 0700 folders
+            if path.is_file() and path not in private and not servers_own:
+                text = path.read_bytes()
+                assert not any(value.encode() in text for value in secrets.values()), path
