@@ -196,10 +196,10 @@ class RedisServer:
                 )
                 return self
             except PortInUse:
-                taken, self.port = self.port, free_port()
-                log(f"redis: port {taken} was taken by another process; trying port {self.port}")
                 if attempt == PORT_ATTEMPTS - 1:
                     break
+                taken, self.port = self.port, free_port()
+                log(f"redis: port {taken} was taken by another process; trying port {self.port}")
         raise SystemExit(f"redis: every port tried was taken ({PORT_ATTEMPTS} tries)")
 
     def answering(self) -> bool:
@@ -223,13 +223,6 @@ def redis_serves(url: str, directory: Path) -> bool:
     except redis.RedisError:
         return False
     return served is not None and Path(served).resolve() == directory.resolve()
-
-
-def _redis_ping(url: str) -> bool:
-    try:
-        return bool(redis.Redis.from_url(url, socket_timeout=1).ping())
-    except redis.RedisError:
-        return False
 
 
 def claim_redis_db(base_url: str) -> str | None:
@@ -435,10 +428,10 @@ class PostgresServer:
                 return self
             except PortInUse:
                 self.process.wait()
-                taken, self.port = self.port, free_port()
-                log(f"postgres: port {taken} was taken by another process; trying port {self.port}")
                 if attempt == PORT_ATTEMPTS - 1:
                     break
+                taken, self.port = self.port, free_port()
+                log(f"postgres: port {taken} was taken by another process; trying port {self.port}")
         raise SystemExit(f"postgres: every port tried was taken ({PORT_ATTEMPTS} tries)")
 
     @property
@@ -485,7 +478,7 @@ class PostgresServer:
             log(f"postgres: setting the password of the postgres role in {self.data}")
             single = subprocess.run(
                 _as_user(user, [str(bindir / "postgres"), "--single", "-D", str(self.data), "postgres"]),
-                input=f"ALTER ROLE postgres PASSWORD '{self.password}'\n".encode(),
+                input=f"ALTER ROLE postgres PASSWORD {_sql_literal(self.password or '')}\n".encode(),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 cwd=self.directory,
@@ -509,6 +502,10 @@ class PostgresServer:
             # signalling the group reaches the server below runuser.
             stop_process_group(self.process, timeout=30, signum=signal.SIGINT)
         self.process = None
+
+
+def _sql_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _fingerprint(password: str) -> str:
