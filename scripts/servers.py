@@ -122,54 +122,89 @@ def redis_version(client: redis.Redis) -> tuple[int, ...]:
 
 @dataclass
 class RedisServer:
-    """A private redis-server process on a port of its own."""
+    """A private redis-server process on a port of its own, bound to 127.0.0.1 only.
+
+    With a `password` it requires one (`requirepass`); its settings, password included,
+    are in `redis.conf` (mode 0600) in its folder rather than on its command line, which
+    any local account can read. It runs with umask 077 in a folder of mode 0700, so its
+    data files (append-only file, log, pid file) are 0600. `start` returns once the server
+    answering on the port is this one (`CONFIG GET dir` is its folder); if its port was
+    taken meanwhile, it is started again on another.
+    """
 
     directory: Path
     port: int = field(default_factory=free_port)
     appendonly: bool = False
+    password: str | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     @property
     def pidfile(self) -> Path:
         return self.directory / "redis.pid"
 
+    @property
+    def config_file(self) -> Path:
+        return self.directory / "redis.conf"
+
+    def _config(self) -> str:
+        lines = [
+            f"port {self.port}",
+            "bind 127.0.0.1",
+            "protected-mode yes",
+            f'dir "{self.directory}"',
+            'save ""',
+            f"appendonly {'yes' if self.appendonly else 'no'}",
+            "appendfsync everysec",
+            f'logfile "{self.directory / "redis.log"}"',
+            f'pidfile "{self.pidfile}"',
+            "daemonize no",
+        ]
+        if self.password:
+            lines.append(f"requirepass {self.password}")
+        return "\n".join(lines) + "\n"
+
     def start(self) -> RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory = self.directory.resolve()
         stop_leftover(self.pidfile, self.directory, what="redis-server")
-        args = [
-            redis_server_binary(),
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(self.directory),
-            "--save",
-            "",
-            "--appendonly",
-            "yes" if self.appendonly else "no",
-            "--logfile",
-            str(self.directory / "redis.log"),
-            "--pidfile",
-            str(self.pidfile),
-            "--daemonize",
-            "no",
-        ]
-        # A session of its own: Ctrl-C in the terminal must not stop it before the apps using it.
-        self.process = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-        )
-        wait_for(
-            lambda: _redis_ping(self.url),
-            what=f"redis on port {self.port}",
-            process=self.process,
-            log_file=self.directory / "redis.log",
-        )
-        return self
+        make_private(self.directory)
+        log_file = self.directory / "redis.log"
+        binary = redis_server_binary()
+        for attempt in range(PORT_ATTEMPTS):
+            write_private(self.config_file, self._config())
+            offset = _log_size(log_file)
+            # A session of its own: Ctrl-C in the terminal must not stop it before the apps using it.
+            self.process = subprocess.Popen(
+                [binary, str(self.config_file)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                umask=0o077,
+            )
+            try:
+                wait_for(
+                    self.answering,
+                    what=f"redis on port {self.port}",
+                    process=self.process,
+                    log_file=log_file,
+                    log_offset=offset,
+                )
+                return self
+            except PortInUse:
+                if attempt == PORT_ATTEMPTS - 1:
+                    break
+                taken, self.port = self.port, free_port()
+                log(f"redis: port {taken} was taken by another process; trying port {self.port}")
+        raise SystemExit(f"redis: every port tried was taken ({PORT_ATTEMPTS} tries)")
+
+    def answering(self) -> bool:
+        """The server on our port is this one: it takes our password and serves our folder."""
+        return redis_serves(self.url, self.directory)
 
     def stop(self) -> None:
         if self.process:
@@ -177,11 +212,17 @@ class RedisServer:
         self.process = None
 
 
-def _redis_ping(url: str) -> bool:
+def redis_serves(url: str, directory: Path) -> bool:
+    """Whether the Redis at `url` answers and keeps its data in `directory`."""
     try:
-        return bool(redis.Redis.from_url(url, socket_timeout=1).ping())
+        client = redis.Redis.from_url(url, socket_timeout=1, decode_responses=True)
+        try:
+            served = client.config_get("dir").get("dir")
+        finally:
+            client.close()
     except redis.RedisError:
         return False
+    return served is not None and Path(served).resolve() == directory.resolve()
 
 
 def claim_redis_db(base_url: str) -> str | None:
@@ -282,20 +323,49 @@ def _reachable_by(user: str, directory: Path) -> Path:
     return target
 
 
+#: pg_hba.conf of a cluster with a password: every connection, socket or TCP, gives it.
+PG_HBA_PASSWORD = """\
+# Written by mi-assessment (scripts/servers.py): a password for every connection.
+# TYPE  DATABASE  USER  ADDRESS       METHOD
+local   all       all                 scram-sha-256
+host    all       all   127.0.0.1/32  scram-sha-256
+"""
+
+
 @dataclass
 class PostgresServer:
-    """A private PostgreSQL cluster in a folder, on a port of its own, trust auth."""
+    """A private PostgreSQL cluster in a folder, on a port of its own, on 127.0.0.1 only.
+
+    With a `password`, the `postgres` role has it and pg_hba.conf asks for it on every
+    connection (scram-sha-256, socket and TCP); a cluster made earlier without one gets
+    it at the next start. Without one (the test harness's throw-away servers) it trusts
+    local connections. Its unix socket is in `socket/` (mode 0700, the server account's),
+    its folder is 0700. `durable=False` turns fsync off (throw-away data only). `start`
+    returns once the server answering on the port is this one (`SHOW data_directory`); if
+    its port was taken meanwhile, it is started again on another.
+    """
 
     directory: Path
     port: int = field(default_factory=free_port)
+    password: str | None = None
+    durable: bool = False
     process: subprocess.Popen[bytes] | None = None
 
     @property
     def admin_url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        return self.url("postgres")
 
     def url(self, database: str) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+        auth = f"postgres:{self.password}" if self.password else "postgres"
+        return f"postgresql://{auth}@127.0.0.1:{self.port}/{database}"
+
+    @property
+    def data(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.directory / "socket"
 
     def start(self) -> PostgresServer:
         bindir = postgres_bindir()
@@ -303,58 +373,128 @@ class PostgresServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         if user:
             self.directory = _reachable_by(user, self.directory)
-        data = self.directory / "data"
+        self.directory = self.directory.resolve()
+        self.directory.chmod(0o700)
+        data = self.data
         stop_leftover(data / "postmaster.pid", data, what="postgres", signum=signal.SIGINT)
         if not (data / "PG_VERSION").exists():
+            self._initdb(bindir, user)
+        if self.password:
+            self._require_password(bindir, user)
+        self.socket_dir.mkdir(mode=0o700, exist_ok=True)
+        self.socket_dir.chmod(0o700)
+        if user:
+            shutil.chown(self.socket_dir, user)
+        log_path = self.directory / "postgres.log"
+        for attempt in range(PORT_ATTEMPTS):
+            offset = _log_size(log_path)
+            args = [
+                str(bindir / "postgres"),
+                "-D",
+                str(data),
+                "-p",
+                str(self.port),
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                f"unix_socket_directories={self.socket_dir}",
+                "-c",
+                "unix_socket_permissions=0700",
+                "-c",
+                f"fsync={'on' if self.durable else 'off'}",
+                "-c",
+                "max_connections=200",
+            ]
+            fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.fchmod(fd, 0o600)  # also a log left by an earlier version
+            with os.fdopen(fd, "ab") as log_file:
+                self.process = subprocess.Popen(
+                    _as_user(user, args),
+                    stdout=log_file,
+                    stderr=log_file,
+                    start_new_session=True,
+                    cwd=self.directory,
+                    umask=0o077,
+                )
+            try:
+                wait_for(
+                    self.answering,
+                    what=f"postgres on port {self.port}",
+                    timeout=60,
+                    process=self.process,
+                    log_file=log_path,
+                    log_offset=offset,
+                )
+                return self
+            except PortInUse:
+                self.process.wait()
+                if attempt == PORT_ATTEMPTS - 1:
+                    break
+                taken, self.port = self.port, free_port()
+                log(f"postgres: port {taken} was taken by another process; trying port {self.port}")
+        raise SystemExit(f"postgres: every port tried was taken ({PORT_ATTEMPTS} tries)")
+
+    @property
+    def password_stamp(self) -> Path:
+        return self.directory / "password.sha256"
+
+    def _initdb(self, bindir: Path, user: str | None) -> None:
+        args = [str(bindir / "initdb"), "-D", str(self.data), "-U", "postgres", "--encoding=UTF8"]
+        args.append("--locale=C.UTF-8")
+        pwfile = self.directory / "initdb.pw"
+        if self.password:
+            write_private(pwfile, self.password + "\n")
+            if user:
+                shutil.chown(pwfile, user)
+            args += ["--auth=scram-sha-256", f"--pwfile={pwfile}"]
+        else:
+            args.append("--auth=trust")
+        try:
             subprocess.run(
-                _as_user(
-                    user,
-                    [
-                        str(bindir / "initdb"),
-                        "-D",
-                        str(data),
-                        "-U",
-                        "postgres",
-                        "--auth=trust",
-                        "--encoding=UTF8",
-                        "--locale=C.UTF-8",
-                    ],
-                ),
+                _as_user(user, args),
                 check=True,
                 stdout=subprocess.DEVNULL,
                 cwd=self.directory,  # a folder the server account can enter (not e.g. /root/...)
             )
-        args = [
-            str(bindir / "postgres"),
-            "-D",
-            str(data),
-            "-p",
-            str(self.port),
-            "-c",
-            "listen_addresses=127.0.0.1",
-            "-c",
-            f"unix_socket_directories={self.directory}",
-            "-c",
-            "fsync=off",
-            "-c",
-            "max_connections=200",
-        ]
-        log_file = (self.directory / "postgres.log").open("ab")
-        self.process = subprocess.Popen(
-            _as_user(user, args),
-            stdout=log_file,
-            stderr=log_file,
-            start_new_session=True,
-            cwd=self.directory,
-        )
-        wait_for(
-            lambda: _pg_ready(self.admin_url),
-            what=f"postgres on port {self.port}",
-            timeout=60,
-            process=self.process,
-            log_file=self.directory / "postgres.log",
-        )
-        return self
+        finally:
+            pwfile.unlink(missing_ok=True)
+        if self.password:
+            write_private(self.password_stamp, _fingerprint(self.password) + "\n")
+
+    def _require_password(self, bindir: Path, user: str | None) -> None:
+        """Give `postgres` our password and ask for it in pg_hba.conf, unless already done.
+
+        A fingerprint of the password applied is kept next to the cluster, so a cluster made
+        without one (or with another) is brought in line, in single-user mode (the password
+        goes through stdin, never on a command line)."""
+        hba = self.data / "pg_hba.conf"
+        stamp = self.password_stamp
+        digest = _fingerprint(self.password or "")
+        current = hba.read_text() if hba.exists() else ""
+        applied = stamp.read_text().strip() if stamp.exists() else ""
+        if current == PG_HBA_PASSWORD and applied == digest:
+            return
+        if applied != digest:
+            log(f"postgres: setting the password of the postgres role in {self.data}")
+            single = subprocess.run(
+                _as_user(user, [str(bindir / "postgres"), "--single", "-D", str(self.data), "postgres"]),
+                input=f"ALTER ROLE postgres PASSWORD {_sql_literal(self.password or '')}\n".encode(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=self.directory,
+                check=False,
+            )
+            if single.returncode != 0 or b"ERROR" in single.stdout:
+                output = single.stdout.decode(errors="replace")
+                raise SystemExit(f"postgres: could not set the password: {output}")
+        write_private(hba, PG_HBA_PASSWORD)
+        if user:
+            shutil.chown(hba, user)
+        write_private(stamp, digest + "\n")
+
+    def answering(self) -> bool:
+        """The server on our port is this cluster: it takes our credentials and serves our data folder."""
+        return postgres_serves(self.admin_url, self.data)
 
     def stop(self) -> None:
         if self.process:
@@ -364,12 +504,22 @@ class PostgresServer:
         self.process = None
 
 
-def _pg_ready(url: str) -> bool:
+def _sql_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _fingerprint(password: str) -> str:
+    return hashlib.sha256(password.encode()).hexdigest()
+
+
+def postgres_serves(url: str, data: Path) -> bool:
+    """Whether the PostgreSQL at `url` answers and serves the cluster in `data`."""
     try:
-        with psycopg.connect(url, connect_timeout=2):
-            return True
+        with psycopg.connect(url, connect_timeout=2) as conn:
+            row = conn.execute("SHOW data_directory").fetchone()
     except psycopg.Error:
         return False
+    return row is not None and Path(str(row[0])).resolve() == data.resolve()
 
 
 def ensure_database(admin_url: str, name: str) -> None:
@@ -452,6 +602,16 @@ def stop_process_group(
         process.wait()
 
 
+class PortInUse(Exception):
+    """The server we started could not bind its port: another process holds it."""
+
+
+#: What redis-server and postgres log when their port is taken.
+ADDRESS_IN_USE = "Address already in use"
+#: Ports tried before giving up when each one turns out to be taken at bind time.
+PORT_ATTEMPTS = 5
+
+
 def wait_for(
     check: Callable[[], bool],
     *,
@@ -459,16 +619,61 @@ def wait_for(
     timeout: float = 30.0,
     process: subprocess.Popen[bytes] | None = None,
     log_file: Path | None = None,
+    log_offset: int = 0,
 ) -> None:
-    """Poll `check` until it is true; fail at once if `process` (the server) exits meanwhile."""
+    """Poll `check` until it is true; fail at once if `process` (the server) exits meanwhile.
+
+    An exit whose log (from `log_offset`, where this start began) says the address is in
+    use raises PortInUse, so the caller can try another port.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
             return
         if process is not None and process.poll() is not None:
+            if log_file is not None and ADDRESS_IN_USE in _log_since(log_file, log_offset):
+                raise PortInUse(what)
             raise SystemExit(f"{what}: the server exited with code {process.returncode}{_log_tail(log_file)}")
         time.sleep(0.1)
     raise SystemExit(f"timed out waiting for {what}{_log_tail(log_file)}")
+
+
+def _log_size(log_file: Path) -> int:
+    try:
+        return log_file.stat().st_size
+    except OSError:
+        return 0
+
+
+def _log_since(log_file: Path, offset: int) -> str:
+    try:
+        with log_file.open("rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def write_private(path: Path, text: str) -> Path:
+    """Write `text` to `path` with mode 0600 from the first byte (a new file, renamed over)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+    return path
+
+
+def make_private(directory: Path) -> None:
+    """`directory` and everything below it: folders 0700, files 0600 (what an earlier run left)."""
+    directory.chmod(0o700)
+    for root, dirs, files in os.walk(directory):
+        for name in dirs:
+            Path(root, name).chmod(0o700)
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):
+                Path(root, name).chmod(0o600)
 
 
 def _log_tail(log_file: Path | None, lines: int = 15) -> str:

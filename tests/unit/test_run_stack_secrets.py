@@ -1,0 +1,76 @@
+"""scripts/run_stack.py (`make run`) without servers: its secrets are kept private and
+reused, its log lines hide passwords, and a web port held by another process is told
+apart from its own."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import run_stack  # noqa: E402
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(run_stack, "STATE", tmp_path)
+    return tmp_path
+
+
+def test_secrets_are_generated_once_in_a_private_file(state: Path) -> None:
+    first = run_stack.stored_secrets()
+    assert set(first) == {"SECRET_KEY", "ADMIN_TOKENS", "POSTGRES_PASSWORD", "REDIS_PASSWORD"}
+    assert all(len(value) >= 24 for value in first.values())
+    assert (state / "secrets.json").stat().st_mode & 0o777 == 0o600
+    assert run_stack.stored_secrets() == first  # a re-run reuses them
+
+
+def test_an_earlier_secrets_file_keeps_its_values_gains_passwords_and_is_made_private(state: Path) -> None:
+    path = state / "secrets.json"
+    path.write_text(json.dumps({"SECRET_KEY": "old-key", "ADMIN_TOKENS": "adm_old"}))
+    path.chmod(0o644)
+    stored = run_stack.stored_secrets()
+    assert (stored["SECRET_KEY"], stored["ADMIN_TOKENS"]) == ("old-key", "adm_old")
+    assert stored["POSTGRES_PASSWORD"] != stored["REDIS_PASSWORD"]
+    assert json.loads(path.read_text()) == stored
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_stack_file_carrying_the_passwords_is_private(state: Path) -> None:
+    env = {
+        "PORT": "8123",
+        "DATABASE_URL": "postgresql://postgres:pw1@127.0.0.1:55432/mi_assessment",
+        "REDIS_URL": "redis://:pw2@127.0.0.1:56379/0",
+    }
+    path = run_stack.write_stack_file(env, {"SECRET_KEY": "secrets.json"})
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert json.loads(path.read_text())["redis_url"] == env["REDIS_URL"]
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://postgres:pw@127.0.0.1:5/db", "postgresql://postgres:***@127.0.0.1:5/db"),
+        ("redis://:pw@127.0.0.1:6/0", "redis://:***@127.0.0.1:6/0"),
+        ("redis://127.0.0.1:6/0", "redis://127.0.0.1:6/0"),
+        ("postgresql://postgres@h/db", "postgresql://postgres@h/db"),
+    ],
+)
+def test_log_lines_hide_passwords(url: str, shown: str) -> None:
+    assert run_stack.redacted(url) == shown
+
+
+def test_a_web_port_held_by_another_process_is_not_taken_for_the_stacks(state: Path) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        assert run_stack.web_port_owner(port) == "none"  # bound, not listening
+        listener.listen()
+        # This test process does not carry the stack's marker: someone else's listener.
+        assert run_stack.web_port_owner(port) == "other"
