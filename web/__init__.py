@@ -25,15 +25,12 @@ from web.auth import issue_user_token
 from web.cli import issue_user_token_command
 from web.errors import register_error_handlers
 from web.jsonify import JSONProvider
+from web.redis_guard import guarded_redis
 from web.validation import MAX_CONTENT_LENGTH
 
 __all__ = ["create_app", "issue_user_token"]
 
 log = logging.getLogger(__name__)
-
-#: Redis timeouts, in seconds: a request must fail fast rather than hang on a dead server.
-REDIS_CONNECT_TIMEOUT_S = 2.0
-REDIS_SOCKET_TIMEOUT_S = 5.0
 
 
 def create_app(
@@ -54,11 +51,9 @@ def create_app(
     app.config.update(MAX_CONTENT_LENGTH=MAX_CONTENT_LENGTH, SECRET_KEY=settings.secret_key or None)
     app.json = JSONProvider(app)
 
-    client = redis_client or redis.Redis.from_url(
-        settings.redis_url,
-        socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
-        socket_timeout=REDIS_SOCKET_TIMEOUT_S,
-    )
+    # Short timeouts and a fail-fast guard (web/redis_guard.py): a hung Redis must not
+    # hold a request thread for more than about a second.
+    client = redis_client or guarded_redis(settings.redis_url)
     deps.install(
         app,
         deps.Dependencies(
