@@ -257,17 +257,20 @@ def measure(
     phases: dict[str, Phase] = {}
     try:
         with web_under_test(line, database_url, redis_url) as (port, proxy):
-            kwargs = {"probes": probes, "submissions": submissions, "timeout": timeout}
-            phases["baseline"] = run_phase(port, records, **kwargs)
+
+            def phase() -> Phase:
+                return run_phase(port, records, probes=probes, submissions=submissions, timeout=timeout)
+
+            phases["baseline"] = phase()
             clients = SlowClients(port, slow)
             try:
                 time.sleep(2)  # every slow connection accepted and a few bytes in
-                phases[f"{slow} slow clients"] = run_phase(port, records, **kwargs)
+                phases[f"{slow} slow clients"] = phase()
             finally:
                 clients.close()
             proxy.hang()
             try:
-                phases["redis hung"] = run_phase(port, records, **kwargs)
+                phases["redis hung"] = phase()
             finally:
                 proxy.up()
     finally:

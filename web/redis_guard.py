@@ -103,7 +103,7 @@ _UNREACHABLE = (redis.TimeoutError, redis.ConnectionError)
 def _guarded_connection_class(base: type[Any], guard: RedisGuard) -> type[Any]:
     """A subclass of the pool's connection class (TCP, TLS or unix) that reports to `guard`."""
 
-    class GuardedConnection(base):  # type: ignore[misc,valid-type]
+    class GuardedConnection(base):  # type: ignore[misc]  # base is the pool's class, known at run time
         def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
             if self._sock:  # already connected: nothing goes to the network
                 return super().connect_check_health(*args, **kwargs)
