@@ -59,6 +59,10 @@ class FaultProxy:
             listener, self._listener = self._listener, None
             conns, self._conns = self._conns, set()
         if listener is not None:
+            # close() alone leaves the socket listening while _accept() is blocked in
+            # accept() on it, so up() could not bind the port again; shutdown() wakes it.
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
             listener.close()
         for conn in conns:
             with contextlib.suppress(OSError):

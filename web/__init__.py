@@ -8,6 +8,8 @@ web/errors.py only.
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Mapping
 
 import redis
 from flask import Flask
@@ -18,6 +20,7 @@ from actors.producer import RedisReportQueue
 from services.autosave import ActiveQuestions, AutosaveStore
 from services.config import Settings
 from services.db import session_factory
+from services.errors import ConfigError
 from services.events import DirectEventWriter, EventSink
 from services.queue import ReportQueue
 from web import admin_api, deps, health, openapi, user_api
@@ -25,15 +28,55 @@ from web.auth import issue_user_token
 from web.cli import issue_user_token_command
 from web.errors import register_error_handlers
 from web.jsonify import JSONProvider
+from web.redis_guard import guarded_redis
 from web.validation import MAX_CONTENT_LENGTH
 
 __all__ = ["create_app", "issue_user_token"]
 
 log = logging.getLogger(__name__)
 
-#: Redis timeouts, in seconds: a request must fail fast rather than hang on a dead server.
-REDIS_CONNECT_TIMEOUT_S = 2.0
-REDIS_SOCKET_TIMEOUT_S = 5.0
+#: Values of APP_ENV; empty or unset means development. A typo ("prod") must not skip
+#: the production checks in silence, so anything else is refused.
+APP_ENVS = ("production", "development", "test")
+PRODUCTION = "production"
+#: Shortest SECRET_KEY and admin token accepted in production, in bytes: 256 bits, the
+#: strength of the HMAC-SHA256 that signs user tokens; a short admin token is guessable.
+MIN_SECRET_BYTES = 32
+_HOW_TO_GENERATE = "generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+
+
+def app_env(env: Mapping[str, str] | None = None) -> str:
+    """APP_ENV, checked: one of `APP_ENVS` (unset or empty: development)."""
+    env = os.environ if env is None else env
+    value = env.get("APP_ENV", "").strip() or "development"
+    if value not in APP_ENVS:
+        raise ConfigError(f"APP_ENV must be one of {', '.join(APP_ENVS)}, got {value!r}")
+    return value
+
+
+def check_production_secrets(settings: Settings, environment: str) -> None:
+    """In production, refuse a SECRET_KEY or an admin token shorter than `MIN_SECRET_BYTES`.
+
+    Elsewhere short secrets are only warned about (tests and `make run` use readable ones).
+    The message names the variable and the length, never the secret.
+    """
+    problems: list[str] = []
+    key_bytes = len(settings.secret_key.encode())
+    if key_bytes < MIN_SECRET_BYTES:
+        problems.append(f"SECRET_KEY is {key_bytes} bytes long, at least {MIN_SECRET_BYTES} are required")
+    short = [i for i, token in enumerate(settings.admin_tokens, 1) if len(token.encode()) < MIN_SECRET_BYTES]
+    if short:
+        which = ", ".join(f"#{i}" for i in short)
+        count = len(settings.admin_tokens)
+        problems.append(f"ADMIN_TOKENS: token {which} (of {count}) is shorter than {MIN_SECRET_BYTES} bytes")
+    if not problems:
+        return
+    if environment == PRODUCTION:
+        raise ConfigError(
+            f"APP_ENV=production refuses weak secrets: {'; '.join(problems)} ({_HOW_TO_GENERATE})"
+        )
+    for problem in problems:
+        log.warning("%s (refused with APP_ENV=production)", problem)
 
 
 def create_app(
@@ -43,22 +86,24 @@ def create_app(
     redis_client: redis.Redis | None = None,
     autosave_store: AutosaveStore | None = None,
     event_sink: EventSink | None = None,
+    environment: str | None = None,
 ) -> Flask:
     """Build the app; settings come from the environment unless given.
 
     Nothing connects here: the database pool and the Redis connection open at first use,
     so the app (and ``flask --app web ...`` commands) start while a server is down.
+    With APP_ENV=production (or ``environment="production"``) weak secrets raise
+    `ConfigError` here, so gunicorn refuses to start rather than serve with them.
     """
     settings = settings or Settings.from_env()
+    check_production_secrets(settings, environment or app_env())
     app = Flask(__name__, static_folder=None)
     app.config.update(MAX_CONTENT_LENGTH=MAX_CONTENT_LENGTH, SECRET_KEY=settings.secret_key or None)
     app.json = JSONProvider(app)
 
-    client = redis_client or redis.Redis.from_url(
-        settings.redis_url,
-        socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
-        socket_timeout=REDIS_SOCKET_TIMEOUT_S,
-    )
+    # Short timeouts and a fail-fast guard (web/redis_guard.py): a hung Redis must not
+    # hold a request thread for more than about a second.
+    client = redis_client or guarded_redis(settings.redis_url)
     deps.install(
         app,
         deps.Dependencies(

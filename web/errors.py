@@ -7,6 +7,10 @@ Every failure leaves the app as the JSON envelope with a non-zero code:
 * an HTTP error raised by Werkzeug/Flask or by web/auth.py (no domain code) uses its
   HTTP status as the code, except 400 which is a `ParamError` (1001) like any other
   bad input;
+* a dependency the call needs is unreachable (`DatabaseUnavailable`, SQLAlchemy's
+  OperationalError / InterfaceError / pool timeout in the middle of a request, a Redis
+  connection error or timeout that reached the view): 503 / 5003 with `Retry-After`,
+  like every other 503 (the queue, the autosave store);
 * anything else is a bug: logged with its traceback, answered 500 / 5000 with a
   generic message so no internals reach the client.
 """
@@ -15,10 +19,19 @@ from __future__ import annotations
 
 import logging
 
+import redis
 from flask import Flask, Response, request
+from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException
 
-from services.errors import InvalidOperation, ParamError, QueueUnavailable, RecordNotFound, ServiceError
+from services.errors import (
+    DatabaseUnavailable,
+    InvalidOperation,
+    ParamError,
+    QueueUnavailable,
+    RecordNotFound,
+    ServiceError,
+)
 from web.envelope import envelope
 from web.validation import MAX_CONTENT_LENGTH
 
@@ -36,6 +49,28 @@ SERVICE_ERROR_STATUS: dict[int, int] = {
 INTERNAL_ERROR_CODE = ServiceError.code
 INTERNAL_ERROR_MESSAGE = ServiceError.default_message
 
+#: Envelope code and message when a server the call needs is unreachable: the code of
+#: the queue's and the autosave store's 503s (a dependency is down), a generic message.
+UNAVAILABLE_CODE = QueueUnavailable.code
+UNAVAILABLE_MESSAGE = "服务暂时不可用，请稍后重试"
+#: Retry-After of every 503, in seconds: longer than the Redis guard's fail-fast window
+#: (web/redis_guard.py) and than a database failover's first seconds, short enough for a
+#: user who waits on the answer.
+RETRY_AFTER_S = 5
+
+#: Failures that mean "the database cannot be reached", not "this code is wrong":
+#: OperationalError / InterfaceError (connection lost, server shutting down, also
+#: serialization failures and statement timeouts, all worth a retry) and the pool's
+#: timeout (every connection busy).
+DATABASE_UNREACHABLE: tuple[type[Exception], ...] = (
+    DatabaseUnavailable,
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.TimeoutError,
+)
+#: Redis failures that reached a view (most callers turn them into a ServiceError).
+REDIS_UNREACHABLE: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
+
 #: Client-facing messages of the HTTP errors, used unless the raiser gave its own.
 HTTP_ERROR_MESSAGE: dict[int, str] = {
     400: "请求格式错误",
@@ -44,7 +79,9 @@ HTTP_ERROR_MESSAGE: dict[int, str] = {
     404: "接口不存在",
     405: "不支持该请求方法",
     413: f"请求体过大（上限 {MAX_CONTENT_LENGTH // 1024} KiB）",
+    414: "请求行过长",
     415: "请求体必须是 JSON（Content-Type: application/json）",
+    431: "请求头过大",
 }
 
 
@@ -60,14 +97,32 @@ def handle_service_error(error: ServiceError) -> Response:
         # class's generic text.
         log.error("%s %s failed with %d: %s", request.method, request.path, error.code, error.message)
         message = type(error).default_message
-    return envelope(error.code, message, status=status)
+    return envelope(error.code, message, status=status, headers=_retry_after(status))
+
+
+def _retry_after(status: int) -> dict[str, str]:
+    return {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else {}
+
+
+def handle_unreachable(error: Exception) -> Response:
+    # No traceback: an outage is not a bug, and one line per failed request is enough.
+    log.error(
+        "%s %s failed, a server is unreachable: %s: %s",
+        request.method,
+        request.path,
+        type(error).__name__,
+        error,
+    )
+    return envelope(UNAVAILABLE_CODE, UNAVAILABLE_MESSAGE, status=503, headers=_retry_after(503))
 
 
 def handle_http_error(error: HTTPException) -> Response:
     status = error.code or 500
     if status >= 500:
         log.error("%s %s answered HTTP %d: %s", request.method, request.path, status, error)
-        return envelope(INTERNAL_ERROR_CODE, INTERNAL_ERROR_MESSAGE, status=status)
+        return envelope(
+            INTERNAL_ERROR_CODE, INTERNAL_ERROR_MESSAGE, status=status, headers=_retry_after(status)
+        )
     code = ParamError.code if status == 400 else status
     # A description passed by the raiser is meant for the client; Werkzeug's class
     # defaults are English boilerplate, replaced by our table.
@@ -91,4 +146,6 @@ def handle_unexpected(error: Exception) -> Response:
 def register_error_handlers(app: Flask) -> None:
     app.register_error_handler(ServiceError, handle_service_error)
     app.register_error_handler(HTTPException, handle_http_error)
+    for unreachable in DATABASE_UNREACHABLE + REDIS_UNREACHABLE:
+        app.register_error_handler(unreachable, handle_unreachable)
     app.register_error_handler(Exception, handle_unexpected)

@@ -9,6 +9,7 @@ from sqlalchemy import text
 from services.errors import QueueUnavailable
 from web.deps import current
 from web.envelope import envelope, ok
+from web.errors import RETRY_AFTER_S
 
 bp = Blueprint("health", __name__)
 
@@ -45,5 +46,11 @@ def readyz() -> Response:
     data = {name: "ok" if passed else "unavailable" for name, passed in checks.items()}
     failed = [name for name, passed in checks.items() if not passed]
     if failed:
-        return envelope(NOT_READY_CODE, "not ready: " + ", ".join(failed), data, status=503)
+        return envelope(
+            NOT_READY_CODE,
+            "not ready: " + ", ".join(failed),
+            data,
+            status=503,
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
     return ok(data)

@@ -16,6 +16,7 @@ from services.errors import MSG_EMPTY_ID_LIST
 from services.events import EventType
 from services.questionnaire import MAX_VALUE, MIN_VALUE
 from services.status import STATUS_TEXT
+from web.errors import RETRY_AFTER_S
 from web.validation import (
     DEFAULT_PAGE_SIZE,
     MAX_ANSWERS,
@@ -72,9 +73,11 @@ SCHEMAS: dict[str, Schema] = {
                 "type": "integer",
                 "description": (
                     "1001 bad input (HTTP 400), 2005 invalid operation for the record's status (409), "
-                    "3241 record not found (404), 5003 queue or dependency unavailable (503), "
+                    "3241 record not found (404), 5003 a server the call needs (PostgreSQL, or Redis for "
+                    "the queue and the autosave store) is unreachable (503, with Retry-After), "
                     "5000 internal error (500); HTTP errors without a domain code use the HTTP status "
-                    "(401, 403, 404, 405, 413, 415)"
+                    "(401, 403, 404, 405, 413, 415, and 414 / 431 for a request line / headers over "
+                    "the server's limits)"
                 ),
             },
             "message": STRING,
@@ -235,8 +238,22 @@ SCHEMAS: dict[str, Schema] = {
 }
 
 
-def _error(description: str) -> Schema:
-    return {"description": description, "content": {"application/json": {"schema": _ref("Error")}}}
+def _error(description: str, headers: Schema | None = None) -> Schema:
+    response: Schema = {
+        "description": description,
+        "content": {"application/json": {"schema": _ref("Error")}},
+    }
+    if headers:
+        response["headers"] = headers
+    return response
+
+
+RETRY_AFTER_HEADER: Schema = {
+    "Retry-After": {
+        "description": f"seconds to wait before trying again ({RETRY_AFTER_S})",
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
 
 
 RESPONSES: dict[str, Schema] = {
@@ -245,9 +262,15 @@ RESPONSES: dict[str, Schema] = {
     "Forbidden": _error("a valid credential of the other kind (code 403)"),
     "NotFound": _error("3241: the record does not exist, is soft-deleted or is another user's"),
     "Conflict": _error("2005: the record's status does not allow the operation"),
-    "PayloadTooLarge": _error(f"body over {MAX_CONTENT_LENGTH} bytes (code 413)"),
+    "PayloadTooLarge": _error(
+        f"body over {MAX_CONTENT_LENGTH} bytes, with or without Content-Length (code 413)"
+    ),
     "UnsupportedMediaType": _error("body not sent as application/json (code 415)"),
-    "ServiceUnavailable": _error("5003: the report queue or the autosave store (Redis) is unavailable"),
+    "ServiceUnavailable": _error(
+        "5003: a server the call needs is unreachable: PostgreSQL, or Redis for the report queue "
+        "and the autosave store",
+        RETRY_AFTER_HEADER,
+    ),
 }
 
 ERROR_RESPONSE_NAMES = {
@@ -320,12 +343,13 @@ RECORD_ID_QUERY = _query("recordId", ID, "id of one of the caller's records", re
 
 
 def _user(summary: str, **kwargs: Any) -> Schema:
-    kwargs["errors"] = AUTH_ERRORS + kwargs.get("errors", ())
+    # Every endpoint of the API reads the database: 503 when it is unreachable.
+    kwargs["errors"] = AUTH_ERRORS + kwargs.get("errors", ()) + (503,)
     return _operation(summary, tag="assessment", security=USER, **kwargs)
 
 
 def _admin(summary: str, **kwargs: Any) -> Schema:
-    kwargs["errors"] = AUTH_ERRORS + kwargs.get("errors", ())
+    kwargs["errors"] = AUTH_ERRORS + kwargs.get("errors", ()) + (503,)
     return _operation(summary, tag="admin", security=ADMIN, **kwargs)
 
 
@@ -496,6 +520,7 @@ PATHS: dict[str, dict[str, Schema]] = {
                 "503": {
                     "description": "5003: a dependency is unavailable; data names which",
                     "content": {"application/json": {"schema": _ref("Envelope")}},
+                    "headers": RETRY_AFTER_HEADER,
                 },
             },
         },

@@ -22,7 +22,7 @@ from typing import Any, TypeGuard
 
 from flask import Request
 from werkzeug.datastructures import MultiDict
-from werkzeug.exceptions import UnsupportedMediaType
+from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
 from services.admin import MAX_PAGE_SIZE
 from services.errors import ParamError
@@ -55,7 +55,11 @@ def json_object(request: Request) -> dict[str, Any]:
     """The request body as a JSON object (415 for another content type, 1001 if malformed)."""
     if not request.is_json:
         raise UnsupportedMediaType()
-    raw = request.get_data(cache=True)  # raises 413 beyond MAX_CONTENT_LENGTH
+    raw = request.get_data(cache=True)  # raises 413 when Content-Length is beyond MAX_CONTENT_LENGTH
+    if request.content_length is None and len(raw) >= MAX_CONTENT_LENGTH and _more_body(request):
+        # A chunked body has no Content-Length: Werkzeug stops reading at the cap and
+        # hands over the truncated part without a word (it would fail as bad JSON, 400).
+        raise RequestEntityTooLarge()
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):  # RecursionError: "[[[[...", deeper than the stack
@@ -63,6 +67,12 @@ def json_object(request: Request) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ParamError("请求体必须是 JSON 对象")
     return data
+
+
+def _more_body(request: Request) -> bool:
+    """Whether the server's input stream holds a byte beyond what was read."""
+    stream = request.environ.get("wsgi.input")
+    return stream is not None and bool(stream.read(1))
 
 
 def is_int(value: object) -> TypeGuard[int]:

@@ -121,7 +121,7 @@ def test_every_process_of_the_stack_is_in_the_procfile(stack: Stack) -> None:
         commands[name] = Path(f"/proc/{info['pid']}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     # `sh -c 'exec LINE'`: the shell became the program, so supervisord watches the program itself.
     assert "gunicorn web:create_app()" in commands["web"]
-    assert f"0.0.0.0:{stack.env['PORT']}" in commands["web"]
+    assert f"127.0.0.1:{stack.env['PORT']}" in commands["web"]  # loopback unless BIND says otherwise
     assert "dramatiq actors --processes 1 --threads 2" in commands["worker"]
     assert "actors.hotpath" in commands["hotpath"]
 

@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import io
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+import redis
 from flask import Flask, abort
+from sqlalchemy import exc as sa_exc
 from web_unit_support import UNIT_SETTINGS, make_app, user_auth
 
-from services.errors import InvalidOperation, ParamError, QueueUnavailable, RecordNotFound, ServiceError
+from services.errors import (
+    AutosaveUnavailable,
+    DatabaseUnavailable,
+    InvalidOperation,
+    ParamError,
+    QueueUnavailable,
+    RecordNotFound,
+    ServiceError,
+)
 from services.views import BatchRegenerateResult, Page, ResultStatusView
 from web import create_app
+from web.errors import RETRY_AFTER_S, UNAVAILABLE_CODE, UNAVAILABLE_MESSAGE
 from web.jsonify import camel_case, to_json
 from web.validation import MAX_CONTENT_LENGTH
 
@@ -41,6 +53,20 @@ def app() -> Flask:
         }
         raise errors[code]
 
+    #: What a view may meet when a server is unreachable, by name.
+    unreachable: dict[str, Exception] = {
+        "database-unavailable": DatabaseUnavailable("database unreachable: db.internal:5432 refused"),
+        "operational": sa_exc.OperationalError("SELECT 1", {}, Exception("server closed the connection")),
+        "interface": sa_exc.InterfaceError("SELECT 1", {}, Exception("connection already closed")),
+        "pool-timeout": sa_exc.TimeoutError("QueuePool limit of size 5 overflow 5 reached"),
+        "redis-timeout": redis.TimeoutError("Timeout reading from 10.0.0.7:6379"),
+        "redis-connection": redis.ConnectionError("Error 111 connecting to 10.0.0.7:6379"),
+    }
+
+    @app.get("/unreachable/<name>")
+    def raise_unreachable(name: str) -> str:
+        raise unreachable[name]
+
     return app
 
 
@@ -58,6 +84,33 @@ def test_service_errors_map_by_code(app: Flask, code: int, status: int, message:
     response = app.test_client().get(f"/raise/{code}")
     assert response.status_code == status
     assert response.json == {"code": code, "message": message, "data": None}
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["database-unavailable", "operational", "interface", "pool-timeout", "redis-timeout", "redis-connection"],
+)
+def test_an_unreachable_server_is_503_with_retry_after(app: Flask, name: str) -> None:
+    response = app.test_client().get(f"/unreachable/{name}")
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == str(RETRY_AFTER_S)
+    assert response.json == {"code": UNAVAILABLE_CODE, "message": UNAVAILABLE_MESSAGE, "data": None}
+    assert "10.0.0.7" not in response.get_data(as_text=True)
+    assert "db.internal" not in response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("error", [QueueUnavailable(), AutosaveUnavailable()])
+def test_every_503_service_error_says_when_to_retry(error: ServiceError) -> None:
+    app = create_app(UNIT_SETTINGS)
+
+    @app.get("/down")
+    def down() -> str:
+        raise error
+
+    response = app.test_client().get("/down")
+    assert response.status_code == 503
+    assert response.headers["Retry-After"] == str(RETRY_AFTER_S)
+    assert response.json == {"code": 5003, "message": type(error).default_message, "data": None}
 
 
 def test_unexpected_exception_is_500_generic_and_logged(app: Flask, caplog: pytest.LogCaptureFixture) -> None:
@@ -110,6 +163,37 @@ def test_oversized_body_is_413(app: Flask) -> None:
     assert response.json is not None
     assert response.json["code"] == 413
     assert "64 KiB" in response.json["message"]
+
+
+@pytest.mark.parametrize("extra", [1, 10_000])
+def test_a_chunked_body_over_the_cap_is_413_not_truncated(app: Flask, extra: int) -> None:
+    # No Content-Length: the server (gunicorn) ends the stream and says so.
+    body = b'{"recordId": 1, "pad": "' + b"x" * (MAX_CONTENT_LENGTH + extra) + b'"}'
+    response = app.test_client().post(
+        "/api/assessment/startAssessment",
+        input_stream=io.BytesIO(body),
+        content_type="application/json",
+        headers={**user_auth(), "Transfer-Encoding": "chunked"},
+        environ_overrides={"wsgi.input_terminated": True},
+    )
+    assert response.status_code == 413
+    assert response.json is not None
+    assert response.json["code"] == 413
+
+
+def test_a_chunked_body_within_the_cap_is_read_whole(app: Flask) -> None:
+    body = b'{"recordId": 0, "pad": "' + b"x" * 1000 + b'"}'
+    response = app.test_client().post(
+        "/api/assessment/startAssessment",
+        input_stream=io.BytesIO(body),
+        content_type="application/json",
+        headers={**user_auth(), "Transfer-Encoding": "chunked"},
+        environ_overrides={"wsgi.input_terminated": True},
+    )
+    # Parsed whole: the id is checked (0 is out of range), before any database access.
+    assert response.status_code == 400
+    assert response.json is not None
+    assert "recordId" in response.json["message"]
 
 
 def test_malformed_json_is_400_1001(app: Flask) -> None:

@@ -95,6 +95,9 @@ def test_operations_state_security_and_errors(path: str, method: str, op: dict[s
         assert {"401", "403"} <= set(op["responses"])
     if "requestBody" in op:
         assert {"400", "413", "415"} <= set(op["responses"])
+    if path.startswith("/api/"):
+        # Every call reads the database: 503 (with Retry-After) when it is unreachable.
+        assert op["responses"]["503"] == {"$ref": "#/components/responses/ServiceUnavailable"}
     for parameter in op.get("parameters", []):
         assert parameter["in"] == "query"
         assert "400" in op["responses"]
@@ -102,3 +105,12 @@ def test_operations_state_security_and_errors(path: str, method: str, op: dict[s
 
 def test_document_is_valid_openapi_31() -> None:
     openapi_spec_validator.validate(DOC)
+
+
+def test_every_503_says_when_to_retry() -> None:
+    from web.errors import RETRY_AFTER_S
+
+    unavailable = DOC["components"]["responses"]["ServiceUnavailable"]
+    assert "Retry-After" in unavailable["headers"]
+    assert str(RETRY_AFTER_S) in unavailable["headers"]["Retry-After"]["description"]
+    assert "Retry-After" in DOC["paths"]["/readyz"]["get"]["responses"]["503"]["headers"]

@@ -1,0 +1,89 @@
+"""gunicorn's threaded worker, answering its own errors with the JSON envelope.
+
+The Procfile names it (``--worker-class web.gunicorn_worker.EnvelopeThreadWorker``).
+Why `gthread`: a connection waits in the worker's poller, not in a thread, until its
+first bytes arrive and between keep-alive requests, so idle or slow clients do not take
+the threads the application needs; and a request blocked on a server (a hung Redis,
+a slow query) holds one thread, not the whole process as a sync worker does.
+
+Why a subclass: gunicorn answers the requests it rejects before the application sees
+them (a request line over ``--limit-request-line``: 414; headers over
+``--limit-request-fields`` / ``--limit-request-field_size``: 431; a malformed request:
+400) with an HTML page, in `Worker.handle_error`. No setting changes that page, so this
+worker lets gunicorn choose the status and log the request as usual, then sends the
+envelope of web/errors.py with that status instead of the HTML.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+from gunicorn import util
+from gunicorn.workers.gthread import ThreadWorker
+
+from services.errors import ParamError, ServiceError
+
+#: Envelope messages of the statuses gunicorn answers by itself (see web/errors.py).
+GUNICORN_ERROR_MESSAGE: dict[int, str] = {
+    400: "请求格式错误",
+    403: "无权访问该接口",
+    414: "请求行过长",
+    417: "不支持该 Expect 请求头",
+    431: "请求头过大",
+    501: "不支持该 Transfer-Encoding",
+}
+
+
+class _CapturedSocket:
+    """Stands in for the client socket while gunicorn writes its HTML answer."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def gettimeout(self) -> float:
+        return 0.0  # util.write_nonblock then calls sendall() without touching blocking mode
+
+    def sendall(self, data: bytes) -> None:
+        self.data += data
+
+
+def envelope_response(status: int, reason: str) -> bytes:
+    """The raw HTTP response of gunicorn's error `status`, with the envelope as its body."""
+    if status >= 500 and status != 501:
+        code, message = ServiceError.code, ServiceError.default_message
+    else:
+        code = ParamError.code if status == 400 else status
+        message = GUNICORN_ERROR_MESSAGE.get(status, reason)
+    body = json.dumps({"code": code, "message": message, "data": None}, ensure_ascii=False).encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\n"
+        "Connection: close\r\n"
+        "Content-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        "\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
+def _status_line(raw: bytes) -> tuple[int, str] | None:
+    first = raw.split(b"\r\n", 1)[0].decode("latin-1")
+    parts = first.split(" ", 2)
+    if len(parts) < 2 or not parts[1].isdigit():
+        return None
+    return int(parts[1]), parts[2] if len(parts) > 2 else ""
+
+
+class EnvelopeThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type hints
+    def handle_error(self, req: Any, client: socket.socket, addr: Any, exc: BaseException) -> None:
+        captured = _CapturedSocket()
+        # gunicorn picks the status, logs and writes the access log line; only its
+        # HTML body is replaced.
+        super().handle_error(req, captured, addr, exc)
+        parsed = _status_line(captured.data)
+        answer = envelope_response(*parsed) if parsed else captured.data
+        try:
+            util.write_nonblock(client, answer)
+        except Exception:
+            self.log.debug("Failed to send error message.")
