@@ -52,6 +52,7 @@ from actors.scripts import Scripts
 #: Socket timeout of the broker's own client: longer than any BLMOVE it issues.
 DEFAULT_SOCKET_TIMEOUT = MAX_BLOCK_SECONDS + 5
 
+
 def _as_bytes(payload: str | bytes) -> bytes:
     return payload.encode("utf-8") if isinstance(payload, str) else payload
 
