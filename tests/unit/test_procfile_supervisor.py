@@ -19,7 +19,7 @@ import procfile_supervisor as ps  # noqa: E402
 import supervisor_output  # noqa: E402
 
 #: The repository's Procfile plus a type added later: nothing may be specific to a type but web.
-PROCFILE = (ROOT / "Procfile").read_text().rstrip("\n") + "\nreconciler: python -m actors.reconciler\n"
+PROCFILE = (ROOT / "Procfile").read_text().rstrip("\n") + "\nextra: python -m actors.extra\n"
 
 
 def supervisord_view(tmp_path: Path, procfile_text: str = PROCFILE, **overrides: Any) -> Any:
@@ -52,11 +52,11 @@ def programs(options: Any) -> dict[str, Any]:
 
 def test_every_long_running_type_is_a_program_in_the_procfiles_order(tmp_path: Path) -> None:
     found = programs(supervisord_view(tmp_path))
-    assert list(found) == ["web", "worker", "hotpath", "reconciler"]  # release is not supervised
+    assert list(found) == ["web", "worker", "hotpath", "reconciler", "extra"]  # release is not supervised
 
 
 def test_each_program_runs_its_procfile_line_through_sh(tmp_path: Path) -> None:
-    lines = dict(ps.procfile_entries(ROOT / "Procfile")) | {"reconciler": "python -m actors.reconciler"}
+    lines = dict(ps.procfile_entries(ROOT / "Procfile")) | {"extra": "python -m actors.extra"}
     for name, program in programs(supervisord_view(tmp_path)).items():
         assert shlex.split(program.command) == ["/bin/sh", "-c", f"exec {lines[name]}"], name
         assert program.directory == str(ROOT)
