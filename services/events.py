@@ -31,7 +31,8 @@ from services.config import Settings, normalize_database_url
 from services.errors import MiAssessmentError, ParamError, RecordNotFound
 from services.event_partitions import PartitionManager
 from services.isolation import write_isolating
-from services.models import MAX_BIGINT, AssessmentRecord, EventLogEntry
+from services.limits import is_id, is_strict_int
+from services.models import AssessmentRecord, EventLogEntry
 from services.uow import UnitOfWork
 from services.views import EventView, Page
 
@@ -201,7 +202,7 @@ def _optional_id(payload: dict[str, Any], name: str) -> int | None:
     value = payload.get(name)
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_BIGINT:
+    if not is_id(value):
         raise InvalidEvent(f"{name} must be null or a positive bigint")
     return value
 
@@ -419,11 +420,11 @@ def list_record_events(
     names it; soft-deleted records keep their history. Events still on their way
     through Redis appear once the consumer has ingested them (about one interval).
     """
-    if not isinstance(record_id, int) or isinstance(record_id, bool) or not 1 <= record_id <= MAX_BIGINT:
+    if not is_id(record_id):
         raise RecordNotFound()
     if (
-        isinstance(page, bool)
-        or isinstance(page_size, bool)
+        not is_strict_int(page)
+        or not is_strict_int(page_size)
         or page < 1
         or not 1 <= page_size <= MAX_PAGE_SIZE
     ):

@@ -13,6 +13,10 @@ class RecordStatus(IntEnum):
     FAILED = 5  # 生成失败
 
 
+#: Bounds of a valid status (the database's CHECK constraint, the API's schema and filters).
+MIN_STATUS = int(min(RecordStatus))
+MAX_STATUS = int(max(RecordStatus))
+
 STATUS_TEXT: dict[RecordStatus, str] = {
     RecordStatus.PENDING: "待测评",
     RecordStatus.IN_PROGRESS: "测评中",

@@ -14,6 +14,7 @@ from actors.monitor import queue_figures
 from services import admin, events
 from services.errors import MSG_EMPTY_ID_LIST, QueueUnavailable
 from services.events import EventType
+from services.limits import MAX_ID
 from services.status import RecordStatus
 from services.views import RecordFilter
 from web.auth import require_admin
@@ -21,7 +22,6 @@ from web.deps import autosave_store, new_uow, redis_client, report_queue
 from web.envelope import ok
 from web.events import log_event, log_events
 from web.validation import (
-    MAX_ID,
     body_id,
     body_id_list,
     json_object,

@@ -42,7 +42,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from actors.hotpath.constants import DEFAULT_ANSWERS_BATCH, DEFAULT_LOCK_TTL_MS, DirtyKeys
 from actors.hotpath.lock import OWNER_CHECK, RedisLock
-from services.models import MAX_BIGINT
+from services.limits import MAX_ID
 
 logger = logging.getLogger(__name__)
 
@@ -282,7 +282,7 @@ class DirtySetFlusher(ABC):
         bad: list[bytes | str] = []
         for member in self.client.smembers(self.keys.syncing):
             raw = member.encode() if isinstance(member, str) else bytes(member)
-            if _MARK.fullmatch(raw) and int(raw) <= MAX_BIGINT:
+            if _MARK.fullmatch(raw) and int(raw) <= MAX_ID:
                 ids.append(int(raw))
             else:
                 bad.append(member)
