@@ -1,8 +1,8 @@
-"""The admin side: the record list, regeneration of reports (seed 000), soft delete.
+"""The admin side: the record list, regeneration of reports, soft delete.
 
 Regeneration resets a record in status 3 (生成中) or 5 (生成失败) to 3, clears its
 results and summary, commits, and only then queues a job with RetryCount 0: a worker
-that takes the job at once must see the reset. Errors use the seed's codes: missing or
+that takes the job at once must see the reset. Errors use the .NET API's codes: missing or
 soft-deleted record 3241, wrong status 2005, empty id list 1001.
 """
 

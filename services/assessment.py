@@ -173,7 +173,7 @@ def submit_answers(
 
     The job is queued only after the commit (a worker must find the answers). If the
     queue fails, the failure is logged and the call still succeeds with
-    ``enqueued=False``: the record stays in 3 and an admin can trigger it again (seed 000).
+    ``enqueued=False``: the record stays in 3 and an admin can regenerate it (services/admin.py).
     """
     sealed = False
     try:

@@ -34,7 +34,7 @@ STATUS_DESCRIPTION: dict[RecordStatus, str] = {
     RecordStatus.FAILED: "报告生成失败，请联系客服",
 }
 
-#: Statuses in which an admin may trigger the report again (seed 000, property 4/5).
+#: Statuses in which an admin may trigger the report again: stuck generating, or failed.
 REGENERATABLE = frozenset({RecordStatus.GENERATING, RecordStatus.FAILED})
 
 #: Statuses in which the owner may still submit answers.

@@ -1,4 +1,4 @@
-"""The dirty-set flush of seed 001 (作答落盘 / 考生状态同步), with its weak spots fixed.
+"""The dirty-set flush: Redis hashes to PostgreSQL (作答落盘 / 考生状态同步), losing nothing.
 
 Writers put data in a per-record hash and add the record id to a dirty set. A flusher:
 
@@ -8,7 +8,7 @@ Writers put data in a per-record hash and add the record id to a dirty set. A fl
 3. **write** — one database transaction per chunk, in bulk (the subclass's `persist`);
 4. **done** — SREM the chunk from syncing; after the last chunk DEL syncing.
 
-Unlike the seed, a failed write does not drop the marks: the ids go back to the dirty set
+A failed write does not drop the marks: the ids go back to the dirty set
 (SUNIONSTORE dirty dirty syncing) and are retried next cycle. A save made during a flush
 re-adds its id to the dirty set, which the RENAME already emptied, so it is flushed again
 next cycle: nothing saved is lost.

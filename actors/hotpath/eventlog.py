@@ -1,11 +1,11 @@
 """The event log on Redis: producers LPUSH to `eventlog:queue`, one consumer bulk-inserts.
 
-Seed 001's log service (日志队列入库), kept and hardened:
+Moving the queue into the table (日志队列入库), no event lost or stored twice:
 
 - **One consumer at a time**: a lease (SET NX PX, `RedisLock`) its owner renews every
   cycle and only its owner releases; a standby takes over when it expires.
-- **Reliable move**: one Lua call moves up to N entries (an LMOVE loop, the seed's
-  RPOPLPUSH loop) from the queue into `eventlog:backup`; the batch is inserted in one
+- **Reliable move**: one Lua call moves up to N entries (an LMOVE loop, one round
+  trip) from the queue into `eventlog:backup`; the batch is inserted in one
   transaction (a single multi-row ``INSERT … SELECT FROM unnest(…) ON CONFLICT DO
   NOTHING``); then the backup is cleared.
 - **Recovery**: whenever the backup is not empty — at start-up, after taking the lease
