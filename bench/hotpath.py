@@ -38,7 +38,8 @@ from actors.hotpath.eventlog import EventLogConsumer, RedisEventSink
 from bench import common
 from services.autosave import parse_saved
 from services.db import make_engine, make_session_factory
-from services.events import Event, EventType, insert_events
+from services.event_store import insert_events
+from services.events import Event, EventType
 
 AUTOSAVE_KEYS = AutosaveKeys.default(prefix="bench:hotpath:")
 EVENT_KEYS = EventLogKeys.with_prefix("bench:eventlog:")

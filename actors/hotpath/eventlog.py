@@ -22,7 +22,7 @@ Moving the queue into the table (日志队列入库), no event lost or stored tw
   renews the lease while a batch is being stored.
 
 The sink (`RedisEventSink`) LPUSHes; when Redis refuses, it writes the events straight
-into PostgreSQL (`services.events.DirectEventWriter`, short timeouts), and when that
+into PostgreSQL (`services.event_store.DirectEventWriter`, short timeouts), and when that
 fails too it counts them in `services.events.dropped_events()` (`emit()` then returns
 False; it never raises).
 """
@@ -42,7 +42,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from actors.hotpath.constants import DEFAULT_EVENTS_BATCH, DEFAULT_LOCK_TTL_MS, EventLogKeys
 from actors.hotpath.lock import OWNER_CHECK, RedisLock
 from services.event_partitions import PartitionManager
-from services.events import DirectEventWriter, Event, EventsDropped, count_dropped, insert_events
+from services.event_store import DirectEventWriter, insert_events
+from services.events import Event, EventsDropped, count_dropped
 from services.isolation import write_isolating
 
 logger = logging.getLogger(__name__)
