@@ -19,8 +19,8 @@ run: $(VENV)/.stamp-embedded
 
 # The bench extra too: the suite runs a smoke test of every benchmark (RQ is a peer there).
 test: $(VENV)/.stamp-test+dev+embedded+bench
-	$(VENV)/bin/ruff check services actors web tests bench scripts migrations
-	$(VENV)/bin/ruff format --check services actors web tests bench scripts migrations
+	$(VENV)/bin/ruff check services actors web tests bench scripts
+	$(VENV)/bin/ruff format --check services actors web tests bench scripts
 	$(VENV)/bin/mypy
 	$(PY) scripts/with_test_services.py -- $(PY) -m pytest $(PYTEST_ARGS)
 
@@ -29,8 +29,8 @@ pytest: $(VENV)/.stamp-test+dev+embedded+bench
 	$(PY) scripts/with_test_services.py -- $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.stamp-test+dev+embedded+bench
-	$(VENV)/bin/ruff check services actors web tests bench scripts migrations
-	$(VENV)/bin/ruff format --check services actors web tests bench scripts migrations
+	$(VENV)/bin/ruff check services actors web tests bench scripts
+	$(VENV)/bin/ruff format --check services actors web tests bench scripts
 
 typecheck: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/mypy

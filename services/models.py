@@ -1,6 +1,6 @@
 """SQLAlchemy 2 typed models: the questionnaire, records, answers and results.
 
-The schema itself is created by Alembic (migrations/); these classes must stay in step
+The schema itself is created by Alembic (services/migrations/); these classes must stay in step
 with it (tests/integration/test_schema.py compares them).
 """
 
