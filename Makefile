@@ -1,6 +1,6 @@
 # The two commands of the README:
 #   make run    start the whole stack (web + worker + services of the Procfile)
-#   make test   lint, type-check and run the test suite against real PostgreSQL and Redis
+#   make test   lint, check formatting, type-check and run the test suite against real PostgreSQL and Redis
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -19,7 +19,8 @@ run: $(VENV)/.stamp-embedded
 
 # The bench extra too: the suite runs a smoke test of every benchmark (RQ is a peer there).
 test: $(VENV)/.stamp-test+dev+embedded+bench
-	$(VENV)/bin/ruff check services actors web tests bench scripts migrations
+	$(VENV)/bin/ruff check services actors web tests bench scripts
+	$(VENV)/bin/ruff format --check services actors web tests bench scripts
 	$(VENV)/bin/mypy
 	$(PY) scripts/with_test_services.py -- $(PY) -m pytest $(PYTEST_ARGS)
 
@@ -28,8 +29,8 @@ pytest: $(VENV)/.stamp-test+dev+embedded+bench
 	$(PY) scripts/with_test_services.py -- $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.stamp-test+dev+embedded+bench
-	$(VENV)/bin/ruff check services actors web tests bench scripts migrations
-	$(VENV)/bin/ruff format --check services actors web tests bench scripts migrations
+	$(VENV)/bin/ruff check services actors web tests bench scripts
+	$(VENV)/bin/ruff format --check services actors web tests bench scripts
 
 typecheck: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/mypy

@@ -1,7 +1,7 @@
 """`RedisListBroker`: a Dramatiq broker on plain Redis lists.
 
 Each queue `q` is the Redis list `q:queue` (so the report actor's queue "report" is
-exactly the seed's `report:queue`); producers LPUSH, consumers take from the right.
+exactly the .NET system's `report:queue`); producers LPUSH, consumers take from the right.
 Compared with Dramatiq's RedisBroker:
 
 - the payload in the list is the message itself, in a per-queue codec, so other
@@ -13,7 +13,7 @@ Compared with Dramatiq's RedisBroker:
 - fetches and acks are batched: about one round trip per prefetch batch.
 
 Redis errors surface as `dramatiq.errors.ConnectionClosed`, so Dramatiq's consumer
-threads log, pause and reconnect (the seed's "log, wait 5 s, listen again").
+threads log, pause (ERROR_RECOVERY_DELAY_MS) and reconnect instead of dying.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from actors.scripts import Scripts
 
 #: Socket timeout of the broker's own client: longer than any BLMOVE it issues.
 DEFAULT_SOCKET_TIMEOUT = MAX_BLOCK_SECONDS + 5
+
 
 def _as_bytes(payload: str | bytes) -> bytes:
     return payload.encode("utf-8") if isinstance(payload, str) else payload

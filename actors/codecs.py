@@ -53,7 +53,7 @@ class DramatiqCodec:
 
 
 class ReportCodec:
-    """The seed's wire format for the report actor: `{"RecordId", "RetryCount", "EnqueueTime"}`.
+    """The .NET system's wire format for the report actor: `{"RecordId", "RetryCount", "EnqueueTime"}`.
 
     The Dramatiq message carries the record id as its only argument, and the
     message's RetryCount and EnqueueTime text in `options["retry_count"]` and

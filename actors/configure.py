@@ -79,6 +79,6 @@ def install(settings: Settings | None = None) -> RedisListBroker:
     broker = build_broker(settings)
     dramatiq.set_broker(broker)
     if "dramatiq_restart_delay" not in os.environ:
-        # Seed: ErrorRecoveryDelay, the pause before listening again after a Redis error.
+        # The pause before listening again after a Redis error (ERROR_RECOVERY_DELAY_MS).
         dramatiq.worker.CONSUMER_RESTART_DELAY_SECS = ERROR_RECOVERY_DELAY_MS / 1000
     return broker

@@ -1,8 +1,8 @@
 """Keys, limits and timings of the report pipeline, in one place.
 
-The Redis key names and the retry schedule are those of the original system (seed
-000) and are part of its wire contract: a .NET producer or an operator's redis-cli
-uses the same keys.
+The Redis key names and the retry schedule are those of the original .NET system and
+part of its wire contract: a .NET producer or an operator's redis-cli uses the same
+keys, and jobs are retried on the schedule its clients expect.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 #: Name of the Dramatiq queue the report actor consumes.
 REPORT_QUEUE_NAME = "report"
 
-#: Name of the report actor (seed: ReportGenerationService.GenerateReportAsync).
+#: Name of the report actor: Dramatiq messages of the report queue name it.
 REPORT_ACTOR_NAME = "generate_report"
 
 #: Every Dramatiq queue `q` lives in the Redis list `q:queue`, so `report` is `report:queue`.
 QUEUE_KEY_SUFFIX = ":queue"
 
 #: Suffixes of the keys that belong to a queue key `Q` (e.g. `report:queue:dead`).
-DEAD_SUFFIX = ":dead"  # list: messages whose attempts are exhausted (seed: report:queue:dead)
+DEAD_SUFFIX = ":dead"  # list: messages whose attempts are exhausted (as in the .NET system)
 INVALID_SUFFIX = ":invalid"  # list: messages that could not be decoded, kept verbatim
 DELAYED_SUFFIX = ":delayed"  # sorted set: delayed messages and retries, scored by due time (ms)
 CRASHED_SUFFIX = ":crashed"  # hash: raw message -> times its consumer died holding it
@@ -33,17 +33,17 @@ INVALID_QUEUE_KEY = REPORT_QUEUE_KEY + INVALID_SUFFIX  # "report:queue:invalid"
 REPORT_DELAYED_KEY = REPORT_QUEUE_KEY + DELAYED_SUFFIX  # "report:queue:delayed"
 REPORT_JOBS_KEY = REPORT_QUEUE_KEY + JOBS_SUFFIX  # "report:queue:jobs": RecordId -> jobs alive
 
-#: Seed: MaxRetryCount. A message is delivered at most MAX_RETRY_COUNT + 1 times,
-#: failures and worker crashes counted together.
+#: A message is delivered at most MAX_RETRY_COUNT + 1 times, failures and worker
+#: crashes counted together (the .NET system's MaxRetryCount).
 MAX_RETRY_COUNT = 3
 
-#: Seed: RetryDelays, in milliseconds; the wait before retry r+1 after a failure at RetryCount r.
+#: The wait before retry r+1 after a failure at RetryCount r, in milliseconds (the .NET system's RetryDelays).
 RETRY_DELAYS_MS: tuple[int, ...] = (10_000, 30_000, 60_000)
 
-#: Seed: BrpopTimeout. The longest a consumer blocks on an empty queue before looking around.
+#: The longest a consumer blocks on an empty queue before looking around (delayed jobs, shutdown).
 BRPOP_TIMEOUT_MS = 30_000
 
-#: Seed: ErrorRecoveryDelay. Pause before a consumer reconnects after a Redis error.
+#: Pause before a consumer reconnects after a Redis error, so an outage is not a busy loop.
 ERROR_RECOVERY_DELAY_MS = 5_000
 
 #: A consumer silent for longer than this is dead: its messages go back to the queue.

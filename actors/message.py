@@ -16,9 +16,10 @@ from datetime import datetime
 from typing import Any
 
 from services.errors import MiAssessmentError
+from services.limits import MAX_ID, is_strict_int
 
 #: RecordId is a .NET long / PostgreSQL bigint.
-MAX_RECORD_ID = 2**63 - 1
+MAX_RECORD_ID = MAX_ID
 #: RetryCount is a .NET int.
 MAX_RETRY_FIELD = 2**31 - 1
 
@@ -77,7 +78,7 @@ class ReportQueueMessage:
             raise InvalidMessage(f"missing field(s) {', '.join(missing)}")
         record_id = _check_record_id(data["RecordId"])
         retry_count = data["RetryCount"]
-        if not _is_int(retry_count) or not 0 <= retry_count <= MAX_RETRY_FIELD:
+        if not is_strict_int(retry_count) or not 0 <= retry_count <= MAX_RETRY_FIELD:
             raise InvalidMessage(f"RetryCount must be an integer >= 0, got {retry_count!r}")
         enqueue_time = data["EnqueueTime"]
         if not isinstance(enqueue_time, str):
@@ -89,11 +90,7 @@ class ReportQueueMessage:
         return cls(record_id, retry_count, enqueue_time)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _check_record_id(value: Any) -> int:
-    if not _is_int(value) or not 1 <= value <= MAX_RECORD_ID:
+    if not is_strict_int(value) or not 1 <= value <= MAX_RECORD_ID:
         raise InvalidMessage(f"RecordId must be an integer in 1..2^63-1, got {value!r}")
     return int(value)

@@ -1,4 +1,4 @@
-"""The report actor: generates one record's report (seed: ReportGenerationService).
+"""The report actor: generates one record's report, retried on failure, dead-lettered at last.
 
 Each outcome goes to the event log (`eventlog:queue`): generated, a failed attempt (with
 its number), dead-lettered. Logging an event never fails the job (services.events.emit).

@@ -8,7 +8,7 @@ Replaces Dramatiq's `Retries` middleware on a `RedisListBroker`:
   verbatim to the queue's dead-letter list after calling the actor's `on_dead_letter`
   hook (whose failure is logged and does not stop the dead-lettering; the job index
   keeps a `dead` mark so a reconciler can finish what the hook could not). This is the
-  seed's 10 s / 30 s / 60 s schedule and `report:queue:dead`.
+  report queue's 10 s / 30 s / 60 s schedule and `report:queue:dead`, as in the .NET system.
 - An actor that raises `DependencyUnavailable` did not make an attempt: the message goes
   back to the head of its queue, uncounted (see `actors.gate`).
 - Other actors keep Dramatiq's semantics (max_retries, min/max_backoff with jitter,

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from bench import common
+from bench import output, stores
 
 BENCHMARKS = (
     "throughput",
@@ -35,16 +35,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     started = time.monotonic()
     sections = []
-    machine = common.machine_info(common.redis_client(common.redis_url()))
-    common.log(f"machine: {machine['nproc']} cores, {machine['cpu']}, Python {machine['python']}")
+    machine = output.machine_info(stores.redis_client(stores.redis_url()))
+    output.log(f"machine: {machine['nproc']} cores, {machine['cpu']}, Python {machine['python']}")
     for name in args.only:
-        common.log(f"== {name}")
+        output.log(f"== {name}")
         module = importlib.import_module(f"bench.{name}")
         data = module.main(["--quick"] if args.quick else [])
         sections += [f"## {name}\n", *data.get("tables", []), ""]
     summary = "\n\n".join(sections)
-    (common.results_dir() / "summary.md").write_text(summary + "\n")
-    common.log(f"all done in {time.monotonic() - started:.0f} s; tables in bench/results/summary.md")
+    (output.results_dir() / "summary.md").write_text(summary + "\n")
+    output.log(f"all done in {time.monotonic() - started:.0f} s; tables in bench/results/summary.md")
     return 0
 
 

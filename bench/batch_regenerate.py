@@ -23,10 +23,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from actors.constants import REPORT_QUEUE_KEY
-from bench import common, db
+from bench import db, launch, output, stats, stores
 from bench.http_load import Request, run_load
 
-ADMIN = {"Authorization": f"Bearer {common.BENCH_ADMIN_TOKEN}"}
+ADMIN = {"Authorization": f"Bearer {launch.BENCH_ADMIN_TOKEN}"}
 
 
 def batched(ids: Sequence[int], size: int) -> Iterator[Request]:
@@ -41,12 +41,12 @@ def single(ids: Sequence[int]) -> Iterator[Request]:
 
 
 def one_mode(engine: Any, port: int, ids: list[int], mode: str, size: int) -> float:
-    client = common.redis_client(common.redis_url())
+    client = stores.redis_client(stores.redis_url())
     db.set_status(engine, ids, 5)
     client.delete(REPORT_QUEUE_KEY)
     requests = batched(ids, size) if mode == "batched" else single(ids)
     calls = -(-len(ids) // size) if mode == "batched" else len(ids)
-    progress = common.Progress(mode, calls)
+    progress = output.Progress(mode, calls)
     started = time.perf_counter()
     result = run_load(port, requests, concurrency=1, time_limit_s=3600, on_done=progress.step)
     elapsed = time.perf_counter() - started
@@ -71,12 +71,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.quick:
         args.n, args.batch = 200, 100
-    redis_url, database_url = common.redis_url(), common.database_url()
-    common.log(f"bench.batch_regenerate: {args.n} records, batches of {args.batch}, over HTTP (gunicorn)")
+    redis_url, database_url = stores.redis_url(), stores.database_url()
+    output.log(f"bench.batch_regenerate: {args.n} records, batches of {args.batch}, over HTTP (gunicorn)")
     engine = db.prepare(database_url)
-    client = common.redis_client(redis_url)
-    common.delete_own_keys(client)
-    web, port = common.start_web(redis_url, database_url)
+    client = stores.redis_client(redis_url)
+    stores.delete_own_keys(client)
+    web, port = launch.start_web(redis_url, database_url)
     try:
         ids = db.insert_records(engine, args.n, status=5)
         batched_s = one_mode(engine, port, ids, "batched", args.batch)
@@ -84,9 +84,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     finally:
         web.stop()
         db.delete_bench_records(engine)
-        common.delete_own_keys(client)
+        stores.delete_own_keys(client)
         engine.dispose()
-    speedup = common.ratio(single_s, batched_s)
+    speedup = stats.ratio(single_s, batched_s)
     rows = [
         [
             f"batchRegenerateReport, {args.batch} ids/call",
@@ -96,21 +96,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ],
         ["regenerateReport, 1 id/call", args.n, single_s, args.n / single_s],
     ]
-    table = common.print_table(
+    table = output.print_table(
         f"Regenerating {args.n} reports over HTTP (gunicorn, 1 client)",
         ["API", "calls", "seconds", "records/s"],
         rows,
     )
-    common.log(
+    output.log(
         f"  batched is {speedup:.1f} x faster (target >= 20 x: {'met' if speedup >= 20 else 'NOT met'})"
     )
     data = {
         "params": vars(args),
-        "machine": common.machine_info(client),
+        "machine": output.machine_info(client),
         "summary": {"batched_s": batched_s, "single_s": single_s, "speedup": speedup, "met": speedup >= 20},
         "tables": [table],
     }
-    common.write_results("batch_regenerate", data)
+    output.write_results("batch_regenerate", data)
     return data
 
 

@@ -1,6 +1,6 @@
 """The database side of the benchmarks: schema, questionnaire, records of our own users.
 
-Records are inserted with set-based SQL for users `common.BENCH_USER_BASE` and up, and
+Records are inserted with set-based SQL for users `stores.BENCH_USER_BASE` and up, and
 deleted afterwards (answers, results and summaries cascade). Nothing else is touched.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Engine, text
 
-from bench import common
+from bench import ROOT, output, stores
 from services.db import make_engine, make_session_factory
 from services.questionnaire import seed_questionnaire
 from services.uow import UnitOfWork
@@ -21,13 +21,13 @@ def prepare(database_url: str) -> Engine:
     from alembic import command
     from alembic.config import Config
 
-    cfg = Config(str(common.ROOT / "alembic.ini"))
+    cfg = Config(str(ROOT / "alembic.ini"))
     cfg.attributes["database_url"] = database_url
     cfg.set_section_option("logger_alembic", "level", "WARNING")
     try:
         command.upgrade(cfg, "head")
     except Exception as exc:  # a schema already in place is enough for the benchmarks
-        common.log(f"  (alembic upgrade failed: {exc}; using the schema as it is)")
+        output.log(f"  (alembic upgrade failed: {exc}; using the schema as it is)")
     engine = make_engine(database_url, pool_size=4)
     seed_questionnaire(UnitOfWork(make_session_factory(engine)))
     delete_bench_records(engine)
@@ -36,7 +36,7 @@ def prepare(database_url: str) -> Engine:
 
 def insert_records(engine: Engine, count: int, *, status: int, user_id: int | None = None) -> list[int]:
     """`count` records of bench users in `status`, each with a full set of answers (status >= 3)."""
-    users = [user_id or common.BENCH_USER_BASE + i for i in range(count)]
+    users = [user_id or stores.BENCH_USER_BASE + i for i in range(count)]
     ids: list[int] = []
     with engine.begin() as conn:
         for start in range(0, count, 5000):
@@ -86,5 +86,5 @@ def set_status(engine: Engine, ids: Sequence[int], status: int) -> None:
 def delete_bench_records(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.execute(
-            text("DELETE FROM assessment_records WHERE user_id >= :base"), {"base": common.BENCH_USER_BASE}
+            text("DELETE FROM assessment_records WHERE user_id >= :base"), {"base": stores.BENCH_USER_BASE}
         )

@@ -17,18 +17,18 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench import common, db
+from bench import db, launch, output, stats, stores
 
 
 def one_run(engine: Any, redis_url: str, database_url: str, *, n: int, processes: int, threads: int) -> float:
     from actors.producer import RedisReportQueue
 
-    client = common.redis_client(redis_url)
-    common.delete_own_keys(client)
+    client = stores.redis_client(redis_url)
+    stores.delete_own_keys(client)
     ids = db.insert_records(engine, n, status=3)
-    worker = common.start_worker(redis_url, database_url, processes=processes, threads=threads)
+    worker = launch.start_worker(redis_url, database_url, processes=processes, threads=threads)
     try:
-        progress = common.Progress(f"{processes} process(es)", n)
+        progress = output.Progress(f"{processes} process(es)", n)
         started = time.perf_counter()
         RedisReportQueue(client).enqueue_many(ids)
         done = 0
@@ -49,7 +49,7 @@ def one_run(engine: Any, redis_url: str, database_url: str, *, n: int, processes
     finally:
         worker.stop(graceful=False)
         db.delete_bench_records(engine)
-        common.delete_own_keys(client)
+        stores.delete_own_keys(client)
     return n / elapsed
 
 
@@ -63,8 +63,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.quick:
         args.n, args.runs = 50, 1
-    redis_url, database_url = common.redis_url(), common.database_url()
-    common.log(
+    redis_url, database_url = stores.redis_url(), stores.database_url()
+    output.log(
         f"bench.e2e_reports: n={args.n} processes={args.processes} threads={args.threads} runs={args.runs}"
     )
     engine = db.prepare(database_url)
@@ -80,28 +80,28 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     finally:
         db.delete_bench_records(engine)
         engine.dispose()
-    base = common.median(rates[args.processes[0]])
+    base = stats.median(rates[args.processes[0]])
     rows = [
         [
             f"{p} × `dramatiq actors` ({args.threads} threads)",
-            common.median(v),
-            common.ratio(common.median(v), base),
+            stats.median(v),
+            stats.ratio(stats.median(v), base),
         ]
         for p, v in rates.items()
     ]
-    table = common.print_table(
+    table = output.print_table(
         f"End-to-end report generation, {args.n} records, median of {args.runs}",
         ["workers", "reports/s", f"vs {args.processes[0]} process"],
         rows,
     )
     data = {
         "params": vars(args),
-        "machine": common.machine_info(common.redis_client(redis_url)),
+        "machine": output.machine_info(stores.redis_client(redis_url)),
         "reports_per_s": {str(p): v for p, v in rates.items()},
-        "median_reports_per_s": {str(p): common.median(v) for p, v in rates.items()},
+        "median_reports_per_s": {str(p): stats.median(v) for p, v in rates.items()},
         "tables": [table],
     }
-    common.write_results("e2e_reports", data)
+    output.write_results("e2e_reports", data)
     return data
 
 

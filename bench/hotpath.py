@@ -15,7 +15,7 @@ log events ingested per second (the event-log consumer)
             backup list, one multi-row INSERT … ON CONFLICT DO NOTHING, one DEL
   per item  RPOPLPUSH, one INSERT and a commit, LREM, per event
 
-Only keys under `bench:` and records of users from `bench.common.BENCH_USER_BASE` on are
+Only keys under `bench:` and records of users from `bench.stores.BENCH_USER_BASE` on are
 used; event rows carry the actor "bench". All are deleted afterwards.
 """
 
@@ -35,10 +35,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from actors.hotpath.autosave import AnswersFlusher, RedisAutosaveStore
 from actors.hotpath.constants import AutosaveKeys, EventLogKeys
 from actors.hotpath.eventlog import EventLogConsumer, RedisEventSink
-from bench import common
+from bench import output, stats, stores
 from services.autosave import parse_saved
 from services.db import make_engine, make_session_factory
-from services.events import Event, EventType, insert_events
+from services.event_store import insert_events
+from services.events import Event, EventType
 
 AUTOSAVE_KEYS = AutosaveKeys.default(prefix="bench:hotpath:")
 EVENT_KEYS = EventLogKeys.with_prefix("bench:eventlog:")
@@ -89,29 +90,29 @@ def make_records(engine: Engine, count: int) -> list[int]:
                     "INSERT INTO assessment_records (user_id, status)"
                     " SELECT :base + n, 2 FROM generate_series(1, :n) AS n RETURNING id"
                 ),
-                {"base": common.BENCH_USER_BASE, "n": count},
+                {"base": stores.BENCH_USER_BASE, "n": count},
             )
         )
 
 
 def cleanup(client: redis.Redis, engine: Engine) -> None:
-    common.delete_own_keys(client, ("bench:hotpath:*", "bench:eventlog:*"))
+    stores.delete_own_keys(client, ("bench:hotpath:*", "bench:eventlog:*"))
     with engine.begin() as conn:
         conn.execute(
-            text("DELETE FROM assessment_records WHERE user_id >= :base"), {"base": common.BENCH_USER_BASE}
+            text("DELETE FROM assessment_records WHERE user_id >= :base"), {"base": stores.BENCH_USER_BASE}
         )
         conn.execute(text("DELETE FROM event_log WHERE actor = :actor"), {"actor": BENCH_ACTOR})
 
 
 def autosave(
-    client: redis.Redis, records: Sequence[int], questions: Sequence[int], progress: common.Progress
+    client: redis.Redis, records: Sequence[int], questions: Sequence[int], progress: output.Progress
 ) -> int:
     """Save `questions` for every record through the real store (the web tier's Lua save)."""
     store = RedisAutosaveStore(client, AUTOSAVE_KEYS)
     for index, record_id in enumerate(records):
-        store.prime(record_id, common.BENCH_USER_BASE + index + 1, 2)
+        store.prime(record_id, stores.BENCH_USER_BASE + index + 1, 2)
         store.save(
-            common.BENCH_USER_BASE + index + 1, record_id, [(q, 1 + (q + index) % 5) for q in questions]
+            stores.BENCH_USER_BASE + index + 1, record_id, [(q, 1 + (q + index) % 5) for q in questions]
         )
         progress.step()
     return len(records) * len(questions)
@@ -156,7 +157,7 @@ def flush_per_item(client: redis.Redis, factory: sessionmaker[Session], batch: i
 # -- the two ways of ingesting events ---------------------------------------------------------------
 
 
-def emit_events(client: redis.Redis, count: int, progress: common.Progress) -> None:
+def emit_events(client: redis.Redis, count: int, progress: output.Progress) -> None:
     sink = RedisEventSink(client, EVENT_KEYS)
     for start in range(0, count, 1000):
         size = min(1000, count - start)
@@ -194,8 +195,8 @@ def timed(fn: Callable[[], None]) -> float:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    client: redis.Redis = redis.Redis.from_url(args.redis_url or common.redis_url(), socket_timeout=60)
-    database_url = args.database_url or common.database_url()
+    client: redis.Redis = redis.Redis.from_url(args.redis_url or stores.redis_url(), socket_timeout=60)
+    database_url = args.database_url or stores.database_url()
     migrate(database_url)
     engine = make_engine(database_url, pool_size=2)
     factory = make_session_factory(engine)
@@ -206,13 +207,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     answer_ways = {"batched": flush_batched, "per item": flush_per_item}
     event_ways = {"batched": ingest_batched, "per item": ingest_per_item}
-    machine = common.machine_info(client)
+    machine = output.machine_info(client)
     cleanup(client, engine)
     try:
         for run_index in range(1, args.runs + 1):
             for way, flush in answer_ways.items():
                 records = make_records(engine, args.records)
-                progress = common.Progress(f"run {run_index} answers, {way}: saving", len(records))
+                progress = output.Progress(f"run {run_index} answers, {way}: saving", len(records))
                 total = autosave(client, records, questions, progress)
                 progress.close()
                 seconds = timed(lambda flush=flush: flush(client, factory, args.batch))
@@ -220,10 +221,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if persisted != total:
                     raise AssertionError(f"{way}: {persisted} of {total} answers persisted")
                 rates["answers"][way].append(total / seconds)
-                common.log(f"  answers, {way}: {total} in {seconds:.2f} s = {total / seconds:,.0f}/s")
+                output.log(f"  answers, {way}: {total} in {seconds:.2f} s = {total / seconds:,.0f}/s")
                 cleanup(client, engine)
             for way, ingest in event_ways.items():
-                progress = common.Progress(f"run {run_index} events, {way}: emitting", args.events)
+                progress = output.Progress(f"run {run_index} events, {way}: emitting", args.events)
                 emit_events(client, args.events, progress)
                 progress.close()
                 seconds = timed(lambda ingest=ingest: ingest(client, factory, args.batch))
@@ -234,7 +235,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if stored != args.events:
                     raise AssertionError(f"{way}: {stored} of {args.events} events stored")
                 rates["events"][way].append(args.events / seconds)
-                common.log(
+                output.log(
                     f"  events, {way}: {args.events} in {seconds:.2f} s = {args.events / seconds:,.0f}/s"
                 )
                 cleanup(client, engine)
@@ -245,15 +246,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     summary: dict[str, Any] = {}
     for workload, label in (("answers", "answers persisted / s"), ("events", "log events ingested / s")):
-        batched = common.median(rates[workload]["batched"])
-        per_item = common.median(rates[workload]["per item"])
-        rows.append([label, batched, per_item, common.ratio(batched, per_item)])
+        batched = stats.median(rates[workload]["batched"])
+        per_item = stats.median(rates[workload]["per item"])
+        rows.append([label, batched, per_item, stats.ratio(batched, per_item)])
         summary[workload] = {
             "batched_per_s": batched,
             "per_item_per_s": per_item,
-            "ratio": common.ratio(batched, per_item),
+            "ratio": stats.ratio(batched, per_item),
         }
-    table = common.print_table(
+    table = output.print_table(
         f"Hot path: batched vs one round trip per item (median of {args.runs} run(s))",
         ["workload", "batched", "per item", "ratio"],
         rows,
@@ -304,9 +305,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse(argv)
     data = run(args)
     if not args.quick:
-        common.write_results("hotpath", data)
+        output.write_results("hotpath", data)
     else:
-        common.log(json.dumps(data["results"]))
+        output.log(json.dumps(data["results"]))
     return data
 
 

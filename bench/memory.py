@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench import common
+from bench import launch, output, stores
 
 QUEUE = "bench-memory"
 
@@ -35,8 +35,8 @@ def child(n: int, step: int, url: str) -> dict[str, Any]:
     process = psutil.Process()
     broker = RedisListBroker(url=url, middleware=default_middleware())
     dramatiq.set_broker(broker)
-    admin = common.redis_client(url)
-    common.delete_own_keys(admin)
+    admin = stores.redis_client(url)
+    stores.delete_own_keys(admin)
     calls = itertools.count(1)
     target = [0]
     done = threading.Event()
@@ -68,7 +68,7 @@ def child(n: int, step: int, url: str) -> dict[str, Any]:
         print(f"  processed {processed}: rss {samples[-1]['rss_mb']:.1f} MiB", file=sys.stderr, flush=True)
     worker.stop(timeout=10_000)
     broker.close()
-    common.delete_own_keys(admin)
+    stores.delete_own_keys(admin)
     return {"samples": samples}
 
 
@@ -82,12 +82,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.quick:
         args.n, args.step = 2000, 1000
-    url = args.redis_url or common.redis_url()
+    url = args.redis_url or stores.redis_url()
     if args.child:
-        common.emit_result(child(args.n, args.step, url))
+        launch.emit_result(child(args.n, args.step, url))
         return {}
-    common.log(f"bench.memory: {args.n} messages, a reading every {args.step}")
-    result = common.run_child(
+    output.log(f"bench.memory: {args.n} messages, a reading every {args.step}")
+    result = launch.run_child(
         "bench.memory",
         ["--child", "--n", str(args.n), "--step", str(args.step), "--redis-url", url],
         timeout=max(600.0, args.n / 50),
@@ -96,16 +96,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     samples = result["samples"]
     base = samples[0]["rss_mb"]
     rows = [[s["processed"], s["rss_mb"], s["rss_mb"] - base] for s in samples]
-    table = common.print_table(
+    table = output.print_table(
         "Worker RSS (RedisListBroker, 8 threads, no-op actor)", ["processed", "RSS MiB", "Δ MiB"], rows
     )
     data = {
         "params": {"n": args.n, "step": args.step},
-        "machine": common.machine_info(common.redis_client(url)),
+        "machine": output.machine_info(stores.redis_client(url)),
         "samples": samples,
         "tables": [table],
     }
-    common.write_results("memory", data)
+    output.write_results("memory", data)
     return data
 
 

@@ -28,17 +28,17 @@ from typing import Any
 
 from actors.constants import REPORT_DELAYED_KEY, REPORT_QUEUE_KEY, RETRY_DELAYS_MS
 from actors.message import ReportQueueMessage
-from bench import common
+from bench import launch, output, stats, stores
 from bench.workers import STARTED_KEY
 
 FIRST_DELAY_MS = RETRY_DELAYS_MS[0]
 
 
 def run(n: int, poll_ms: float, threads: int, delay_ms: int) -> dict[str, Any]:
-    redis_url, database_url = common.redis_url(), common.database_url()
-    client = common.redis_client(redis_url)
-    common.delete_own_keys(client)
-    worker = common.start_worker(
+    redis_url, database_url = stores.redis_url(), stores.database_url()
+    client = stores.redis_client(redis_url)
+    stores.delete_own_keys(client)
+    worker = launch.start_worker(
         redis_url,
         database_url,
         module="bench.workers.fail_once",
@@ -47,7 +47,7 @@ def run(n: int, poll_ms: float, threads: int, delay_ms: int) -> dict[str, Any]:
     )
     try:
         client.lpush(REPORT_QUEUE_KEY, *[ReportQueueMessage.new(i).encode() for i in range(1, n + 1)])
-        progress = common.Progress("failures scheduled", n)
+        progress = output.Progress("failures scheduled", n)
         due: dict[bytes, float] = {}
         deadline = time.monotonic() + 60 + n / 50
         while len(due) < n:
@@ -61,7 +61,7 @@ def run(n: int, poll_ms: float, threads: int, delay_ms: int) -> dict[str, Any]:
             time.sleep(0.05)
         progress.close()
 
-        progress = common.Progress("retries re-pushed", n)
+        progress = output.Progress("retries re-pushed", n)
         repushed: dict[bytes, float] = {}
         order = sorted(due, key=due.__getitem__)  # by due time
         first_waiting = 0
@@ -96,13 +96,13 @@ def run(n: int, poll_ms: float, threads: int, delay_ms: int) -> dict[str, Any]:
             time.sleep(poll_ms / 1000)
         progress.close()
 
-        common.wait_until(
+        stats.wait_until(
             lambda: int(client.hlen(STARTED_KEY)) >= n, timeout=60, what="every retry attempt", interval=0.05
         )
         started = {int(k): float(v) for k, v in client.hgetall(STARTED_KEY).items()}
     finally:
         worker.stop(graceful=False)
-        common.delete_own_keys(client)
+        stores.delete_own_keys(client)
 
     repush_late = [(repushed[m] - score) / 1000 for m, score in due.items()]
     by_record = {ReportQueueMessage.decode(m.split(b"|", 1)[1]).record_id: score for m, score in due.items()}
@@ -112,9 +112,9 @@ def run(n: int, poll_ms: float, threads: int, delay_ms: int) -> dict[str, Any]:
 
 def describe(values: Sequence[float]) -> list[float]:
     return [
-        common.percentile(values, 50),
-        common.percentile(values, 95),
-        common.percentile(values, 99),
+        stats.percentile(values, 50),
+        stats.percentile(values, 95),
+        stats.percentile(values, 99),
         max(values),
         min(values),
     ]
@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.quick:
         args.n = 20
-    common.log(f"bench.retry_lateness: n={args.n}, {args.delay_ms} ms step, poll {args.poll_ms} ms")
+    output.log(f"bench.retry_lateness: n={args.n}, {args.delay_ms} ms step, poll {args.poll_ms} ms")
     result = run(args.n, args.poll_ms, args.threads, args.delay_ms)
     rows = [
         ["re-push − due (broker side, the target)", *[v * 1000 for v in describe(result["repush_late_s"])]],
@@ -143,17 +143,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             *[v * 1000 for v in describe(result["attempt_late_s"])],
         ],
     ]
-    table = common.print_table(
+    table = output.print_table(
         f"Retry lateness, {args.n} failures at once, {args.delay_ms / 1000:g} s step (milliseconds)",
         ["measure", "p50", "p95", "p99", "max", "min"],
         rows,
     )
-    p99 = common.percentile(result["repush_late_s"], 99)
+    p99 = stats.percentile(result["repush_late_s"], 99)
     verdict = "met" if p99 <= 0.25 else "NOT met"
-    common.log(f"  target p99 <= 0.25 s: {verdict} (p99 {p99:.3f} s, poll resolution {args.poll_ms} ms)")
+    output.log(f"  target p99 <= 0.25 s: {verdict} (p99 {p99:.3f} s, poll resolution {args.poll_ms} ms)")
     data = {
         "params": vars(args),
-        "machine": common.machine_info(common.redis_client(common.redis_url())),
+        "machine": output.machine_info(stores.redis_client(stores.redis_url())),
         "summary": {
             "repush": dict(
                 zip(["p50", "p95", "p99", "max", "min"], describe(result["repush_late_s"]), strict=True)
@@ -167,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "samples": result,
         "tables": [table],
     }
-    common.write_results("retry_lateness", data)
+    output.write_results("retry_lateness", data)
     return data
 
 

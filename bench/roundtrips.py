@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from bench import common, throughput
+from bench import output, stores, throughput
 
 
 def per_message(result: dict[str, Any], phase: str) -> tuple[float, float, str]:
@@ -46,10 +46,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.quick:
         args.n = 300
     with contextlib.ExitStack() as stack:
-        url = args.redis_url or stack.enter_context(common.private_redis())
-        common.log(f"bench.roundtrips: n={args.n} threads={args.threads} redis={url}")
+        url = args.redis_url or stack.enter_context(stores.private_redis())
+        output.log(f"bench.roundtrips: n={args.n} threads={args.threads} redis={url}")
         results = throughput.measure(args.systems, args.threads, 1, args.n, url, label="roundtrips")
-        machine = common.machine_info(common.redis_client(url))
+        machine = output.machine_info(stores.redis_client(url))
     rows = []
     table_rows = []
     for r in results:
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             }
         )
         table_rows.append([label, r["prefetch"], drain_rt, drain_cmd, drain_top, enq_rt, enq_cmd])
-    table = common.print_table(
+    table = output.print_table(
         f"Redis work per message ({args.n} messages; per processed message, and per single enqueue)",
         [
             "system",
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         table_rows,
     )
     data = {"params": vars(args), "machine": machine, "rows": rows, "runs": results, "tables": [table]}
-    common.write_results("roundtrips", data)
+    output.write_results("roundtrips", data)
     return data
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from bench import common, db
+from bench import db, launch, output, stats, stores
 from bench.http_load import Request, run_load
 
 SCENARIOS = {
@@ -46,7 +46,7 @@ def submit_requests(ids: Sequence[int], question_ids: Sequence[int]) -> Iterator
 
     answers = [{"questionId": q, "value": q * 7 % 5 + 1} for q in question_ids]
     for index, record_id in enumerate(ids):
-        token = issue_user_token(common.BENCH_SECRET, common.BENCH_USER_BASE + index)
+        token = issue_user_token(launch.BENCH_SECRET, stores.BENCH_USER_BASE + index)
         yield (
             "POST",
             "/api/assessment/submitAnswers",
@@ -58,9 +58,9 @@ def submit_requests(ids: Sequence[int], question_ids: Sequence[int]) -> Iterator
 def one_run(
     engine: Any, port: int, scenario: str, *, rate: float, duration: float, concurrency: int, slow_s: float
 ) -> dict[str, Any]:
-    redis_url, database_url = common.redis_url(), common.database_url()
-    client = common.redis_client(redis_url)
-    common.delete_own_keys(client)
+    redis_url, database_url = stores.redis_url(), stores.database_url()
+    client = stores.redis_client(redis_url)
+    stores.delete_own_keys(client)
     db.delete_bench_records(engine)
     warmup = int(rate * (slow_s + min(2.0, duration)))
     requests = int(rate * duration)
@@ -70,7 +70,7 @@ def one_run(
     worker = None
     if SCENARIOS[scenario]:
         threads = max(8, int(rate * slow_s * 1.5)) if scenario == "slow" else 8
-        worker = common.start_worker(
+        worker = launch.start_worker(
             redis_url,
             database_url,
             module=SCENARIOS[scenario],
@@ -84,7 +84,7 @@ def one_run(
         )
         if warm.errors:
             raise RuntimeError(f"warm-up failed: {warm.errors[:3]}")
-        progress = common.Progress(f"{scenario}", requests)
+        progress = output.Progress(f"{scenario}", requests)
         result = run_load(
             port,
             stream,
@@ -101,14 +101,14 @@ def one_run(
         if worker is not None:
             worker.stop(graceful=False)
         db.delete_bench_records(engine)
-        common.delete_own_keys(client)
+        stores.delete_own_keys(client)
     lat = result.latencies_s
     return {
         "scenario": scenario,
         "count": len(lat),
-        "p50_ms": common.percentile(lat, 50) * 1000,
-        "p90_ms": common.percentile(lat, 90) * 1000,
-        "p99_ms": common.percentile(lat, 99) * 1000,
+        "p50_ms": stats.percentile(lat, 50) * 1000,
+        "p90_ms": stats.percentile(lat, 90) * 1000,
+        "p99_ms": stats.percentile(lat, 99) * 1000,
         "max_ms": max(lat) * 1000,
         "throughput_rps": len(lat) / result.elapsed_s,
         "reports_done_during_run": generated,
@@ -133,13 +133,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.quick:
         args.duration, args.runs, args.slow_seconds = 2.0, 1, 0.2
     scenarios = ["fast", "slow"] + (["none"] if args.no_worker else [])
-    redis_url, database_url = common.redis_url(), common.database_url()
-    common.log(
+    redis_url, database_url = stores.redis_url(), stores.database_url()
+    output.log(
         f"bench.submit_latency: {args.rate}/s for {args.duration} s x {args.runs} runs per scenario"
         f" {scenarios}, up to {args.concurrency} clients"
     )
     engine = db.prepare(database_url)
-    web, port = common.start_web(redis_url, database_url)
+    web, port = launch.start_web(redis_url, database_url)
     runs: list[dict[str, Any]] = []
     try:
         for _ in range(args.runs):
@@ -164,15 +164,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         mine = [r for r in runs if r["scenario"] == scenario]
         pooled = [x for r in mine for x in r["latencies_ms"]]
         summary[scenario] = {
-            "p50_ms": common.percentile(pooled, 50),
-            "p90_ms": common.percentile(pooled, 90),
-            "p99_ms": common.percentile(pooled, 99),
+            "p50_ms": stats.percentile(pooled, 50),
+            "p90_ms": stats.percentile(pooled, 90),
+            "p99_ms": stats.percentile(pooled, 99),
             "max_ms": max(pooled),
             "samples": len(pooled),
             "p50_ms_runs": [r["p50_ms"] for r in mine],
             "p99_ms_runs": [r["p99_ms"] for r in mine],
-            "throughput_rps": common.median([r["throughput_rps"] for r in mine]),
-            "reports_done_during_run": common.median([r["reports_done_during_run"] for r in mine]),
+            "throughput_rps": stats.median([r["throughput_rps"] for r in mine]),
+            "reports_done_during_run": stats.median([r["reports_done_during_run"] for r in mine]),
         }
     fast = summary["fast"]
     rows = []
@@ -184,13 +184,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 s["p50_ms"],
                 s["p90_ms"],
                 s["p99_ms"],
-                common.ratio(s["p50_ms"], fast["p50_ms"]),
-                common.ratio(s["p99_ms"], fast["p99_ms"]),
+                stats.ratio(s["p50_ms"], fast["p50_ms"]),
+                stats.ratio(s["p99_ms"], fast["p99_ms"]),
                 " / ".join(f"{v:.1f}" for v in s["p99_ms_runs"]),
                 s["reports_done_during_run"],
             ]
         )
-    table = common.print_table(
+    table = output.print_table(
         f"submitAnswers latency, {args.rate:g} req/s for {args.duration:g} s × {args.runs} runs"
         f" (generation {args.slow_seconds:g} s when slow; percentiles of all runs' requests)",
         [
@@ -205,19 +205,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ],
         rows,
     )
-    p50_gap = abs(common.ratio(summary["slow"]["p50_ms"], fast["p50_ms"]) - 1)
-    p99_gap = abs(common.ratio(summary["slow"]["p99_ms"], fast["p99_ms"]) - 1)
+    p50_gap = abs(stats.ratio(summary["slow"]["p50_ms"], fast["p50_ms"]) - 1)
+    p99_gap = abs(stats.ratio(summary["slow"]["p99_ms"], fast["p99_ms"]) - 1)
     met = p50_gap <= 0.05 and p99_gap <= 0.05
-    common.log(f"  within 5 %: {'met' if met else 'NOT met'} (p50 {p50_gap:.1%}, p99 {p99_gap:.1%} apart)")
+    output.log(f"  within 5 %: {'met' if met else 'NOT met'} (p50 {p50_gap:.1%}, p99 {p99_gap:.1%} apart)")
     data = {
         "params": vars(args),
-        "machine": common.machine_info(common.redis_client(redis_url)),
+        "machine": output.machine_info(stores.redis_client(redis_url)),
         "summary": summary,
         "gaps": {"p50": p50_gap, "p99": p99_gap, "met": met},
         "runs": runs,
         "tables": [table],
     }
-    common.write_results("submit_latency", data)
+    output.write_results("submit_latency", data)
     return data
 
 

@@ -31,7 +31,7 @@ from typing import Any, cast
 
 import redis
 
-from bench import common
+from bench import launch, output, stats, stores
 
 QUEUE = "bench-noop"
 ACTOR = "bench_noop"
@@ -65,21 +65,21 @@ def _timed(fn: Any) -> float:
 class Meter:
     """Client round trips and server commands between `start` and `stop`."""
 
-    def __init__(self, admin: redis.Redis | None, counter: common.RoundTripCounter) -> None:
+    def __init__(self, admin: redis.Redis | None, counter: stats.RoundTripCounter) -> None:
         self.admin = admin
         self.counter = counter
         self.rt0 = 0
         self.cs0: dict[str, int] = {}
 
     def start(self) -> None:
-        self.cs0 = common.command_stats(self.admin) if self.admin else {}
+        self.cs0 = stats.command_stats(self.admin) if self.admin else {}
         self.rt0 = self.counter.value
 
     def stop(self) -> dict[str, Any]:
         round_trips = self.counter.value - self.rt0
         if self.admin is None:
             return {"round_trips": round_trips, "commands": {}}
-        delta = common.stats_delta(self.cs0, common.command_stats(self.admin))
+        delta = stats.stats_delta(self.cs0, stats.command_stats(self.admin))
         delta.pop("info", None)  # our own INFO calls
         return {"round_trips": round_trips - 1, "commands": delta}
 
@@ -88,7 +88,7 @@ def child_dramatiq(system: str, threads: int, n: int, url: str | None, batch: in
     import dramatiq
     from dramatiq import group
 
-    counter = common.RoundTripCounter().install()
+    counter = stats.RoundTripCounter().install()
     admin = redis.Redis.from_url(url) if url else None
     broker: dramatiq.Broker
     if system in ("ours", "ours-p100"):
@@ -110,7 +110,7 @@ def child_dramatiq(system: str, threads: int, n: int, url: str | None, batch: in
         raise SystemExit(f"unknown system {system}")
     dramatiq.set_broker(broker)
     if admin is not None:
-        common.delete_own_keys(admin)
+        stores.delete_own_keys(admin)
 
     calls = itertools.count(1)
     done = threading.Event()
@@ -152,7 +152,7 @@ def child_dramatiq(system: str, threads: int, n: int, url: str | None, batch: in
     worker.stop(timeout=10_000)
     broker.close()
     if admin is not None:
-        common.delete_own_keys(admin)
+        stores.delete_own_keys(admin)
     return {
         "system": system,
         "threads": threads,
@@ -172,9 +172,9 @@ def child_rq(n: int, url: str, batch: int) -> dict[str, Any]:
 
     from bench import jobs
 
-    counter = common.RoundTripCounter().install()
+    counter = stats.RoundTripCounter().install()
     admin = redis.Redis.from_url(url)
-    common.delete_own_keys(admin)
+    stores.delete_own_keys(admin)
     conn = redis.Redis.from_url(url)
     queue = Queue(RQ_QUEUE, connection=conn)
 
@@ -187,7 +187,7 @@ def child_rq(n: int, url: str, batch: int) -> dict[str, Any]:
 
     batched_s = _timed(enqueue_batched)
     cast(Any, queue).empty()
-    common.delete_own_keys(admin, ["rq:*"])
+    stores.delete_own_keys(admin, ["rq:*"])
 
     meter = Meter(admin, counter)
     meter.start()
@@ -206,7 +206,7 @@ def child_rq(n: int, url: str, batch: int) -> dict[str, Any]:
     processed = jobs.processed()
     if processed != n:
         raise SystemExit(f"rq: {processed} of {n} jobs processed")
-    common.delete_own_keys(admin)
+    stores.delete_own_keys(admin)
     return {
         "system": "rq",
         "threads": 1,
@@ -230,7 +230,7 @@ def run_child(args: argparse.Namespace) -> None:
         result = child_dramatiq(
             args.system, threads, args.n, None if args.system == "stub" else url, args.batch
         )
-    common.emit_result(result)
+    launch.emit_result(result)
 
 
 # -- the parent: interleaved runs, medians, ratios ----------------------------------------------
@@ -258,13 +258,13 @@ def measure(
     label: str = "throughput",
 ) -> list[dict[str, Any]]:
     order = plan(systems, threads, runs)
-    progress = common.Progress(label, len(order))
+    progress = output.Progress(label, len(order))
     results = []
     for run, system, t in order:
         env = {"dramatiq_queue_prefetch": "100"} if system in PREFETCH_100 else {}
         args = ["--child", "--system", system, "--threads", str(t), "--n", str(n)]
         args += ["--batch", str(batch), "--redis-url", url]
-        result = common.run_child("bench.throughput", args, timeout=max(300.0, n / 20), env=env)
+        result = launch.run_child("bench.throughput", args, timeout=max(300.0, n / 20), env=env)
         result["run"] = run
         results.append(result)
         progress.step(note=f"{system}@{t}: {n / result['drain_s']:,.0f} msg/s")
@@ -285,25 +285,25 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
         base = r["system"].removesuffix("-p100")
         single.setdefault(base, []).append(r["n"] / r["enqueue_single_s"])
         batched.setdefault(base, []).append(r["n"] / r["enqueue_batched_s"])
-    drain_median = {f"{s}@{t}": common.median(v) for (s, t), v in drain.items()}
+    drain_median = {f"{s}@{t}": stats.median(v) for (s, t), v in drain.items()}
     out: dict[str, Any] = {
         "drain_msgs_per_s": drain_median,
-        "enqueue_single_msgs_per_s": {s: common.median(v) for s, v in single.items()},
-        "enqueue_batched_msgs_per_s": {s: common.median(v) for s, v in batched.items()},
+        "enqueue_single_msgs_per_s": {s: stats.median(v) for s, v in single.items()},
+        "enqueue_batched_msgs_per_s": {s: stats.median(v) for s, v in batched.items()},
         "drain_runs": {f"{s}@{t}": v for (s, t), v in drain.items()},
-        "drain_cpu_us_per_msg": {f"{s}@{t}": common.median(v) for (s, t), v in cpu.items()},
+        "drain_cpu_us_per_msg": {f"{s}@{t}": stats.median(v) for (s, t), v in cpu.items()},
     }
     ratios: dict[str, float] = {}
     for label, value in drain_median.items():
         system, threads = label.split("@")
         ours = drain_median.get(f"ours@{threads}") or drain_median.get("ours@1")
         if system != "ours" and ours:
-            ratios[f"ours/{label}"] = common.ratio(ours, value)
+            ratios[f"ours/{label}"] = stats.ratio(ours, value)
     for kind in ("enqueue_single_msgs_per_s", "enqueue_batched_msgs_per_s"):
         ours_rate = out[kind].get("ours")
         for system, value in out[kind].items():
             if system != "ours" and ours_rate:
-                ratios[f"{kind.removesuffix('_msgs_per_s')}: ours/{system}"] = common.ratio(ours_rate, value)
+                ratios[f"{kind.removesuffix('_msgs_per_s')}: ours/{system}"] = stats.ratio(ours_rate, value)
     out["ratios"] = ratios
     # The same ratios within each round of the interleaving, to show their spread.
     per_round: dict[str, list[float]] = {}
@@ -330,7 +330,7 @@ def report(summary: dict[str, Any], systems: Sequence[str], threads: Sequence[in
         for t in threads:
             ours, peer = drain.get(f"ours@{t}"), drain.get(key(system, t))
             mine = system.startswith("ours")
-            row.append(common.ratio(ours, peer) if ours and peer and not mine else float("nan"))
+            row.append(stats.ratio(ours, peer) if ours and peer and not mine else float("nan"))
         row += [cpu.get(key(system, t), float("nan")) for t in threads]
         rows.append(row)
     header = (
@@ -339,7 +339,7 @@ def report(summary: dict[str, Any], systems: Sequence[str], threads: Sequence[in
         + [f"ours/peer @{t}" for t in threads]
         + [f"CPU µs/msg @{t}" for t in threads]
     )
-    tables = [common.print_table("Drain (no-op actor), median of runs", header, rows)]
+    tables = [output.print_table("Drain (no-op actor), median of runs", header, rows)]
     rows = []
     for system in [s for s in systems if s not in PREFETCH_100]:
         single = summary["enqueue_single_msgs_per_s"].get(system, float("nan"))
@@ -351,8 +351,8 @@ def report(summary: dict[str, Any], systems: Sequence[str], threads: Sequence[in
                 LABELS[system],
                 single,
                 batched,
-                float("nan") if system == "ours" else common.ratio(ours_single, single),
-                float("nan") if system == "ours" else common.ratio(ours_batched, batched),
+                float("nan") if system == "ours" else stats.ratio(ours_single, single),
+                float("nan") if system == "ours" else stats.ratio(ours_batched, batched),
             ]
         )
     header = [
@@ -362,7 +362,7 @@ def report(summary: dict[str, Any], systems: Sequence[str], threads: Sequence[in
         "ours/peer single",
         "ours/peer batched",
     ]
-    tables.append(common.print_table("Enqueue, median msg/s", header, rows))
+    tables.append(output.print_table("Enqueue, median msg/s", header, rows))
     return tables
 
 
@@ -388,19 +388,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.child:
         run_child(args)
         return {}
-    url = args.redis_url or common.redis_url()
-    common.log(f"bench.throughput: n={args.n} runs={args.runs} threads={args.threads} redis={url}")
+    url = args.redis_url or stores.redis_url()
+    output.log(f"bench.throughput: n={args.n} runs={args.runs} threads={args.threads} redis={url}")
     results = measure(args.systems, args.threads, args.runs, args.n, url, batch=args.batch)
     summary = summarize(results)
     tables = report(summary, args.systems, args.threads)
     data = {
         "params": {"n": args.n, "runs": args.runs, "threads": args.threads, "batch": args.batch},
-        "machine": common.machine_info(redis.Redis.from_url(url)),
+        "machine": output.machine_info(redis.Redis.from_url(url)),
         "summary": summary,
         "runs": results,
         "tables": tables,
     }
-    common.write_results("throughput", data)
+    output.write_results("throughput", data)
     return data
 
 

@@ -1,8 +1,8 @@
-"""The admin side: the record list, regeneration of reports (seed 000), soft delete.
+"""The admin side: the record list, regeneration of reports, soft delete.
 
 Regeneration resets a record in status 3 (生成中) or 5 (生成失败) to 3, clears its
 results and summary, commits, and only then queues a job with RetryCount 0: a worker
-that takes the job at once must see the reset. Errors use the seed's codes: missing or
+that takes the job at once must see the reset. Errors use the .NET API's codes: missing or
 soft-deleted record 3241, wrong status 2005, empty id list 1001.
 """
 
@@ -25,7 +25,8 @@ from services.errors import (
     QueueUnavailable,
     RecordNotFound,
 )
-from services.models import MAX_BIGINT, AssessmentRecord, DimensionResult, ReportSummary
+from services.limits import MAX_ID, is_id, is_strict_int
+from services.models import AssessmentRecord, DimensionResult, ReportSummary
 from services.queue import ReportQueue
 from services.status import REGENERATABLE, RecordStatus, status_text
 from services.uow import UnitOfWork
@@ -36,10 +37,6 @@ logger = logging.getLogger(__name__)
 MAX_PAGE_SIZE = 100
 #: Statuses as plain ints, for SQL parameters.
 _REGENERATABLE = sorted(int(s) for s in REGENERATABLE)
-
-
-def _is_id(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_BIGINT
 
 
 def _any(column: InstrumentedAttribute[int], ids: Sequence[int]) -> ColumnElement[bool]:
@@ -59,9 +56,9 @@ def list_records(
     Soft-deleted records are left out unless ``filters.include_deleted``; the creation
     range is half-open (``created_from <= created_at < created_to``), naive times are UTC.
     """
-    if not _is_id(page) or not 1 <= page_size <= MAX_PAGE_SIZE or isinstance(page_size, bool):
+    if not is_id(page) or not is_strict_int(page_size) or not 1 <= page_size <= MAX_PAGE_SIZE:
         raise ParamError(f"分页参数错误：page 从 1 开始，page_size 取 1 到 {MAX_PAGE_SIZE}")
-    if (page - 1) * page_size > MAX_BIGINT:
+    if (page - 1) * page_size > MAX_ID:
         raise ParamError("分页参数错误：page 过大")
     conditions: list[ColumnElement[bool]] = []
     if filters.status is not None:
@@ -69,7 +66,7 @@ def list_records(
             raise ParamError(f"状态取值错误：{filters.status!r}")
         conditions.append(AssessmentRecord.status == filters.status)
     if filters.user_id is not None:
-        if not _is_id(filters.user_id):
+        if not is_id(filters.user_id):
             raise ParamError("用户ID必须是正整数")
         conditions.append(AssessmentRecord.user_id == filters.user_id)
     if not filters.include_deleted:
@@ -129,7 +126,7 @@ def regenerate_report(uow: UnitOfWork, queue: ReportQueue, record_id: int) -> No
     refuses the job, the failure is logged and QueueUnavailable (5003) raised; the record
     then stays in 3 and may be regenerated again.
     """
-    if not _is_id(record_id):
+    if not is_id(record_id):
         raise RecordNotFound()
     with uow:
         session = uow.session
@@ -184,11 +181,11 @@ def batch_regenerate(uow: UnitOfWork, queue: ReportQueue, record_ids: Sequence[i
     """
     if not record_ids:
         raise ParamError(MSG_EMPTY_ID_LIST)
-    if any(not isinstance(i, int) or isinstance(i, bool) for i in record_ids):
+    if any(not is_strict_int(i) for i in record_ids):
         raise ParamError("记录ID必须是整数")
     total = len(record_ids)
     # First occurrences in request order; ids outside BIGINT cannot exist, skip them here.
-    candidates = list(dict.fromkeys(i for i in record_ids if _is_id(i)))
+    candidates = list(dict.fromkeys(i for i in record_ids if is_id(i)))
     if not candidates:
         return BatchOutcome(BatchRegenerateResult(success_count=0, skipped_count=total), ())
 
@@ -231,7 +228,7 @@ def batch_regenerate(uow: UnitOfWork, queue: ReportQueue, record_ids: Sequence[i
 
 def soft_delete_record(uow: UnitOfWork, record_id: int) -> None:
     """Mark a record deleted (it keeps its rows); RecordNotFound if missing or already deleted."""
-    if not _is_id(record_id):
+    if not is_id(record_id):
         raise RecordNotFound()
     with uow:
         deleted = uow.session.execute(

@@ -16,8 +16,8 @@ from sqlalchemy.orm import Session
 
 from services.autosave import AutosaveStore, MergedAnswers, SavedAnswer, from_epoch_ms, merge_submission
 from services.errors import InvalidOperation, ParamError, RecordNotFound, ServiceError
+from services.limits import is_id
 from services.models import (
-    MAX_BIGINT,
     Answer,
     AssessmentRecord,
     Dimension,
@@ -46,7 +46,7 @@ MSG_REPORT_NOT_READY = "报告尚未生成"
 
 
 def _check_id(value: object, what: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_BIGINT:
+    if not is_id(value):
         raise ParamError(f"{what}必须是正整数")
     return value
 
@@ -67,7 +67,7 @@ def record_view(record: AssessmentRecord) -> RecordView:
 def _own_record(uow: UnitOfWork, user_id: int, record_id: int, *, lock: bool = False) -> AssessmentRecord:
     """The live record `record_id` of `user_id`, optionally row-locked; else RecordNotFound."""
     _check_id(user_id, "用户ID")
-    if not isinstance(record_id, int) or isinstance(record_id, bool) or not 1 <= record_id <= MAX_BIGINT:
+    if not is_id(record_id):
         raise RecordNotFound()
     stmt = select(AssessmentRecord).where(
         AssessmentRecord.id == record_id,
@@ -173,7 +173,7 @@ def submit_answers(
 
     The job is queued only after the commit (a worker must find the answers). If the
     queue fails, the failure is logged and the call still succeeds with
-    ``enqueued=False``: the record stays in 3 and an admin can trigger it again (seed 000).
+    ``enqueued=False``: the record stays in 3 and an admin can regenerate it (services/admin.py).
     """
     sealed = False
     try:

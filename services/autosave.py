@@ -33,7 +33,8 @@ from sqlalchemy.orm import Session
 
 from services.errors import AutosaveUnavailable, InvalidOperation, ParamError, RecordNotFound
 from services.isolation import write_isolating
-from services.models import MAX_BIGINT, AssessmentRecord, Question
+from services.limits import is_id
+from services.models import AssessmentRecord, Question
 from services.scoring import MAX_VALUE, MIN_VALUE, format_ids, validate_partial_answers
 from services.status import RecordStatus
 from services.uow import UnitOfWork
@@ -160,9 +161,9 @@ def save_answers(
     that is not the caller's live record, 2005 when it is not in status 2, 5003 when the
     store is down. Nothing reaches the database here.
     """
-    if not isinstance(user_id, int) or isinstance(user_id, bool) or not 1 <= user_id <= MAX_BIGINT:
+    if not is_id(user_id):
         raise ParamError("用户ID必须是正整数")
-    if not isinstance(record_id, int) or isinstance(record_id, bool) or not 1 <= record_id <= MAX_BIGINT:
+    if not is_id(record_id):
         raise RecordNotFound()
     if not answers:
         raise ParamError("答案不能为空")

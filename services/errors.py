@@ -1,8 +1,8 @@
 """The one error hierarchy of the product.
 
 Every error a caller can act on is a `ServiceError` carrying the numeric code of the
-original API (seed 000: 1001 ParamError, 2005 InvalidOperation, 3241
-AssessmentRecordNotFound) and a message meant for the client. The web tier maps codes
+original .NET API, which its clients already handle (1001 ParamError, 2005
+InvalidOperation, 3241 AssessmentRecordNotFound), and a message meant for the client. The web tier maps codes
 to HTTP statuses in one place; the worker side logs them.
 """
 
@@ -74,6 +74,6 @@ class AutosaveUnavailable(QueueUnavailable):
     default_message = "答案暂存服务暂不可用，请稍后重试或提交全部答案"
 
 
-#: Messages of the seed, used verbatim.
+#: Messages of the original .NET API, used verbatim: its clients show the same texts.
 MSG_REGENERATE_NOT_ALLOWED = "当前状态不允许重新生成"
 MSG_EMPTY_ID_LIST = "记录ID列表不能为空"

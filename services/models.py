@@ -1,6 +1,6 @@
 """SQLAlchemy 2 typed models: the questionnaire, records, answers and results.
 
-The schema itself is created by Alembic (migrations/); these classes must stay in step
+The schema itself is created by Alembic (services/migrations/); these classes must stay in step
 with it (tests/integration/test_schema.py compares them).
 """
 
@@ -30,9 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-#: Largest value of a BIGINT id: a larger int can never name a row (and would make
-#: PostgreSQL raise rather than find nothing), so services treat it as "not found".
-MAX_BIGINT = 2**63 - 1
+from services.status import MAX_STATUS, MIN_STATUS
 
 
 class Base(DeclarativeBase):
@@ -72,7 +70,7 @@ class Question(Base):
 class AssessmentRecord(Base):
     __tablename__ = "assessment_records"
     __table_args__ = (
-        CheckConstraint("status BETWEEN 1 AND 5", name="ck_assessment_records_status"),
+        CheckConstraint(f"status BETWEEN {MIN_STATUS} AND {MAX_STATUS}", name="ck_assessment_records_status"),
         Index("ix_assessment_records_status_live", "status", postgresql_where="NOT is_deleted"),
         # The reconciler's pages (services/reconcile.py).
         Index("ix_assessment_records_generating", "id", postgresql_where="status = 3 AND NOT is_deleted"),

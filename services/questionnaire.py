@@ -22,6 +22,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from services import scoring
 from services.db import session_factory
 from services.errors import ConfigError
+from services.limits import is_strict_int
 from services.models import Dimension, Question
 from services.uow import UnitOfWork
 
@@ -71,8 +72,8 @@ class Questionnaire:
 
 def _field(obj: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     value = obj.get(key)
-    # bool is an int subclass; a JSON true must not pass as an id.
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+    # A JSON true must not pass as an id: ints are checked strictly.
+    if not (is_strict_int(value) if kind is int else isinstance(value, kind)):
         raise ConfigError(f"questionnaire: {where}.{key} must be a {kind.__name__}, got {value!r}")
     return value
 

@@ -15,8 +15,8 @@ from enum import StrEnum
 from sqlalchemy import delete, func, insert, select, update
 
 from services.errors import ParamError, ServiceError
+from services.limits import MAX_ID
 from services.models import (
-    MAX_BIGINT,
     Answer,
     AssessmentRecord,
     Dimension,
@@ -46,7 +46,7 @@ def generate_report(uow: UnitOfWork, record_id: int) -> GenerationOutcome:
     Only active questions count: answers to a question deactivated since the submission
     are ignored, and every active question must have an answer.
     """
-    if not 1 <= record_id <= MAX_BIGINT:
+    if not 1 <= record_id <= MAX_ID:
         logger.info("report of record %s skipped: not a valid record id", record_id)
         return GenerationOutcome.SKIPPED
     with uow:
@@ -133,7 +133,7 @@ def generate_report(uow: UnitOfWork, record_id: int) -> GenerationOutcome:
 
 def mark_generation_failed(uow: UnitOfWork, record_id: int) -> bool:
     """Set a record from 3 to 5 (生成失败); True if it changed, False if it was not in 3."""
-    if not 1 <= record_id <= MAX_BIGINT:
+    if not 1 <= record_id <= MAX_ID:
         return False
     with uow:
         changed = uow.session.execute(

@@ -15,6 +15,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from services.errors import ParamError
+from services.limits import is_strict_int
 
 MIN_VALUE = 1
 MAX_VALUE = 5
@@ -66,11 +67,6 @@ class ScoreReport:
     summary: str
 
 
-def _is_int(value: object) -> bool:
-    # bool is a subclass of int, but True is not an answer.
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def format_ids(ids: Iterable[int]) -> str:
     """`101, 102, 103` – sorted, and cut after a few ids with the total count."""
     ordered = sorted(set(ids))
@@ -108,9 +104,9 @@ def validate_partial_answers(question_ids: Collection[int], answers: Iterable[ob
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise ParamError(f"第 {index} 个答案格式错误，应为（题目ID, 分值）")
         question_id, value = pair
-        if not _is_int(question_id):
+        if not is_strict_int(question_id):
             raise ParamError(f"第 {index} 个答案的题目ID必须是整数，收到 {question_id!r}")
-        if not _is_int(value) or not MIN_VALUE <= value <= MAX_VALUE:
+        if not is_strict_int(value) or not MIN_VALUE <= value <= MAX_VALUE:
             raise ParamError(
                 f"题目 {question_id} 的答案必须是 {MIN_VALUE} 到 {MAX_VALUE} 之间的整数，收到 {value!r}"
             )

@@ -13,6 +13,10 @@ class RecordStatus(IntEnum):
     FAILED = 5  # 生成失败
 
 
+#: Bounds of a valid status (the database's CHECK constraint, the API's schema and filters).
+MIN_STATUS = int(min(RecordStatus))
+MAX_STATUS = int(max(RecordStatus))
+
 STATUS_TEXT: dict[RecordStatus, str] = {
     RecordStatus.PENDING: "待测评",
     RecordStatus.IN_PROGRESS: "测评中",
@@ -30,7 +34,7 @@ STATUS_DESCRIPTION: dict[RecordStatus, str] = {
     RecordStatus.FAILED: "报告生成失败，请联系客服",
 }
 
-#: Statuses in which an admin may trigger the report again (seed 000, property 4/5).
+#: Statuses in which an admin may trigger the report again: stuck generating, or failed.
 REGENERATABLE = frozenset({RecordStatus.GENERATING, RecordStatus.FAILED})
 
 #: Statuses in which the owner may still submit answers.

@@ -1,7 +1,8 @@
 """What the services return: frozen dataclasses, so ORM objects never leave a session.
 
-The web tier serialises these; the worker side only looks at outcomes. Field names
-follow the contract in /work/notes/services-contract.md.
+The web tier serialises these; the worker side only looks at outcomes. Field names are
+the HTTP API's, camelCased by web/jsonify.py; tests/unit/test_web_openapi.py checks that
+the OpenAPI document lists exactly these fields.
 """
 
 from __future__ import annotations

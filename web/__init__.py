@@ -21,7 +21,8 @@ from services.autosave import ActiveQuestions, AutosaveStore
 from services.config import Settings
 from services.db import session_factory
 from services.errors import ConfigError
-from services.events import DirectEventWriter, EventSink
+from services.event_store import DirectEventWriter
+from services.events import EventSink
 from services.queue import ReportQueue
 from web import admin_api, deps, health, openapi, user_api
 from web.auth import issue_user_token

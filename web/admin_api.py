@@ -11,9 +11,10 @@ import redis
 from flask import Blueprint, Response, request
 
 from actors.monitor import queue_figures
-from services import admin, events
+from services import admin, event_store
 from services.errors import MSG_EMPTY_ID_LIST, QueueUnavailable
 from services.events import EventType
+from services.limits import MAX_ID
 from services.status import RecordStatus
 from services.views import RecordFilter
 from web.auth import require_admin
@@ -21,7 +22,6 @@ from web.deps import autosave_store, new_uow, redis_client, report_queue
 from web.envelope import ok
 from web.events import log_event, log_events
 from web.validation import (
-    MAX_ID,
     body_id,
     body_id_list,
     json_object,
@@ -87,7 +87,7 @@ def record_events() -> Response:
     """The record's event log, oldest first, paged (ingested within about a second)."""
     record_id = query_id(request.args, "id")
     page, page_size = page_params(request.args)
-    return ok(events.list_record_events(new_uow(), record_id, page, page_size))
+    return ok(event_store.list_record_events(new_uow(), record_id, page, page_size))
 
 
 @bp.get("/queue/stats")

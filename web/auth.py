@@ -24,8 +24,8 @@ from flask import g, request
 from itsdangerous import BadData, URLSafeTimedSerializer
 from werkzeug.exceptions import Forbidden, Unauthorized
 
+from services.limits import MAX_ID, is_strict_int
 from web import deps
-from web.validation import MAX_ID, is_int
 
 USER_TOKEN_SALT = "user-token"  # noqa: S105 - a namespace for signatures, not a secret
 #: A user token is accepted for this long after it was issued.
@@ -50,7 +50,7 @@ def issue_user_token(secret_key: str, user_id: int) -> str:
     """A user token for `user_id` (what the login of the mini-program would hand out)."""
     if not secret_key:
         raise ValueError("SECRET_KEY is empty: user tokens cannot be signed")
-    if not is_int(user_id) or not 1 <= user_id <= MAX_ID:
+    if not is_strict_int(user_id) or not 1 <= user_id <= MAX_ID:
         raise ValueError(f"user id must be an integer in 1..{MAX_ID}, got {user_id!r}")
     return _serializer(secret_key).dumps({"uid": user_id})
 
@@ -64,7 +64,7 @@ def verify_user_token(secret_key: str, token: str) -> int | None:
     except BadData:
         return None
     user_id: object = payload.get("uid") if isinstance(payload, dict) else None
-    if not is_int(user_id) or not 1 <= user_id <= MAX_ID:
+    if not is_strict_int(user_id) or not 1 <= user_id <= MAX_ID:
         return None
     return user_id
 

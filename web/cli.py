@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 from flask.cli import with_appcontext
 
+from services.limits import MAX_ID
 from web.auth import issue_user_token
 from web.deps import current
-from web.validation import MAX_ID
 
 
 @click.command("issue-user-token")

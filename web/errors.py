@@ -2,7 +2,7 @@
 
 Every failure leaves the app as the JSON envelope with a non-zero code:
 
-* a `ServiceError` keeps its domain code (seed 000: 1001, 2005, 3241; 5003 queue
+* a `ServiceError` keeps its domain code (the .NET API's 1001, 2005, 3241; 5003 queue
   unavailable) and gets the HTTP status of `SERVICE_ERROR_STATUS`;
 * an HTTP error raised by Werkzeug/Flask or by web/auth.py (no domain code) uses its
   HTTP status as the code, except 400 which is a `ParamError` (1001) like any other

@@ -14,15 +14,15 @@ from flask import Blueprint, Response, jsonify
 from services.admin import MAX_PAGE_SIZE
 from services.errors import MSG_EMPTY_ID_LIST
 from services.events import EventType
+from services.limits import MAX_ID
 from services.questionnaire import MAX_VALUE, MIN_VALUE
-from services.status import STATUS_TEXT
+from services.status import MAX_STATUS, MIN_STATUS, STATUS_TEXT
 from web.errors import RETRY_AFTER_S
 from web.validation import (
     DEFAULT_PAGE_SIZE,
     MAX_ANSWERS,
     MAX_BATCH_IDS,
     MAX_CONTENT_LENGTH,
-    MAX_ID,
     MAX_PAGE,
     MAX_QUESTION_ID,
 )
@@ -53,8 +53,8 @@ NULLABLE_DATETIME: Schema = {"type": ["string", "null"], "format": "date-time"}
 ID: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_ID, "format": "int64"}
 STATUS: Schema = {
     "type": "integer",
-    "minimum": 1,
-    "maximum": 5,
+    "minimum": MIN_STATUS,
+    "maximum": MAX_STATUS,
     "description": "; ".join(f"{int(s)} {text}" for s, text in STATUS_TEXT.items()),
 }
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from typing import Any, TypeGuard
+from typing import Any
 
 from flask import Request
 from werkzeug.datastructures import MultiDict
@@ -26,10 +26,9 @@ from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
 from services.admin import MAX_PAGE_SIZE
 from services.errors import ParamError
+from services.limits import MAX_ID, is_strict_int
 from services.questionnaire import MAX_VALUE, MIN_VALUE
 
-#: Largest id: PostgreSQL bigint.
-MAX_ID = 2**63 - 1
 #: Largest question id: the questions.id column is an int4.
 MAX_QUESTION_ID = 2**31 - 1
 #: Most ids in one batch request.
@@ -75,13 +74,8 @@ def _more_body(request: Request) -> bool:
     return stream is not None and bool(stream.read(1))
 
 
-def is_int(value: object) -> TypeGuard[int]:
-    """A JSON integer: Python's bool is an int, JSON's true is not."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def int_in_range(value: object, name: str, minimum: int, maximum: int) -> int:
-    if not is_int(value):
+    if not is_strict_int(value):
         raise ParamError(f"参数 {name} 必须是整数")
     if not minimum <= value <= maximum:
         raise ParamError(f"参数 {name} 必须在 {minimum} 到 {maximum} 之间")

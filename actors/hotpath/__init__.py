@@ -1,4 +1,4 @@
-"""The hot path (seed 001's background services): Redis first, PostgreSQL in bulk behind.
+"""The hot path: frequent writes go to Redis first, and to PostgreSQL in bulk behind.
 
 - `autosave`: the answer store the web tier saves into and the answer flusher;
 - `progress`: the progress flusher; `dirty`: the RENAME-based flush both share;

@@ -1,4 +1,4 @@
-"""The dirty-set flush of seed 001 (作答落盘 / 考生状态同步), with its weak spots fixed.
+"""The dirty-set flush: Redis hashes to PostgreSQL (作答落盘 / 考生状态同步), losing nothing.
 
 Writers put data in a per-record hash and add the record id to a dirty set. A flusher:
 
@@ -8,7 +8,7 @@ Writers put data in a per-record hash and add the record id to a dirty set. A fl
 3. **write** — one database transaction per chunk, in bulk (the subclass's `persist`);
 4. **done** — SREM the chunk from syncing; after the last chunk DEL syncing.
 
-Unlike the seed, a failed write does not drop the marks: the ids go back to the dirty set
+A failed write does not drop the marks: the ids go back to the dirty set
 (SUNIONSTORE dirty dirty syncing) and are retried next cycle. A save made during a flush
 re-adds its id to the dirty set, which the RENAME already emptied, so it is flushed again
 next cycle: nothing saved is lost.
@@ -42,7 +42,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from actors.hotpath.constants import DEFAULT_ANSWERS_BATCH, DEFAULT_LOCK_TTL_MS, DirtyKeys
 from actors.hotpath.lock import OWNER_CHECK, RedisLock
-from services.models import MAX_BIGINT
+from services.limits import MAX_ID
 
 logger = logging.getLogger(__name__)
 
@@ -282,7 +282,7 @@ class DirtySetFlusher(ABC):
         bad: list[bytes | str] = []
         for member in self.client.smembers(self.keys.syncing):
             raw = member.encode() if isinstance(member, str) else bytes(member)
-            if _MARK.fullmatch(raw) and int(raw) <= MAX_BIGINT:
+            if _MARK.fullmatch(raw) and int(raw) <= MAX_ID:
                 ids.append(int(raw))
             else:
                 bad.append(member)

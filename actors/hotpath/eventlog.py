@@ -1,11 +1,11 @@
 """The event log on Redis: producers LPUSH to `eventlog:queue`, one consumer bulk-inserts.
 
-Seed 001's log service (日志队列入库), kept and hardened:
+Moving the queue into the table (日志队列入库), no event lost or stored twice:
 
 - **One consumer at a time**: a lease (SET NX PX, `RedisLock`) its owner renews every
   cycle and only its owner releases; a standby takes over when it expires.
-- **Reliable move**: one Lua call moves up to N entries (an LMOVE loop, the seed's
-  RPOPLPUSH loop) from the queue into `eventlog:backup`; the batch is inserted in one
+- **Reliable move**: one Lua call moves up to N entries (an LMOVE loop, one round
+  trip) from the queue into `eventlog:backup`; the batch is inserted in one
   transaction (a single multi-row ``INSERT … SELECT FROM unnest(…) ON CONFLICT DO
   NOTHING``); then the backup is cleared.
 - **Recovery**: whenever the backup is not empty — at start-up, after taking the lease
@@ -22,7 +22,7 @@ Seed 001's log service (日志队列入库), kept and hardened:
   renews the lease while a batch is being stored.
 
 The sink (`RedisEventSink`) LPUSHes; when Redis refuses, it writes the events straight
-into PostgreSQL (`services.events.DirectEventWriter`, short timeouts), and when that
+into PostgreSQL (`services.event_store.DirectEventWriter`, short timeouts), and when that
 fails too it counts them in `services.events.dropped_events()` (`emit()` then returns
 False; it never raises).
 """
@@ -42,7 +42,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from actors.hotpath.constants import DEFAULT_EVENTS_BATCH, DEFAULT_LOCK_TTL_MS, EventLogKeys
 from actors.hotpath.lock import OWNER_CHECK, RedisLock
 from services.event_partitions import PartitionManager
-from services.events import DirectEventWriter, Event, EventsDropped, count_dropped, insert_events
+from services.event_store import DirectEventWriter, insert_events
+from services.events import Event, EventsDropped, count_dropped
 from services.isolation import write_isolating
 
 logger = logging.getLogger(__name__)

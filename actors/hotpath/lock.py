@@ -1,6 +1,6 @@
 """A Redis lease: one owner at a time, renewed by its owner, released only by its owner.
 
-Taken with ``SET key token NX PX ttl`` (seed 001: SetNx, here with an owner token and a
+Taken with ``SET key token NX PX ttl`` (a random token naming the owner, and a
 millisecond expiry); renewed with a compare-and-PEXPIRE and released with a
 compare-and-DEL, both Lua, so an owner whose lease expired can never extend or delete
 the lease of the process that took over. Every script that changes the data a lease

@@ -1,7 +1,7 @@
 """The hot-path process: the answer flusher, the progress flusher and the event-log consumer.
 
 ``python -m actors.hotpath`` (the Procfile's `hotpath` line) runs each loop in a thread
-of its own (seed 001: three BackgroundServices). A loop re-reads its settings every
+of its own, so one slow loop never delays the others. A loop re-reads its settings every
 cycle, survives Redis and database errors (logged, retried next cycle) and bad data (set
 aside, see actors/hotpath/dirty.py and eventlog.py), keeps its lease alive while it works
 (lock.RedisLock.kept_alive) and while it sleeps, and on SIGTERM or SIGINT finishes the

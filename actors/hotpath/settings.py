@@ -1,4 +1,4 @@
-"""Run-time settings of the hot-path loops (seed 001: IOptionsMonitor hot reload).
+"""Run-time settings of the hot-path loops, changeable while they run (no restart).
 
 Re-read at the start of every cycle, each field from the first source that has a valid
 value: the Redis hash `hotpath:settings` (change it while running:

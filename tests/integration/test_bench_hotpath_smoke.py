@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis
 from sqlalchemy import Engine, text
 
-from bench import common, hotpath
+from bench import hotpath, stores
 
 
 def test_hotpath_benchmark_smoke(engine: Engine, redis_client: redis.Redis) -> None:
@@ -22,6 +22,6 @@ def test_hotpath_benchmark_smoke(engine: Engine, redis_client: redis.Redis) -> N
         assert conn.scalar(text("SELECT count(*) FROM event_log WHERE actor = 'bench'")) == 0
         records = conn.scalar(
             text("SELECT count(*) FROM assessment_records WHERE user_id >= :base"),
-            {"base": common.BENCH_USER_BASE},
+            {"base": stores.BENCH_USER_BASE},
         )
         assert records == 0

@@ -24,7 +24,8 @@ from actors.hotpath.constants import EventLogKeys
 from actors.hotpath.eventlog import REDIS_RETRY_AFTER_S, EventLogConsumer, RedisEventSink
 from services.config import Settings
 from services.event_partitions import month_of, partition_name
-from services.events import DirectEventWriter, Event, EventType, dropped_events, emit
+from services.event_store import DirectEventWriter
+from services.events import Event, EventType, dropped_events, emit
 
 EVENTS = EventLogKeys()
 #: Emitting with a dead server must not stall a request: refused connections cost nothing.

@@ -116,7 +116,7 @@ def test_the_units_run_as_a_dedicated_user_with_the_environment_file(unit_name: 
     assert one(unit, "Service", "WorkingDirectory") == APP
     paths = [v for v in unit["Service"]["Environment"] if v.startswith("PATH=")]
     assert paths
-    assert paths[0].startswith(f"PATH={APP}/.venv/bin:")  # gunicorn, dramatiq, alembic
+    assert paths[0].startswith(f"PATH={APP}/.venv/bin:")  # gunicorn, dramatiq, mi-assessment-migrate
 
 
 def test_the_release_step_is_a_oneshot_the_processes_require() -> None:

@@ -1,4 +1,10 @@
-"""Alembic environment: the database comes from DATABASE_URL, like every other setting."""
+"""Alembic environment: the database comes from DATABASE_URL, like every other setting.
+
+A caller may pass its own in ``config.attributes``: "database_url" (services/migrate.py,
+the tests) or an open "connection".
+"""
+
+from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import create_engine, pool
@@ -11,7 +17,7 @@ config = context.config
 target_metadata = Base.metadata
 
 
-def include_name(name, type_, parent_names):
+def include_name(name: str | None, type_: str, parent_names: object) -> bool:
     """The partitions of event_log are managed at run time, not by the models."""
     return not (type_ == "table" and name is not None and is_partition_table(name))
 

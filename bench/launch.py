@@ -1,0 +1,185 @@
+"""Processes of a benchmark: children that hand back a JSON result, and the stack's own
+processes (`dramatiq` workers, the web app under gunicorn) started as the Procfile does."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench import ROOT
+from bench.stats import wait_until
+from bench.stores import redis_client
+
+#: Marks the line of a child's stdout that carries its JSON result.
+RESULT_PREFIX = "BENCH-RESULT "
+
+
+def emit_result(data: dict[str, Any]) -> None:
+    """Called by a child process: hand its result to the parent."""
+    print(RESULT_PREFIX + json.dumps(data), flush=True)
+
+
+def run_child(
+    module: str,
+    args: Sequence[str],
+    *,
+    timeout: float,
+    env: dict[str, str] | None = None,
+    show_stderr: bool = False,
+) -> Any:
+    """Run `python -m module args...` in a fresh interpreter and return its emitted result."""
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=None if show_stderr else subprocess.PIPE,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX) :])
+    raise RuntimeError(
+        f"{module} {' '.join(args)} exited {proc.returncode} without a result:\n"
+        f"{proc.stdout[-2000:]}\n{(proc.stderr or '')[-4000:]}"
+    )
+
+
+# -- processes of the stack: `dramatiq` workers, the web app under gunicorn -------------------
+
+
+class Service:
+    """A process of the stack in a session of its own, logging to a temporary file."""
+
+    def __init__(self, name: str, argv: Sequence[str], env: dict[str, str]) -> None:
+        import tempfile
+
+        self.name = name
+        self.log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed by stop())
+            prefix=f"mi-bench-{name}-", suffix=".log", delete=False
+        )
+        self.process = subprocess.Popen(
+            list(argv),
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+            stdout=self.log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def output(self) -> str:
+        return Path(self.log_file.name).read_text(errors="replace")
+
+    def stop(self, timeout: float = 30.0, *, graceful: bool = True) -> None:
+        """SIGTERM (SIGKILL after `timeout`), or SIGKILL at once when not `graceful`:
+        a benchmark's worker is killed once the measurement is over, its keys deleted."""
+        import signal
+
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM if graceful else signal.SIGKILL)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        self.log_file.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.log_file.name)
+
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def stack_env(redis: str, database: str) -> dict[str, str]:
+    """Environment of the stack's processes: our servers, a secret, an admin token."""
+    return {
+        "REDIS_URL": redis,
+        "DATABASE_URL": database,
+        "SECRET_KEY": BENCH_SECRET,
+        "ADMIN_TOKENS": BENCH_ADMIN_TOKEN,
+        "DB_POOL_SIZE": "10",
+    }
+
+
+BENCH_SECRET = "bench-secret-key"
+BENCH_ADMIN_TOKEN = "bench-admin-token"
+
+
+def start_worker(
+    redis: str,
+    database: str,
+    *,
+    module: str = "actors",
+    processes: int = 1,
+    threads: int = 8,
+    env: dict[str, str] | None = None,
+) -> Service:
+    """`dramatiq MODULE` as the Procfile's worker line runs it; returns once its consumers beat."""
+    client = redis_client(redis)
+    before = set(client.zrange("broker:heartbeats", 0, -1))
+    service = Service(
+        "worker",
+        [sys.executable, "-m", "dramatiq", module, "--processes", str(processes), "--threads", str(threads)],
+        {**stack_env(redis, database), **(env or {})},
+    )
+
+    def ready() -> bool:
+        if not service.alive():
+            raise RuntimeError(f"worker exited:\n{service.output()[-3000:]}")
+        return len(set(client.zrange("broker:heartbeats", 0, -1)) - before) >= processes
+
+    wait_until(ready, timeout=60, what="the worker's consumers", interval=0.05)
+    return service
+
+
+def start_web(redis: str, database: str, *, workers: int = 2, threads: int = 1) -> tuple[Service, int]:
+    """The real app under gunicorn on a free loopback port (the Procfile's web line)."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    argv = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "web:create_app()",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+        "--threads",
+        str(threads),
+        "--log-level",
+        "warning",
+    ]
+    service = Service("web", argv, stack_env(redis, database))
+
+    def ready() -> bool:
+        if not service.alive():
+            raise RuntimeError(f"gunicorn exited:\n{service.output()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/assessment/questions", timeout=1):
+                return True
+        except OSError as exc:
+            return getattr(exc, "code", None) is not None  # any HTTP answer: the app is up
+
+    wait_until(ready, timeout=60, what="gunicorn", interval=0.1)
+    return service, port

@@ -1,0 +1,189 @@
+"""The event log's storage: the SQL that writes events into `event_log` and reads them back.
+
+An event carries its own unique id and time, so storing it twice is a no-op
+(``ON CONFLICT DO NOTHING`` on the primary key ``(occurred_at, id)``): the consumer may
+replay a batch after a crash without duplicating anything. The events themselves, their
+decoding and the sinks producers use are in services/events.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+
+from sqlalchemy import Engine, create_engine, func, select, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from services.config import Settings, normalize_database_url
+from services.errors import ParamError, RecordNotFound
+from services.event_partitions import PartitionManager
+from services.events import Event
+from services.isolation import write_isolating
+from services.limits import is_id, is_strict_int
+from services.models import AssessmentRecord, EventLogEntry
+from services.uow import UnitOfWork
+from services.views import EventView, Page
+
+#: Timeouts of the direct write (`DirectEventWriter`): a request waits at most about this long.
+DIRECT_CONNECT_TIMEOUT_S = 2
+DIRECT_STATEMENT_TIMEOUT_MS = 2_000
+#: Page size bound of the admin query.
+MAX_PAGE_SIZE = 100
+
+
+class DirectEventWriter:
+    """Writes events straight into `event_log`: the event sink's fallback while Redis is down.
+
+    The same idempotent insert as the consumer (ON CONFLICT DO NOTHING, so an event that
+    also reaches Redis later is stored once), the same month partitions, and rows the
+    database refuses isolated. Short timeouts throughout (connect, statement, lock, pool),
+    because the caller is a request or a job that must not stall on a second dead server.
+    Thread-safe; the engine is built lazily in the process that uses it (never across a fork).
+    """
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        session_factory: sessionmaker[Session] | None = None,
+        connect_timeout_s: int = DIRECT_CONNECT_TIMEOUT_S,
+        statement_timeout_ms: int = DIRECT_STATEMENT_TIMEOUT_MS,
+    ) -> None:
+        self.database_url = database_url
+        self.connect_timeout_s = connect_timeout_s
+        self.statement_timeout_ms = statement_timeout_ms
+        self._given_factory = session_factory
+        self._lock = threading.Lock()
+        self._state: tuple[int, sessionmaker[Session], PartitionManager] | None = None
+
+    def _factory(self) -> tuple[sessionmaker[Session], PartitionManager]:
+        with self._lock:
+            if self._state is None or self._state[0] != os.getpid():
+                factory = self._given_factory or self._make_factory()
+                self._state = (os.getpid(), factory, PartitionManager(factory))
+            return self._state[1], self._state[2]
+
+    def _make_factory(self) -> sessionmaker[Session]:
+        url = self.database_url or Settings.from_env().database_url
+        engine = create_engine(
+            normalize_database_url(url),
+            pool_size=1,
+            max_overflow=4,
+            pool_timeout=self.connect_timeout_s,
+            pool_pre_ping=True,
+            pool_recycle=1800,
+            connect_args={
+                "connect_timeout": self.connect_timeout_s,
+                "options": f"-c statement_timeout={self.statement_timeout_ms}"
+                f" -c lock_timeout={self.statement_timeout_ms // 2}",
+            },
+        )
+        return sessionmaker(engine, expire_on_commit=False)
+
+    def write(self, events: Sequence[Event]) -> tuple[int, list[Event]]:
+        """Store `events`; (rows inserted, events the database refused). Raises when it is unreachable."""
+        factory, partitions = self._factory()
+        with self._lock:  # PartitionManager is not thread-safe
+            partitions.ensure_for(event.occurred_at for event in events)
+        with factory() as session:
+            inserted, refused = write_isolating(session, events, insert_events)
+            session.commit()
+        return inserted, refused
+
+    def dispose(self) -> None:
+        with self._lock:
+            if self._state is not None and self._given_factory is None:
+                bind = self._state[1].kw.get("bind")
+                if isinstance(bind, Engine):
+                    bind.dispose()
+            self._state = None
+
+
+# -- storage ------------------------------------------------------------------------------
+
+_INSERT = text(
+    """
+    INSERT INTO event_log (id, occurred_at, event_type, record_id, user_id, actor, data)
+    SELECT * FROM unnest(
+        CAST(:ids AS uuid[]), CAST(:times AS timestamptz[]), CAST(:types AS varchar[]),
+        CAST(:records AS bigint[]), CAST(:users AS bigint[]), CAST(:actors AS varchar[]),
+        CAST(:data AS jsonb[]))
+    ON CONFLICT DO NOTHING
+    """
+)
+
+
+def insert_events(session: Session, events: Sequence[Event]) -> int:
+    """Insert `events` in one statement (one array parameter per column, whatever their number).
+
+    Events already stored (same occurred_at and id) are skipped: returns how many rows
+    were new. The caller owns the transaction.
+    """
+    if not events:
+        return 0
+    result = session.execute(
+        _INSERT,
+        {
+            "ids": [str(e.id) for e in events],
+            "times": [e.occurred_at for e in events],
+            "types": [e.event_type for e in events],
+            "records": [e.record_id for e in events],
+            "users": [e.user_id for e in events],
+            "actors": [e.actor for e in events],
+            "data": [json.dumps(e.data, ensure_ascii=False) for e in events],
+        },
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def event_view(row: EventLogEntry) -> EventView:
+    return EventView(
+        id=str(row.id),
+        event_type=row.event_type,
+        occurred_at=row.occurred_at,
+        record_id=row.record_id,
+        user_id=row.user_id,
+        actor=row.actor,
+        data=dict(row.data or {}),
+    )
+
+
+def list_record_events(
+    uow: UnitOfWork, record_id: int, page: int = 1, page_size: int = 20
+) -> Page[EventView]:
+    """The stored events of one record, oldest first (its history in order), paged.
+
+    RecordNotFound (3241) when no record with that id was ever created and no event
+    names it; soft-deleted records keep their history. Events still on their way
+    through Redis appear once the consumer has ingested them (about one interval).
+    """
+    if not is_id(record_id):
+        raise RecordNotFound()
+    if (
+        not is_strict_int(page)
+        or not is_strict_int(page_size)
+        or page < 1
+        or not 1 <= page_size <= MAX_PAGE_SIZE
+    ):
+        raise ParamError(f"分页参数错误：page 从 1 开始，page_size 取 1 到 {MAX_PAGE_SIZE}")
+    with uow:
+        session = uow.session
+        total = (
+            session.scalar(
+                select(func.count()).select_from(EventLogEntry).where(EventLogEntry.record_id == record_id)
+            )
+            or 0
+        )
+        if total == 0 and session.get(AssessmentRecord, record_id) is None:
+            raise RecordNotFound()
+        rows = session.scalars(
+            select(EventLogEntry)
+            .where(EventLogEntry.record_id == record_id)
+            .order_by(EventLogEntry.occurred_at, EventLogEntry.id)
+            .offset((page - 1) * page_size)
+            .limit(page_size)
+        ).all()
+        items = [event_view(r) for r in rows]
+    return Page(items=items, total=total, page=page, page_size=page_size)

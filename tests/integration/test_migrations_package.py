@@ -1,0 +1,148 @@
+"""The migrations ship in the wheel, and its console command builds the schema of an empty database.
+
+The wheel is built from a copy of the package's sources (the checkout stays clean) and
+installed into a folder of its own; the command then runs from there, in another
+working directory, with no alembic.ini anywhere near: what a deploy from PyPI does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, text
+
+from services.config import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+#: What setup.cfg needs to build the wheel.
+SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "services", "actors", "web")
+#: The schema of an empty database is built in a schema of its own, so the session's
+#: test schema (public) is left as the other tests expect it.
+SCHEMA = "mi_migrate_check"
+
+pytestmark = pytest.mark.slow  # builds a wheel (pip, setuptools)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = tmp_path_factory.mktemp("source")
+    for name in SOURCES:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(path, source / name)
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(out), str(source)],
+        check=True,
+        timeout=240,
+    )
+    (built,) = out.glob("mi_assessment-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(target), str(wheel)],
+        check=True,
+        timeout=120,
+    )
+    return target
+
+
+def test_the_wheel_holds_the_migrations_and_the_command(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+        scripts = archive.read(entry_points).decode()
+    expected = {
+        "services/migrate.py",
+        "services/migrations/__init__.py",
+        "services/migrations/env.py",
+        "services/migrations/script.py.mako",
+    }
+    assert expected <= names
+    revisions = sorted(p.name for p in (ROOT / "services" / "migrations" / "versions").glob("*.py"))
+    assert revisions, "no revisions in the checkout"
+    assert {f"services/migrations/versions/{name}" for name in revisions} <= names
+    assert "mi-assessment-migrate = services.migrate:main" in scripts
+
+
+@pytest.fixture
+def empty_schema(engine: Engine) -> Iterator[str]:
+    """An empty schema of the test database, dropped afterwards; yields a URL whose search_path is it."""
+    with engine.begin() as conn:
+        conn.execute(text(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
+        conn.execute(text(f"CREATE SCHEMA {SCHEMA}"))
+    url = engine.url.set(query={**engine.url.query, "options": f"-csearch_path={SCHEMA}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
+
+
+def test_the_installed_command_upgrades_an_empty_database(
+    installed: Path, empty_schema: str, engine: Engine, settings: Settings, tmp_path: Path
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(installed), "DATABASE_URL": empty_schema}
+    where = subprocess.run(
+        [sys.executable, "-c", "import services.migrate as m; print(m.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(where.stdout.strip()).is_relative_to(installed), "not the installed copy"
+
+    done = subprocess.run(
+        [sys.executable, str(installed / "bin" / "mi-assessment-migrate")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Running upgrade" in done.stderr
+
+    heads = sorted(p.stem.split("_")[0] for p in (ROOT / "services" / "migrations" / "versions").glob("*.py"))
+    with engine.connect() as conn:
+        tables = set(
+            conn.scalars(text("SELECT tablename FROM pg_tables WHERE schemaname = :s"), {"s": SCHEMA})
+        )
+        version = conn.scalar(text(f"SELECT version_num FROM {SCHEMA}.alembic_version"))
+    assert {"assessment_records", "answers", "questions", "dimensions", "event_log"} <= tables
+    assert version == heads[-1]
+
+    again = subprocess.run(
+        [sys.executable, "-m", "services.migrate"], cwd=tmp_path, env=env, capture_output=True, check=False
+    )
+    assert again.returncode == 0, again.stderr  # at head already: a no-op
+
+
+def test_a_malformed_database_url_is_a_configuration_error(installed: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(installed), "DATABASE_URL": "mysql://nowhere/db"}
+    done = subprocess.run(
+        [sys.executable, "-m", "services.migrate"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "DATABASE_URL" in done.stderr
+    assert "Traceback" not in done.stderr
