@@ -35,7 +35,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from bench import common
+from bench import launch, output, stats, stores
 from services.config import normalize_database_url
 from services.db import make_engine
 from web.auth import issue_user_token
@@ -48,7 +48,7 @@ from faults import FaultProxy  # noqa: E402  (tests/, on the path just above)
 #: Secrets of the measured web process: production-strength, so APP_ENV=production passes.
 SECRET_KEY = "web-edge-secret-key-0123456789abcdef"
 ADMIN_TOKEN = "web-edge-admin-token-0123456789abcdef"
-USER_ID = common.BENCH_USER_BASE + 11
+USER_ID = stores.BENCH_USER_BASE + 11
 DEFAULT_TIMEOUT_S = 10.0
 
 
@@ -64,12 +64,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_web(line: str, env: dict[str, str]) -> tuple[common.Service, int]:
+def start_web(line: str, env: dict[str, str]) -> tuple[launch.Service, int]:
     """`line` through sh, as honcho and supervisord run it, with $PORT free on loopback."""
     port = free_port()
     bin_dir = str(Path(sys.executable).parent)
     full_env = {"PORT": str(port), "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}", **env}
-    service = common.Service("web", ["/bin/sh", "-c", f"exec {line}"], full_env)
+    service = launch.Service("web", ["/bin/sh", "-c", f"exec {line}"], full_env)
 
     def ready() -> bool:
         if not service.alive():
@@ -80,7 +80,7 @@ def start_web(line: str, env: dict[str, str]) -> tuple[common.Service, int]:
         except OSError:
             return False
 
-    common.wait_until(ready, timeout=60, what="the web process", interval=0.1)
+    stats.wait_until(ready, timeout=60, what="the web process", interval=0.1)
     return service, port
 
 
@@ -149,8 +149,8 @@ class Series:
         return [
             name,
             len(values),
-            f"{common.percentile(values, 50) * 1000:.0f}",
-            f"{common.percentile(values, 99) * 1000:.0f}",
+            f"{stats.percentile(values, 50) * 1000:.0f}",
+            f"{stats.percentile(values, 99) * 1000:.0f}",
             f"{max(values, default=float('nan')) * 1000:.0f}",
             self.failures,
         ]
@@ -230,7 +230,7 @@ def run_phase(port: int, records: Records, *, probes: int, submissions: int, tim
 def web_under_test(line: str, database_url: str, redis_url: str) -> Iterator[tuple[int, FaultProxy]]:
     proxy = FaultProxy(redis_url)
     env = {
-        **common.stack_env(proxy.url, database_url),
+        **launch.stack_env(proxy.url, database_url),
         "SECRET_KEY": SECRET_KEY,
         "ADMIN_TOKENS": ADMIN_TOKEN,
         "APP_ENV": "production",
@@ -275,8 +275,8 @@ def measure(
                 proxy.up()
     finally:
         records.close()
-        client = common.redis_client(redis_url)
-        common.delete_own_keys(client)
+        client = stores.redis_client(redis_url)
+        stores.delete_own_keys(client)
         client.close()
     return phases
 
@@ -287,7 +287,7 @@ def table(phases: dict[str, Phase]) -> str:
         rows.append(phase.healthz.row(f"{name}: GET /healthz"))
         rows.append(phase.questions.row(f"{name}: GET /questions"))
         rows.append(phase.submissions.row(f"{name}: POST submitAnswers ({phase.not_enqueued} not enqueued)"))
-    return common.print_table(
+    return output.print_table(
         "web tier under faults (ms)", ["phase: request", "n", "p50", "p99", "max", "failed"], rows
     )
 
@@ -304,11 +304,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.quick:
         args.probes, args.submissions = 10, 4
     line = args.line or procfile_web_line()
-    common.log(f"web: {line}")
+    output.log(f"web: {line}")
     phases = measure(
         line,
-        common.database_url(),
-        common.redis_url(),
+        stores.database_url(),
+        stores.redis_url(),
         slow=args.slow,
         probes=args.probes,
         submissions=args.submissions,

@@ -23,7 +23,7 @@ import redis
 from faults import FaultProxy
 from sqlalchemy import Engine, text
 
-from bench import common
+from bench import launch, stats
 from bench.web_edge import ADMIN_TOKEN, SECRET_KEY, Records, SlowClients, call, procfile_web_line, start_web
 from services.config import Settings
 from web.errors import RETRY_AFTER_S
@@ -40,7 +40,7 @@ class Web:
     redis: FaultProxy
     database: FaultProxy
     records: Records
-    service: common.Service
+    service: launch.Service
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def web(engine: Engine, redis_url: str, settings: Settings) -> Iterator[Web]:
     redis_proxy = FaultProxy(redis_url)
     database_proxy = FaultProxy(settings.database_url)
     env = {
-        **common.stack_env(redis_proxy.url, database_proxy.url),
+        **launch.stack_env(redis_proxy.url, database_proxy.url),
         "SECRET_KEY": SECRET_KEY,
         "ADMIN_TOKENS": ADMIN_TOKEN,
         "APP_ENV": "production",
@@ -136,7 +136,7 @@ def test_fifty_slow_clients_leave_the_api_answering_in_well_under_a_second(healt
         submissions = [submit(web, record_id) for record_id in ids]
     finally:
         clients.close()
-    assert common.percentile(healthz, 99) < FAST_S, sorted(healthz)[-3:]
+    assert stats.percentile(healthz, 99) < FAST_S, sorted(healthz)[-3:]
     for elapsed, status, reply in submissions:
         assert status == 200, reply
         assert reply["data"]["enqueued"] is True
@@ -163,7 +163,7 @@ def test_a_hung_redis_costs_a_submission_about_a_second_and_other_endpoints_noth
     # The Redis guard (about one socket timeout per window) is what bounds them.
     assert min(elapsed for elapsed, _, _ in submissions) < 1.5
     # The database-only endpoint does not wait on Redis at all.
-    assert common.percentile(during, 99) < max(0.5, 3 * common.percentile(before, 99)), sorted(during)[-3:]
+    assert stats.percentile(during, 99) < max(0.5, 3 * stats.percentile(before, 99)), sorted(during)[-3:]
     with engine.connect() as conn:
         statuses = conn.execute(
             text("SELECT status FROM assessment_records WHERE id = ANY(:ids)"), {"ids": ids}
@@ -268,7 +268,7 @@ def test_production_refuses_to_start_with_a_weak_secret(
     redis_url: str, settings: Settings, tmp_path: Path
 ) -> None:
     env = {
-        **common.stack_env(redis_url, settings.database_url),
+        **launch.stack_env(redis_url, settings.database_url),
         "SECRET_KEY": "a",
         "ADMIN_TOKENS": "x",
         "APP_ENV": "production",
