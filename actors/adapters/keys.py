@@ -1,4 +1,5 @@
-"""Keys, lifetimes and defaults of the hot path, in one place.
+"""Redis keys and lifetimes of the hot path: shared by its adapters (autosave store, event
+sink) and its loops (actors/hotpath/).
 
 Redis keys (all strings are the defaults; the key classes take a prefix for benchmarks):
 
@@ -26,9 +27,6 @@ from dataclasses import dataclass
 
 #: Prefix of every hot-path key but the event log's.
 HOTPATH_PREFIX = "hotpath:"
-
-#: Run-time settings of the loops (a Redis hash; fields are HotpathSettings' names).
-SETTINGS_KEY = "hotpath:settings"
 
 #: An autosave (answers and progress hashes) lives this long after the last save, so an
 #: abandoned assessment does not stay in Redis for ever. Far longer than any flush delay.
@@ -97,20 +95,3 @@ class EventLogKeys:
     @classmethod
     def with_prefix(cls, prefix: str) -> EventLogKeys:
         return cls(*(f"{prefix}{name}" for name in ("queue", "backup", "invalid", "lock")))
-
-
-# -- defaults of the run-time settings (environment: HOTPATH_<NAME upper-cased>) -------------
-
-#: Pause between two cycles of the answer flusher (ms) and most records per DB transaction.
-DEFAULT_ANSWERS_INTERVAL_MS = 1_000
-DEFAULT_ANSWERS_BATCH = 500
-#: The same for the progress flusher.
-DEFAULT_PROGRESS_INTERVAL_MS = 2_000
-DEFAULT_PROGRESS_BATCH = 500
-#: Pause of the event-log consumer when the queue is empty (ms); most events per round trip.
-DEFAULT_EVENTS_INTERVAL_MS = 1_000
-DEFAULT_EVENTS_BATCH = 500
-#: Lifetime of each loop's lock (ms). Its owner renews it every third of it while a
-#: cycle works and while it sleeps; a standby process takes over this long after the
-#: owner died. Must be at least 1 ms per item of the largest batch (settings.inconsistency).
-DEFAULT_LOCK_TTL_MS = 15_000

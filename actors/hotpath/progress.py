@@ -13,7 +13,7 @@ import logging
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.hotpath.constants import AutosaveKeys
+from actors.adapters.keys import AutosaveKeys
 from actors.hotpath.dirty import DirtySetFlusher, Persisted
 from services.progress import ProgressState, decode_state, sync_progress_isolating
 

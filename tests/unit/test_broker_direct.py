@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import redis
 
-from actors.consumer import run_on
+from actors.broker import run_on
 
 
 class FakeConnection:

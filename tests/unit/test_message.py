@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.codecs import ReportCodec
+from actors.broker import InvalidMessage
 from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
-from actors.message import MAX_RECORD_ID, InvalidMessage, ReportQueueMessage
+from actors.report_queue import ReportCodec
+from actors.report_queue.message import MAX_RECORD_ID, ReportQueueMessage
 
 record_ids = st.integers(min_value=1, max_value=MAX_RECORD_ID)
 retry_counts = st.integers(min_value=0, max_value=MAX_RETRY_COUNT)
