@@ -20,6 +20,7 @@ run: $(VENV)/.stamp-embedded
 # The bench extra too: the suite runs a smoke test of every benchmark (RQ is a peer there).
 test: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff check services actors web tests bench scripts migrations
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	$(PY) scripts/with_test_services.py -- $(PY) -m pytest $(PYTEST_ARGS)
 
@@ -30,6 +31,7 @@ pytest: $(VENV)/.stamp-test+dev+embedded+bench
 lint: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff check services actors web tests bench scripts migrations
 	$(VENV)/bin/ruff format --check services actors web tests bench scripts migrations
+	$(VENV)/bin/lint-imports
 
 typecheck: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/mypy
