@@ -1,6 +1,6 @@
 """The progress flusher: syncs `hotpath:progress:<id>` states to assessment_records.
 
-The states are written by the autosave script (actors/hotpath/autosave.py); the guarded
+The states are written by the autosave script (actors/adapters/autosave.py); the guarded
 bulk UPDATE is `services.progress.sync_progress` (a state no newer than the database's
 is skipped, in SQL). A state that cannot be decoded (`services.progress.decode_state`)
 or that the database refuses is set aside, all its fields, in `hotpath:progress:invalid`.
