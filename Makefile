@@ -43,4 +43,4 @@ demo: $(VENV)/.stamp-embedded
 	$(PY) scripts/demo.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis .grimp_cache .import_linter_cache

@@ -13,7 +13,7 @@ Compared with Dramatiq's RedisBroker:
 - fetches and acks are batched: about one round trip per prefetch batch.
 
 Redis errors surface as `dramatiq.errors.ConnectionClosed`, so Dramatiq's consumer
-threads log, pause and reconnect (the seed's "log, wait 5 s, listen again").
+threads log, pause and reconnect.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ Layout of a queue `Q` (e.g. `report:queue`):
                       delayed), or `dead` (see below). Kept only for a queue whose codec
                       names a job key (a Lua pattern capturing it from the payload, passed
                       to the scripts; '' means no index). Every script that creates or
-                      ends a job updates it in the same atomic step, so "does job 42
-                      have a job alive?" is one HGET, and a Redis that lost its data lost
+                      ends a job updates it in the same atomic step, so "is a job
+                      alive for key 42?" is one HGET, and a Redis that lost its data lost
                       the index with the jobs. A dead letter whose follow-up (e.g. a
                       record's status) could not be confirmed leaves `dead` behind once no
                       other job is alive for the key, for a reconciler to finish.
