@@ -1,7 +1,7 @@
 """The import graph: no side effects at import, no circle, a broker library that stands alone.
 
 The layer contracts themselves (services, the broker library, web, the adapters) are
-import-linter's, in setup.cfg, run by `make test` and `make lint`.
+import-linter's, in pyproject.toml, run by `make test` and `make lint`.
 """
 
 from __future__ import annotations
