@@ -21,6 +21,7 @@ run: $(VENV)/.stamp-embedded
 test: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff check services actors web tests bench scripts
 	$(VENV)/bin/ruff format --check services actors web tests bench scripts
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	$(PY) scripts/with_test_services.py -- $(PY) -m pytest $(PYTEST_ARGS)
 
@@ -31,6 +32,7 @@ pytest: $(VENV)/.stamp-test+dev+embedded+bench
 lint: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff check services actors web tests bench scripts
 	$(VENV)/bin/ruff format --check services actors web tests bench scripts
+	$(VENV)/bin/lint-imports
 
 typecheck: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/mypy
@@ -42,4 +44,4 @@ demo: $(VENV)/.stamp-embedded
 	$(PY) scripts/demo.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis .grimp_cache .import_linter_cache

@@ -1,4 +1,8 @@
-"""Build the worker's broker from the environment and make it Dramatiq's global broker."""
+"""Build the worker's broker from the environment and make it Dramatiq's global broker.
+
+Nothing happens at import: `actors.worker` calls `install()`; tests and benchmarks build
+brokers of their own with `default_middleware()`.
+"""
 
 from __future__ import annotations
 
@@ -16,31 +20,30 @@ from dramatiq.middleware import (
     TimeLimit,
 )
 
-from actors.broker import RedisListBroker
-from actors.codecs import ReportCodec
-from actors.constants import (
+from actors.broker import (
     DEFAULT_HEARTBEAT_INTERVAL_MS,
     DEFAULT_HEARTBEAT_TIMEOUT_MS,
-    ERROR_RECOVERY_DELAY_MS,
-    REPORT_ACTOR_NAME,
-    REPORT_QUEUE_NAME,
+    AvailabilityGate,
+    ExactRetries,
+    Probe,
+    RedisListBroker,
+    RequeueOnShutdown,
 )
-from actors.gate import AvailabilityGate, Probe
-from actors.retries import ExactRetries
-from actors.shutdown import RequeueOnShutdown
+from actors.constants import ERROR_RECOVERY_DELAY_MS, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
+from actors.report_queue.codec import ReportCodec
 from services.config import Settings, env_int
 from services.db import database_answers, session_factory
 
 
 def database_available() -> bool:
-    """The availability gate's probe for the report queue (actors/gate.py)."""
+    """The availability gate's probe for the report queue (actors/broker/gate.py)."""
     return database_answers(session_factory())
 
 
 def default_middleware(database_probe: Probe | None = None) -> list[Middleware]:
     """Dramatiq's default middleware, with its Retries replaced by ExactRetries.
 
-    AvailabilityGate (first: see actors/gate.py) holds report jobs while PostgreSQL is
+    AvailabilityGate (first: see actors/broker/gate.py) holds report jobs while PostgreSQL is
     down; CurrentMessage lets the report actor log which attempt failed
     (actors/report.py); RequeueOnShutdown gives prefetched messages back at once on SIGTERM.
     """

@@ -35,11 +35,8 @@ from types import FrameType
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors.adapters import RedisEventSink, RedisLock, RedisReportQueue
 from actors.constants import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
-from actors.hotpath.eventlog import RedisEventSink
-from actors.hotpath.lock import RedisLock
-from actors.producer import RedisReportQueue
-from actors.scripts import CLEAR_DEAD_MARKS
 from services import reconcile
 from services.config import Settings, env_int
 from services.db import session_factory
@@ -110,7 +107,6 @@ class Reconciler:
         self.jobs_key = jobs_key
         self.lock = RedisLock(client, LOCK_KEY)
         self.events = RedisEventSink(client)
-        self._clear_dead_marks = client.register_script(CLEAR_DEAD_MARKS)
 
     def run_once(self) -> PassReport:
         """One pass over every record owed; raises on a Redis or database error (retried next pass)."""
@@ -153,7 +149,7 @@ class Reconciler:
             UnitOfWork(self.factory), [r for r in page if r.id in wanted]
         )
         if changed:
-            self._clear_dead_marks(keys=[self.jobs_key], args=changed)
+            self.queue.index.clear_dead_marks(changed)
             logger.warning(
                 "%d dead-lettered record(s) had kept status 3 (the database was down); set to 5: %s",
                 len(changed),

@@ -1,5 +1,8 @@
 """The report actor: generates one record's report, retried on failure, dead-lettered at last.
 
+Declared as an `ActorSpec`: importing this module builds and touches no broker;
+`actors.worker` declares it on the worker's broker.
+
 Each outcome goes to the event log (`eventlog:queue`): generated, a failed attempt (with
 its number), dead-lettered. Logging an event never fails the job (services.events.emit).
 """
@@ -15,9 +18,9 @@ import dramatiq
 import redis
 from dramatiq.middleware import CurrentMessage
 
+from actors.adapters.events import RedisEventSink
+from actors.broker import DependencyUnavailable, actor_spec
 from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, RETRY_DELAYS_MS
-from actors.gate import DependencyUnavailable
-from actors.hotpath.eventlog import RedisEventSink
 from services import reports
 from services.config import Settings
 from services.db import session_factory
@@ -92,7 +95,7 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> None:
     )
 
 
-@dramatiq.actor(
+@actor_spec(
     actor_name=REPORT_ACTOR_NAME,
     queue_name=REPORT_QUEUE_NAME,
     max_retries=MAX_RETRY_COUNT,
@@ -105,7 +108,7 @@ def generate_report(record_id: int) -> None:
     try:
         outcome = reports.generate_report(_uow(), record_id)
     except DatabaseUnavailable as exc:
-        # Nothing was done: no attempt is spent while the database is down (actors.gate).
+        # Nothing was done: no attempt is spent while the database is down (actors/broker/gate.py).
         raise DependencyUnavailable(str(exc)) from exc
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]

@@ -32,9 +32,10 @@ import redis
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.hotpath.autosave import AnswersFlusher, RedisAutosaveStore
-from actors.hotpath.constants import AutosaveKeys, EventLogKeys
-from actors.hotpath.eventlog import EventLogConsumer, RedisEventSink
+from actors.adapters import RedisAutosaveStore, RedisEventSink
+from actors.adapters.keys import AutosaveKeys, EventLogKeys
+from actors.hotpath.autosave import AnswersFlusher
+from actors.hotpath.eventlog import EventLogConsumer
 from bench import output, stats, stores
 from services.autosave import parse_saved
 from services.db import make_engine, make_session_factory

@@ -125,7 +125,7 @@ def start_worker(
     redis: str,
     database: str,
     *,
-    module: str = "actors",
+    module: str = "actors.worker",
     processes: int = 1,
     threads: int = 8,
     env: dict[str, str] | None = None,

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from actors.constants import REPORT_DELAYED_KEY, REPORT_QUEUE_KEY, RETRY_DELAYS_MS
-from actors.message import ReportQueueMessage
+from actors.report_queue.message import ReportQueueMessage
 from bench import launch, output, stats, stores
 from bench.workers import STARTED_KEY
 

@@ -9,7 +9,7 @@ http.client, a fresh connection per request, bounded in count and time) posts
 own (status 2, a bench user's token), open-loop at `--rate` requests/s from up to
 `--concurrency` client threads. Scenarios, interleaved run by run:
 
-- fast: `dramatiq actors` (8 threads), generation takes milliseconds;
+- fast: `dramatiq actors.worker` (8 threads), generation takes milliseconds;
 - slow: `dramatiq bench.workers.slow`, the same actor sleeping 5 s before generating,
   with threads enough (rate x 5 s x 1.5) to keep up, so that in the steady state both
   scenarios do the same generation work per second, only 5 s apart;
@@ -35,7 +35,7 @@ from bench import db, launch, output, stats, stores
 from bench.http_load import Request, run_load
 
 SCENARIOS = {
-    "fast": "actors",
+    "fast": "actors.worker",
     "slow": "bench.workers.slow",
     "none": "",
 }

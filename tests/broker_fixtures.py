@@ -9,9 +9,9 @@ import pytest
 import redis
 
 from actors.broker import RedisListBroker
-from actors.codecs import ReportCodec
 from actors.configure import default_middleware
 from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
+from actors.report_queue.codec import ReportCodec
 
 #: Short timings so reaper and delay tests run in seconds.
 FAST_BROKER = {"heartbeat_timeout_ms": 2_000, "heartbeat_interval_ms": 250, "delay_poll_ms": 50}

@@ -16,6 +16,14 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+import redis
+from fakes import FailingQueue, RecordingQueue
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from services.config import Settings
+from services.db import make_engine, make_session_factory
+from services.uow import UnitOfWork
 
 TEST_DATABASE_URL = os.environ.get(
     "TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/mi_assessment_test"
@@ -23,19 +31,11 @@ TEST_DATABASE_URL = os.environ.get(
 TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 REQUIRE_SERVICES = os.environ.get("MI_REQUIRE_SERVICES") == "1"
 
-# Processes and modules that read the environment (the actors package builds its broker
-# at import) must see the test servers, never a developer's own.
+# Code that reads the environment when it runs (the report actor's unit of work and
+# event sink, the processes the tests start) must see the test servers, never a
+# developer's own. Nothing reads it at import: importing builds no broker.
 os.environ["DATABASE_URL"] = TEST_DATABASE_URL
 os.environ["REDIS_URL"] = TEST_REDIS_URL
-
-import redis  # noqa: E402
-from fakes import FailingQueue, RecordingQueue  # noqa: E402
-from sqlalchemy import Engine, text  # noqa: E402
-from sqlalchemy.orm import Session, sessionmaker  # noqa: E402
-
-from services.config import Settings  # noqa: E402
-from services.db import make_engine, make_session_factory  # noqa: E402
-from services.uow import UnitOfWork  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

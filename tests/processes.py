@@ -1,4 +1,4 @@
-"""Helpers for tests that run the real processes: `dramatiq actors` workers, the Procfile's
+"""Helpers for tests that run the real processes: `dramatiq actors.worker` workers, the Procfile's
 process types as `make run` runs them (under supervisord), private Redis servers."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def wait_until(check: Callable[[], bool], *, timeout: float, what: str, interval
 
 
 class WorkerProcess:
-    """`python -m dramatiq actors` in a session of its own, as the Procfile's worker line runs it."""
+    """`python -m dramatiq actors.worker` in a session of its own, as the Procfile's worker line runs it."""
 
     def __init__(
         self,
@@ -60,7 +60,7 @@ class WorkerProcess:
                 sys.executable,
                 "-m",
                 "dramatiq",
-                "actors",
+                "actors.worker",
                 "--processes",
                 str(processes),
                 "--threads",

@@ -14,9 +14,7 @@ from collections.abc import Mapping
 import redis
 from flask import Flask
 
-from actors.hotpath.autosave import RedisAutosaveStore
-from actors.hotpath.eventlog import RedisEventSink
-from actors.producer import RedisReportQueue
+from actors.adapters import RedisAutosaveStore, RedisEventSink, RedisReportQueue
 from services.autosave import ActiveQuestions, AutosaveStore
 from services.config import Settings
 from services.db import session_factory

@@ -10,7 +10,7 @@ import logging
 import redis
 from flask import Blueprint, Response, request
 
-from actors.monitor import queue_figures
+from actors.adapters import queue_figures
 from services import admin, event_store
 from services.errors import MSG_EMPTY_ID_LIST, QueueUnavailable
 from services.events import EventType

@@ -1,10 +1,13 @@
 """The hot path: frequent writes go to Redis first, and to PostgreSQL in bulk behind.
 
-- `autosave`: the answer store the web tier saves into and the answer flusher;
+The loops, run by one process; what web and worker write into Redis is done by the
+adapters (actors/adapters/: the autosave store, the event sink, the lease and the keys).
+
+- `autosave`: the answer flusher;
 - `progress`: the progress flusher; `dirty`: the RENAME-based flush both share;
-- `eventlog`: the event sink (web, worker) and the event-log consumer;
-- `lock`: the lease that keeps each loop to one process; `settings`: run-time settings;
+- `eventlog`: the event-log consumer;
+- `settings`: run-time settings;
 - `runner` (``python -m actors.hotpath``): the process that runs the three loops.
 
-Keys and defaults: `constants`.
+Settings defaults: `constants`.
 """

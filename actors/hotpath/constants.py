@@ -1,103 +1,13 @@
-"""Keys, lifetimes and defaults of the hot path, in one place.
+"""Run-time settings of the hot path's loops: their Redis hash and their defaults.
 
-Redis keys (all strings are the defaults; the key classes take a prefix for benchmarks):
-
-| key | type | what |
-|---|---|---|
-| `hotpath:record:<id>` | hash | cached owner (`user`) and `status` of a record (saves skip the DB) |
-| `hotpath:answers:<id>` | hash | autosaved answers: question id -> `"<value>:<saved ms>"` |
-| `hotpath:answers:dirty` | set | record ids whose autosave has not been flushed |
-| `hotpath:answers:syncing` | set | the ids the answer flusher is persisting right now |
-| `hotpath:answers:lock` | string | the answer flusher's lock (SET NX PX, value: owner token) |
-| `hotpath:answers:invalid` | list | fields set aside: `<record id>:<field length>:<field><value>` |
-| `hotpath:progress:<id>` | hash | progress: `q` current question, `n` answered, `a` last activity |
-|  |  | ms, `t` LastUpdateTime ms |
-| `hotpath:progress:dirty`, `:syncing`, `:lock`, `:invalid` | set, set, string, list | as for answers |
-| `hotpath:settings` | hash | run-time settings of the loops (see actors/hotpath/settings.py) |
-| `eventlog:queue` | list | events (JSON), LPUSHed by producers, consumed from the right |
-| `eventlog:backup` | list | the batch the consumer is inserting (replayed after a crash) |
-| `eventlog:invalid` | list | entries that could not be decoded, kept verbatim |
-| `eventlog:lock` | string | the event-log consumer's lock |
+The key layout shared with the adapters (autosave store, event sink) is in
+actors/adapters/keys.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-#: Prefix of every hot-path key but the event log's.
-HOTPATH_PREFIX = "hotpath:"
-
 #: Run-time settings of the loops (a Redis hash; fields are HotpathSettings' names).
 SETTINGS_KEY = "hotpath:settings"
-
-#: An autosave (answers and progress hashes) lives this long after the last save, so an
-#: abandoned assessment does not stay in Redis for ever. Far longer than any flush delay.
-AUTOSAVE_TTL_S = 7 * 24 * 3600
-
-#: The cached owner and status of a record live this long after they were cached.
-RECORD_CACHE_TTL_S = 24 * 3600
-
-#: A seal (submission in progress) outlives any submission; if the submitting process
-#: dies before releasing it, saves resume (after a DB check) once it expires.
-SEAL_TTL_S = 300
-
-
-@dataclass(frozen=True)
-class DirtyKeys:
-    """The keys of one dirty-set flow (answers or progress)."""
-
-    #: `<prefix><name>:<record id>`: the per-record hash.
-    item_prefix: str
-    dirty: str
-    syncing: str
-    lock: str
-    #: Fields that could not be decoded or stored, kept verbatim (dirty.invalid_entry).
-    invalid: str
-
-    @classmethod
-    def named(cls, name: str, prefix: str = HOTPATH_PREFIX) -> DirtyKeys:
-        base = f"{prefix}{name}:"
-        return cls(
-            item_prefix=base,
-            dirty=base + "dirty",
-            syncing=base + "syncing",
-            lock=base + "lock",
-            invalid=base + "invalid",
-        )
-
-    def item(self, record_id: int) -> str:
-        return f"{self.item_prefix}{record_id}"
-
-
-@dataclass(frozen=True)
-class AutosaveKeys:
-    answers: DirtyKeys
-    progress: DirtyKeys
-    record_prefix: str
-
-    @classmethod
-    def default(cls, prefix: str = HOTPATH_PREFIX) -> AutosaveKeys:
-        return cls(
-            answers=DirtyKeys.named("answers", prefix),
-            progress=DirtyKeys.named("progress", prefix),
-            record_prefix=f"{prefix}record:",
-        )
-
-    def record(self, record_id: int) -> str:
-        return f"{self.record_prefix}{record_id}"
-
-
-@dataclass(frozen=True)
-class EventLogKeys:
-    queue: str = "eventlog:queue"
-    backup: str = "eventlog:backup"
-    invalid: str = "eventlog:invalid"
-    lock: str = "eventlog:lock"
-
-    @classmethod
-    def with_prefix(cls, prefix: str) -> EventLogKeys:
-        return cls(*(f"{prefix}{name}" for name in ("queue", "backup", "invalid", "lock")))
-
 
 # -- defaults of the run-time settings (environment: HOTPATH_<NAME upper-cased>) -------------
 

@@ -40,8 +40,9 @@ import redis
 from redis.commands.core import Script
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.hotpath.constants import DEFAULT_ANSWERS_BATCH, DEFAULT_LOCK_TTL_MS, DirtyKeys
-from actors.hotpath.lock import OWNER_CHECK, RedisLock
+from actors.adapters.keys import DirtyKeys
+from actors.adapters.lock import OWNER_CHECK, RedisLock
+from actors.hotpath.constants import DEFAULT_ANSWERS_BATCH, DEFAULT_LOCK_TTL_MS
 from services.limits import MAX_ID
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The progress flusher: syncs `hotpath:progress:<id>` states to assessment_records.
 
-The states are written by the autosave script (actors/hotpath/autosave.py); the guarded
+The states are written by the autosave script (actors/adapters/autosave.py); the guarded
 bulk UPDATE is `services.progress.sync_progress` (a state no newer than the database's
 is skipped, in SQL). A state that cannot be decoded (`services.progress.decode_state`)
 or that the database refuses is set aside, all its fields, in `hotpath:progress:invalid`.
@@ -13,7 +13,7 @@ import logging
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.hotpath.constants import AutosaveKeys
+from actors.adapters.keys import AutosaveKeys
 from actors.hotpath.dirty import DirtySetFlusher, Persisted
 from services.progress import ProgressState, decode_state, sync_progress_isolating
 

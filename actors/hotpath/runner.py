@@ -23,9 +23,9 @@ from types import FrameType
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors.adapters.lock import RedisLock
 from actors.hotpath.autosave import AnswersFlusher
 from actors.hotpath.eventlog import EventLogConsumer
-from actors.hotpath.lock import RedisLock
 from actors.hotpath.progress import ProgressFlusher
 from actors.hotpath.settings import HotpathSettings, SettingsSource
 from services.config import Settings

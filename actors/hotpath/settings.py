@@ -8,7 +8,7 @@ An invalid value (not an integer, out of bounds) is logged once and ignored.
 
 The values must also fit together (`inconsistency`): a lease must be long enough for
 the largest batch at `LEASE_MS_PER_ITEM`, so a batch fits in one lease even if the
-renewals made while it runs (actors/hotpath/lock.py) are late. An inconsistent set is
+renewals made while it runs (actors/adapters/lock.py) are late. An inconsistent set is
 refused as a whole, logged once, and the previous values are kept (at start-up: the
 environment and defaults alone, else the defaults).
 """

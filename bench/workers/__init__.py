@@ -1,6 +1,6 @@
 """Worker modules for the benchmarks: `dramatiq bench.workers.slow` / `bench.workers.fail_once`.
 
-Each imports `actors` (which installs the RedisListBroker and declares the real report
+Each imports `actors.worker` (which installs the RedisListBroker and declares the real report
 actor with its exact retry schedule) and then redeclares the report actor, under the
 same name, queue and options, with a body of its own:
 

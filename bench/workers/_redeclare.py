@@ -7,7 +7,7 @@ from typing import Any
 
 import dramatiq
 
-import actors  # noqa: F401  (installs the broker and declares the real actor)
+import actors.worker  # noqa: F401  (installs the broker and declares the real actor)
 from actors.constants import REPORT_ACTOR_NAME
 
 

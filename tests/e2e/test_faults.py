@@ -1,6 +1,6 @@
 """Faults between the parts, on real processes: nothing submitted is ever lost.
 
-web (gunicorn), worker (`dramatiq actors`) and reconciler (`python -m actors.reconciler`)
+web (gunicorn), worker (`dramatiq actors.worker`) and reconciler (`python -m actors.reconciler`)
 run as the Procfile runs them, against the test PostgreSQL and Redis reached through
 `FaultProxy`s, so a test can cut a server off without stopping a server it does not
 own. Patient clients submit a burst; a fault hits in the middle; every submitted record

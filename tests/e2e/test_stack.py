@@ -23,10 +23,9 @@ from processes import procfile, row_locked, sessions_waiting_for_a_lock
 from sqlalchemy import Engine, func, select
 from stack_support import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
 
+from actors.adapters import RedisReportQueue, queue_figures
 from actors.constants import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
-from actors.message import ReportQueueMessage
-from actors.monitor import queue_figures
-from actors.producer import RedisReportQueue
+from actors.report_queue.message import ReportQueueMessage
 from services.config import Settings
 from services.models import DimensionResult, ReportSummary
 from services.status import RecordStatus
@@ -111,7 +110,7 @@ def test_a_user_takes_the_assessment_and_gets_the_report(stack: Stack) -> None:
 
 def test_every_process_of_the_stack_is_in_the_procfile(stack: Stack) -> None:
     """What runs is what the Procfile says, every long-running type under supervisord:
-    gunicorn for web (on $PORT), `dramatiq actors` for worker, and so on."""
+    gunicorn for web (on $PORT), `dramatiq actors.worker` for worker, and so on."""
     lines = procfile()
     supervised = {info["name"]: info for info in stack.current.supervisor().getAllProcessInfo()}
     assert sorted(name for name in supervised if name != "output") == sorted(set(lines) - {"release"})
@@ -122,7 +121,7 @@ def test_every_process_of_the_stack_is_in_the_procfile(stack: Stack) -> None:
     # `sh -c 'exec LINE'`: the shell became the program, so supervisord watches the program itself.
     assert "gunicorn web:create_app()" in commands["web"]
     assert f"127.0.0.1:{stack.env['PORT']}" in commands["web"]  # loopback unless BIND says otherwise
-    assert "dramatiq actors --processes 1 --threads 2" in commands["worker"]
+    assert "dramatiq actors.worker --processes 1 --threads 2" in commands["worker"]
     assert "actors.hotpath" in commands["hotpath"]
 
 

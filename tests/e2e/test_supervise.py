@@ -27,7 +27,7 @@ from processes import wait_until
 from sqlalchemy import Engine
 from stack_support import ROOT, Stack, db_status, insert_record, running_stack
 
-from actors.producer import RedisReportQueue
+from actors.adapters import RedisReportQueue
 from services.config import Settings
 from services.status import RecordStatus
 

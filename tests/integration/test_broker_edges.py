@@ -16,8 +16,7 @@ from dramatiq.errors import ConnectionClosed
 from faults import FaultProxy
 from processes import wait_until
 
-from actors.broker import RedisListBroker
-from actors.constants import HEARTBEATS_KEY
+from actors.broker import HEARTBEATS_KEY, RedisListBroker
 
 
 @pytest.fixture

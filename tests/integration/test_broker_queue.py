@@ -15,10 +15,7 @@ from dramatiq.middleware import Middleware
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.broker import RedisListBroker
-from actors.constants import HEARTBEATS_KEY
-from actors.consumer import ListMessageProxy, RedisListConsumer
-from actors.message import InvalidMessage
+from actors.broker import HEARTBEATS_KEY, InvalidMessage, ListMessageProxy, RedisListBroker, RedisListConsumer
 
 RAW_QUEUE = "raw"
 

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.hotpath.autosave import AnswersFlusher, RedisAutosaveStore
-from actors.hotpath.constants import AutosaveKeys
+from actors.adapters import RedisAutosaveStore
+from actors.adapters.keys import AutosaveKeys
+from actors.hotpath.autosave import AnswersFlusher
 from services import assessment
 from services.autosave import SaveOutcome
 from services.db import make_engine, make_session_factory

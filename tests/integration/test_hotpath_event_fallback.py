@@ -20,8 +20,10 @@ from sqlalchemy import Engine, text
 from web_support import CLOSED_REDIS_URL
 
 import actors.report
-from actors.hotpath.constants import EventLogKeys
-from actors.hotpath.eventlog import REDIS_RETRY_AFTER_S, EventLogConsumer, RedisEventSink
+from actors.adapters import RedisEventSink
+from actors.adapters.events import REDIS_RETRY_AFTER_S
+from actors.adapters.keys import EventLogKeys
+from actors.hotpath.eventlog import EventLogConsumer
 from services.config import Settings
 from services.event_partitions import month_of, partition_name
 from services.event_store import DirectEventWriter
@@ -113,7 +115,7 @@ def test_with_the_database_unreachable_too_the_event_is_counted_as_dropped(
     sink = RedisEventSink(redis_down, fallback=writer, clock=clock)
     events = [Event.new(EventType.REPORT_GENERATED, record_id=n, actor="worker") for n in (1, 2)]
     before = dropped_events()
-    with caplog.at_level(logging.ERROR, logger="actors.hotpath.eventlog"):
+    with caplog.at_level(logging.ERROR, logger="actors.adapters.events"):
         ok, elapsed = timed(lambda: emit(sink, *events))
         assert not ok
         assert elapsed < QUICK_S + 2  # at most the database's connect timeout

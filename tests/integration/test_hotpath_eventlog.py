@@ -12,9 +12,9 @@ import redis
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.hotpath.constants import EventLogKeys
-from actors.hotpath.eventlog import EventLogConsumer, RedisEventSink
-from actors.hotpath.lock import RedisLock
+from actors.adapters import RedisEventSink, RedisLock
+from actors.adapters.keys import EventLogKeys
+from actors.hotpath.eventlog import EventLogConsumer
 from services.event_partitions import add_months, month_of, partition_name
 from services.events import Event, EventType
 

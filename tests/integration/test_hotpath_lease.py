@@ -19,10 +19,11 @@ from processes import wait_until
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors.adapters import RedisEventSink, RedisLock
+from actors.adapters.keys import AutosaveKeys, EventLogKeys
 from actors.hotpath.autosave import AnswersFlusher
-from actors.hotpath.constants import SETTINGS_KEY, AutosaveKeys, EventLogKeys
-from actors.hotpath.eventlog import EventLogConsumer, RedisEventSink
-from actors.hotpath.lock import RedisLock
+from actors.hotpath.constants import SETTINGS_KEY
+from actors.hotpath.eventlog import EventLogConsumer
 from actors.hotpath.runner import Loop, build_loops
 from actors.hotpath.settings import HotpathSettings, SettingsSource, env_name
 from services.events import Event, EventType

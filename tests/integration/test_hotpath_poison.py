@@ -31,10 +31,11 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors.adapters import RedisEventSink
+from actors.adapters.keys import AutosaveKeys, EventLogKeys
 from actors.hotpath.autosave import AnswersFlusher
-from actors.hotpath.constants import AutosaveKeys, EventLogKeys
 from actors.hotpath.dirty import invalid_entry, parse_invalid_entry
-from actors.hotpath.eventlog import EventLogConsumer, RedisEventSink
+from actors.hotpath.eventlog import EventLogConsumer
 from actors.hotpath.progress import ProgressFlusher
 from services.autosave import MAX_SAVED_MS, SavedAnswer
 from services.db import make_engine, make_session_factory

@@ -16,9 +16,9 @@ from processes import sessions_waiting_for_a_lock, wait_until
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.hotpath.autosave import RedisAutosaveStore
-from actors.hotpath.constants import SETTINGS_KEY, AutosaveKeys, EventLogKeys
-from actors.hotpath.eventlog import RedisEventSink
+from actors.adapters import RedisAutosaveStore, RedisEventSink
+from actors.adapters.keys import AutosaveKeys, EventLogKeys
+from actors.hotpath.constants import SETTINGS_KEY
 from services.events import Event, EventType
 
 pytestmark = pytest.mark.slow

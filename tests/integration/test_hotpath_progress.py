@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.hotpath.autosave import RedisAutosaveStore
-from actors.hotpath.constants import AutosaveKeys
+from actors.adapters import RedisAutosaveStore
+from actors.adapters.keys import AutosaveKeys
 from actors.hotpath.progress import ProgressFlusher
 from services.autosave import from_epoch_ms, to_epoch_ms
 from services.progress import ProgressState, sync_progress

@@ -9,11 +9,11 @@ import pytest
 import redis
 from broker_fixtures import BrokerFactory, WorkerFactory
 
+from actors.adapters.keys import EventLogKeys
 from actors.broker import RedisListBroker
 from actors.constants import MAX_RETRY_COUNT, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
-from actors.hotpath.constants import EventLogKeys
-from actors.message import ReportQueueMessage
 from actors.report import generate_report, mark_record_failed
+from actors.report_queue.message import ReportQueueMessage
 from services.errors import ServiceError
 from services.events import Event
 from services.status import RecordStatus

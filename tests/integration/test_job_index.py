@@ -16,20 +16,24 @@ from broker_fixtures import BrokerFactory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.broker import RedisListBroker
+from actors.adapters import RedisReportQueue
+from actors.broker import (
+    DEAD_MARK,
+    DELAYED_PREFIX_LEN,
+    HEARTBEATS_KEY,
+    ListMessageProxy,
+    RedisListBroker,
+    RedisListConsumer,
+)
+from actors.broker.keys import PROCESSING_INFIX
 from actors.constants import (
     DEAD_LETTER_QUEUE_KEY,
-    HEARTBEATS_KEY,
-    PROCESSING_INFIX,
     REPORT_DELAYED_KEY,
     REPORT_JOBS_KEY,
     REPORT_QUEUE_KEY,
     REPORT_QUEUE_NAME,
 )
-from actors.consumer import ListMessageProxy, RedisListConsumer
-from actors.message import ReportQueueMessage
-from actors.producer import RedisReportQueue
-from actors.scripts import DEAD_MARK, DELAYED_PREFIX_LEN
+from actors.report_queue.message import ReportQueueMessage
 
 OUTCOMES = ("ack", "retry", "dead", "dead_unconfirmed", "give_back", "hold")
 

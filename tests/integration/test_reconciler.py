@@ -12,7 +12,8 @@ from record_state import status_of
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.broker import RedisListBroker
+from actors.adapters import RedisReportQueue
+from actors.broker import DEAD_MARK, RedisListBroker
 from actors.constants import (
     DEAD_LETTER_QUEUE_KEY,
     REPORT_ACTOR_NAME,
@@ -20,10 +21,8 @@ from actors.constants import (
     REPORT_QUEUE_KEY,
     REPORT_QUEUE_NAME,
 )
-from actors.message import ReportQueueMessage
-from actors.producer import RedisReportQueue
 from actors.reconciler import STATS_KEY, Reconciler, ReconcilerSettings
-from actors.scripts import DEAD_MARK
+from actors.report_queue.message import ReportQueueMessage
 from services import reconcile
 from services.uow import UnitOfWork
 

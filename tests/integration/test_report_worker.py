@@ -12,6 +12,7 @@ from broker_fixtures import BrokerFactory
 from record_state import report_rows, status_of
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors.adapters import QueueFigures, RedisReportQueue, queue_figures
 from actors.broker import RedisListBroker
 from actors.constants import (
     DEAD_LETTER_QUEUE_KEY,
@@ -21,10 +22,8 @@ from actors.constants import (
     REPORT_QUEUE_NAME,
     RETRY_DELAYS_MS,
 )
-from actors.message import ReportQueueMessage
-from actors.monitor import QueueFigures, queue_figures
-from actors.producer import RedisReportQueue
 from actors.report import generate_report
+from actors.report_queue.message import ReportQueueMessage
 from services.status import RecordStatus
 
 MakeRecord = Callable[..., int]

@@ -13,7 +13,7 @@ from broker_fixtures import WorkerFactory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.broker import RedisListBroker
+from actors.broker import DELAYED_PREFIX_LEN, ExactRetries, ListMessageProxy, RedisListBroker
 from actors.constants import (
     DEAD_LETTER_QUEUE_KEY,
     MAX_RETRY_COUNT,
@@ -23,10 +23,7 @@ from actors.constants import (
     REPORT_QUEUE_NAME,
     RETRY_DELAYS_MS,
 )
-from actors.consumer import ListMessageProxy
-from actors.message import MAX_RECORD_ID, ReportQueueMessage
-from actors.retries import ExactRetries
-from actors.scripts import DELAYED_PREFIX_LEN
+from actors.report_queue.message import MAX_RECORD_ID, ReportQueueMessage
 
 DotnetMessage = st.builds(
     ReportQueueMessage,

@@ -15,9 +15,9 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 from web_support import ADMIN_PATH, ADMIN_TOKEN, USER_PATH, Records, RecordSpec
 
+from actors.adapters.keys import AutosaveKeys, EventLogKeys
 from actors.constants import REPORT_QUEUE_KEY
 from actors.hotpath.autosave import AnswersFlusher
-from actors.hotpath.constants import AutosaveKeys, EventLogKeys
 from actors.hotpath.eventlog import EventLogConsumer
 
 Headers = Callable[[int], dict[str, str]]

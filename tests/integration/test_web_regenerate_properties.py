@@ -21,7 +21,7 @@ from web_support import ADMIN_PATH, Records, RecordSpec
 from werkzeug.test import TestResponse
 
 from actors.constants import REPORT_QUEUE_KEY
-from actors.message import ReportQueueMessage
+from actors.report_queue.message import ReportQueueMessage
 from services.errors import MSG_REGENERATE_NOT_ALLOWED
 
 PROPERTY = settings(

@@ -13,7 +13,7 @@ from flask.testing import FlaskClient
 from web_support import USER_PATH, Records, RecordSpec
 
 from actors.constants import REPORT_QUEUE_KEY
-from actors.message import ReportQueueMessage
+from actors.report_queue.message import ReportQueueMessage
 from services import reports
 from services.uow import UnitOfWork
 

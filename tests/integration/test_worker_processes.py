@@ -1,4 +1,4 @@
-"""`dramatiq actors` as real processes: killed mid-generation, stopped with SIGTERM, Redis restarted."""
+"""`dramatiq actors.worker` as real processes: killed mid-generation, stopped by SIGTERM, Redis restarted."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from processes import RedisServer, WorkerProcess, row_locked, sessions_waiting_f
 from record_state import report_rows, status_of
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.constants import HEARTBEATS_KEY, REPORT_QUEUE_KEY
-from actors.message import ReportQueueMessage
-from actors.monitor import QueueFigures, queue_figures
-from actors.producer import RedisReportQueue
+from actors.adapters import QueueFigures, RedisReportQueue, queue_figures
+from actors.broker import HEARTBEATS_KEY
+from actors.constants import REPORT_QUEUE_KEY
+from actors.report_queue.message import ReportQueueMessage
 from services.config import Settings
 from services.status import RecordStatus
 

@@ -1,4 +1,4 @@
-"""The broker's hot-path calls (actors.consumer.run_on): when a command is sent again, when not."""
+"""The broker's hot-path calls (actors.broker.connections.run_on): when a command is sent again, when not."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import redis
 
-from actors.consumer import run_on
+from actors.broker import run_on
 
 
 class FakeConnection:

@@ -15,7 +15,7 @@ from services.status import MAX_STATUS, MIN_STATUS, RecordStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Modules every process imports, the wire format among them: no database, no web or worker framework.
-PURE_MODULES = ["services.limits", "services.status", "services.events", "actors.message"]
+PURE_MODULES = ["services.limits", "services.status", "services.events", "actors.report_queue.message"]
 #: Restatements of a limit that must come from services/limits.py instead.
 RESTATED = re.compile(r"2\s*\*\*\s*63|9223372036854775807|isinstance\([^)]*,\s*bool\)")
 
@@ -53,7 +53,7 @@ def test_the_models_check_constraint_uses_the_bounds() -> None:
 
 
 def test_the_api_schema_and_the_wire_format_use_the_same_limits() -> None:
-    from actors.message import MAX_RECORD_ID
+    from actors.report_queue.message import MAX_RECORD_ID
     from web.openapi import ID, STATUS
 
     assert MAX_RECORD_ID == MAX_ID

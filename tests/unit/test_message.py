@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.codecs import ReportCodec
 from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
-from actors.message import MAX_RECORD_ID, InvalidMessage, ReportQueueMessage
+from actors.report_queue.codec import ReportCodec
+from actors.report_queue.message import MAX_RECORD_ID, InvalidReportMessage, ReportQueueMessage
 
 record_ids = st.integers(min_value=1, max_value=MAX_RECORD_ID)
 retry_counts = st.integers(min_value=0, max_value=MAX_RETRY_COUNT)
@@ -106,7 +106,7 @@ def test_dotnet_producer_messages_decode_and_keep_their_text(raw: str) -> None:
     ],
 )
 def test_malformed_messages_are_rejected_with_a_reason(raw: bytes) -> None:
-    with pytest.raises(InvalidMessage) as excinfo:
+    with pytest.raises(InvalidReportMessage) as excinfo:
         ReportQueueMessage.decode(raw)
     assert str(excinfo.value)
 

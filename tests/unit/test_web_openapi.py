@@ -9,7 +9,7 @@ import openapi_spec_validator
 import pytest
 from web_unit_support import make_app, routes
 
-from actors.monitor import QueueFigures
+from actors.adapters import QueueFigures
 from services import views
 from web.jsonify import camel_case
 from web.openapi import document

@@ -5,7 +5,7 @@
 PascalCase, compact JSON. EnqueueTime is any ISO-8601 date-time (with or without a
 fraction of up to 7 digits, with or without an offset); its text is kept verbatim, so
 decoding and encoding again gives back the same RecordId, RetryCount and EnqueueTime.
-This module is pure: the web tier imports it without Dramatiq.
+This module is pure (no I/O, no Dramatiq); `ReportCodec` (codec.py) plugs it into the broker.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ FIELDS = ("RecordId", "RetryCount", "EnqueueTime")
 JOB_KEY_PATTERN = '"RecordId"%s*:%s*(%d+)'
 
 
-class InvalidMessage(MiAssessmentError):
-    """A queue message that cannot be decoded; it is quarantined, never processed."""
+class InvalidReportMessage(MiAssessmentError):
+    """A report job that cannot be decoded (ReportCodec hands the broker its own
+    `InvalidMessage` for it, so the payload is quarantined)."""
 
 
 @dataclass(frozen=True)
@@ -67,30 +68,30 @@ class ReportQueueMessage:
         try:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise InvalidMessage(f"not JSON: {exc}") from None
+            raise InvalidReportMessage(f"not JSON: {exc}") from None
         except RecursionError:
             # A few KB of nested brackets exhaust the parser's stack: bad data, not a crash.
-            raise InvalidMessage("not JSON: nested too deeply") from None
+            raise InvalidReportMessage("not JSON: nested too deeply") from None
         if not isinstance(data, dict):
-            raise InvalidMessage(f"not a JSON object but {type(data).__name__}")
+            raise InvalidReportMessage(f"not a JSON object but {type(data).__name__}")
         missing = [name for name in FIELDS if name not in data]
         if missing:
-            raise InvalidMessage(f"missing field(s) {', '.join(missing)}")
+            raise InvalidReportMessage(f"missing field(s) {', '.join(missing)}")
         record_id = _check_record_id(data["RecordId"])
         retry_count = data["RetryCount"]
         if not is_strict_int(retry_count) or not 0 <= retry_count <= MAX_RETRY_FIELD:
-            raise InvalidMessage(f"RetryCount must be an integer >= 0, got {retry_count!r}")
+            raise InvalidReportMessage(f"RetryCount must be an integer >= 0, got {retry_count!r}")
         enqueue_time = data["EnqueueTime"]
         if not isinstance(enqueue_time, str):
-            raise InvalidMessage(f"EnqueueTime must be an ISO-8601 string, got {enqueue_time!r}")
+            raise InvalidReportMessage(f"EnqueueTime must be an ISO-8601 string, got {enqueue_time!r}")
         try:
             datetime.fromisoformat(enqueue_time)
         except ValueError:
-            raise InvalidMessage(f"EnqueueTime is not ISO-8601: {enqueue_time!r}") from None
+            raise InvalidReportMessage(f"EnqueueTime is not ISO-8601: {enqueue_time!r}") from None
         return cls(record_id, retry_count, enqueue_time)
 
 
 def _check_record_id(value: Any) -> int:
     if not is_strict_int(value) or not 1 <= value <= MAX_RECORD_ID:
-        raise InvalidMessage(f"RecordId must be an integer in 1..2^63-1, got {value!r}")
+        raise InvalidReportMessage(f"RecordId must be an integer in 1..2^63-1, got {value!r}")
     return int(value)

@@ -1,4 +1,4 @@
-"""Make `dramatiq actors` shut down gracefully under Procfile runners.
+"""Make a `dramatiq` worker on this broker shut down gracefully under Procfile runners.
 
 honcho, foreman, systemd (KillMode=control-group) and Heroku send SIGTERM to every
 process of the group. A Dramatiq worker process then gets SIGTERM twice within

@@ -2,8 +2,9 @@
 
 It writes the original system's message with LPUSH to `report:queue`, exactly as the
 .NET producer did, so either producer (and any consumer of that list) interoperates.
-The LPUSH runs inside the broker's ENQUEUE script, which also counts the job in
-`report:queue:jobs` (RecordId -> jobs alive), the index the reconciler reads.
+The LPUSH runs inside the broker library's enqueue script (`JobIndex`), which also
+counts the job in `report:queue:jobs` (RecordId -> jobs alive), the index the
+reconciler reads.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from collections.abc import Sequence
 
 import redis
 
+from actors.broker import JobIndex
 from actors.constants import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
-from actors.message import JOB_KEY_PATTERN, ReportQueueMessage
-from actors.scripts import ENQUEUE, ENQUEUE_MISSING
+from actors.report_queue import JOB_KEY_PATTERN, ReportQueueMessage
 from services.errors import QueueUnavailable
 
 
@@ -27,8 +28,8 @@ class RedisReportQueue:
         self.client = client
         self.key = key
         self.jobs_key = jobs_key
-        self._enqueue = client.register_script(ENQUEUE)
-        self._enqueue_missing = client.register_script(ENQUEUE_MISSING)
+        #: The queue's job index, also used by the reconciler to clear dead marks.
+        self.index = JobIndex(client, queue_key=key, jobs_key=jobs_key, job_key_pattern=JOB_KEY_PATTERN)
 
     def enqueue(self, record_id: int) -> None:
         self.enqueue_many([record_id])
@@ -39,7 +40,7 @@ class RedisReportQueue:
             return
         payloads = [ReportQueueMessage.new(record_id).encode() for record_id in record_ids]
         try:
-            self._enqueue(keys=[self.key, self.jobs_key], args=[JOB_KEY_PATTERN, *payloads])
+            self.index.enqueue(payloads)
         except redis.RedisError as exc:
             raise QueueUnavailable(f"could not enqueue {len(payloads)} report job(s): {exc}") from exc
 
@@ -52,7 +53,5 @@ class RedisReportQueue:
         if not record_ids:
             return [], []
         payloads = [ReportQueueMessage.new(record_id).encode() for record_id in record_ids]
-        enqueued, dead = self._enqueue_missing(
-            keys=[self.key, self.jobs_key], args=[JOB_KEY_PATTERN, *payloads]
-        )
+        enqueued, dead = self.index.enqueue_missing(payloads)
         return [int(k) for k in enqueued], [int(k) for k in dead]

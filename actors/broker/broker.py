@@ -1,19 +1,19 @@
 """`RedisListBroker`: a Dramatiq broker on plain Redis lists.
 
-Each queue `q` is the Redis list `q:queue` (so the report actor's queue "report" is
-exactly the .NET system's `report:queue`); producers LPUSH, consumers take from the right.
+Each queue `q` is the Redis list `q:queue` (a queue named "report" is the list
+`report:queue`); producers LPUSH, consumers take from the right.
 Compared with Dramatiq's RedisBroker:
 
 - the payload in the list is the message itself, in a per-queue codec, so other
-  producers can LPUSH jobs (the report queue speaks the .NET system's JSON);
+  producers can LPUSH jobs in a format they already speak (see codecs.py);
 - reliable fetch into per-consumer processing lists, a deterministic reaper and
-  atomic outcome recording (see `consumer.py`, `maintenance.py`, `scripts.py`);
+  atomic outcome recording (see `consumer.py`, `maintenance.py`, `lua/`);
 - delayed messages and retries wait in Redis, not in worker memory, and are released
   by whichever worker is alive, on time;
 - fetches and acks are batched: about one round trip per prefetch batch.
 
 Redis errors surface as `dramatiq.errors.ConnectionClosed`, so Dramatiq's consumer
-threads log, pause (ERROR_RECOVERY_DELAY_MS) and reconnect instead of dying.
+threads log, pause and reconnect.
 """
 
 from __future__ import annotations
@@ -31,25 +31,27 @@ from dramatiq.common import q_name
 from dramatiq.errors import QueueJoinTimeout, QueueNotFound
 from dramatiq.middleware import Middleware
 
-from actors.codecs import Codec, DramatiqCodec, job_key_pattern
-from actors.constants import (
-    DEFAULT_DELAY_POLL_MS,
-    DEFAULT_HEARTBEAT_INTERVAL_MS,
-    DEFAULT_HEARTBEAT_TIMEOUT_MS,
-    HEARTBEATS_KEY,
-    PROCESSING_INFIX,
-)
-from actors.consumer import (
-    MAX_BLOCK_SECONDS,
-    DirectConnections,
-    RedisListConsumer,
-    connection_errors,
-)
-from actors.maintenance import Maintenance
-from actors.queues import QueueKeys
-from actors.scripts import Scripts
+from actors.broker.codecs import Codec, DramatiqCodec, job_key_pattern
+from actors.broker.connections import DirectConnections, connection_errors
+from actors.broker.consumer import MAX_BLOCK_SECONDS, RedisListConsumer
+from actors.broker.keys import HEARTBEATS_KEY, QueueKeys
+from actors.broker.maintenance import Maintenance
+from actors.broker.scripts import Scripts
 
-#: Socket timeout of the broker's own client: longer than any BLMOVE it issues.
+#: Default of `heartbeat_timeout_ms`: a consumer silent for longer than this is presumed
+#: dead and its messages go back to their queue.
+DEFAULT_HEARTBEAT_TIMEOUT_MS = 60_000
+
+#: Default of `heartbeat_interval_ms`: how often each worker process beats for its
+#: consumers and looks for dead ones (the reaper).
+DEFAULT_HEARTBEAT_INTERVAL_MS = 5_000
+
+#: Default of `delay_poll_ms`: the longest the delay scheduler sleeps without looking at
+#: the delayed sets, so retries scheduled by other processes are released on time even
+#: if this one is idle.
+DEFAULT_DELAY_POLL_MS = 100
+
+#: Socket timeout of the client the broker builds from a URL: longer than any BLMOVE it issues.
 DEFAULT_SOCKET_TIMEOUT = MAX_BLOCK_SECONDS + 5
 
 
@@ -98,7 +100,7 @@ class RedisListBroker(Broker):
             health_check_interval=30,
         )
         self.scripts = Scripts.register(self.client)
-        #: Connections of the hot paths (enqueue, the consumers' fetches), see consumer.run_on.
+        #: Connections of the hot paths (enqueue, the consumers' fetches), see connections.run_on.
         self.direct = DirectConnections(self.client)
         self.codecs: dict[str, Codec] = dict(codecs or {})
         self.default_codec: Codec = DramatiqCodec()
@@ -232,7 +234,7 @@ class RedisListBroker(Broker):
         with connection_errors():
             queued, _dead, delayed, _invalid, in_flight = self.scripts.figures(
                 keys=[self.heartbeats_key, keys.queue, keys.dead, keys.delayed, keys.invalid],
-                args=[keys.queue + PROCESSING_INFIX],
+                args=[keys.processing_prefix],
             )
         return int(queued) + int(delayed) + int(in_flight)
 

@@ -17,15 +17,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 import redis
 
-from actors.constants import PROMOTE_BATCH
-
-if TYPE_CHECKING:
-    from actors.broker import RedisListBroker
-    from actors.consumer import RedisListConsumer
+from actors.broker.keys import QueueKeys
+from actors.broker.scripts import Scripts
 
 logger = logging.getLogger(__name__)
 
@@ -35,19 +33,59 @@ ERROR_BACKOFF_SECONDS = 1.0
 #: Most dead consumers reaped per call.
 REAP_BATCH = 100
 
+#: Most delayed messages released to a queue per Redis round trip.
+PROMOTE_BATCH = 1_000
+
+
+class MaintainedBroker(Protocol):
+    """What the housekeeping thread needs from its broker (`RedisListBroker` is one).
+
+    A Protocol rather than the broker class, so this module never imports broker.py.
+    """
+
+    @property
+    def scripts(self) -> Scripts: ...
+
+    @property
+    def heartbeats_key(self) -> str: ...
+
+    @property
+    def heartbeat_interval_ms(self) -> int: ...
+
+    @property
+    def heartbeat_timeout_ms(self) -> int: ...
+
+    @property
+    def delay_poll_ms(self) -> int: ...
+
+    def declared_queue_keys(self) -> Sequence[QueueKeys]: ...
+
+
+class Heartbeating(Protocol):
+    """A consumer as the housekeeping thread sees it (`RedisListConsumer` is one)."""
+
+    @property
+    def processing_key(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def try_release(self) -> None:
+        """Retry giving the processing list up, if the consumer is closed and idle."""
+
 
 class Maintenance(threading.Thread):
-    def __init__(self, broker: RedisListBroker) -> None:
+    def __init__(self, broker: MaintainedBroker) -> None:
         super().__init__(name="redis-list-broker-maintenance", daemon=True)
         self.broker = broker
         self._lock = threading.Lock()
-        self._consumers: set[RedisListConsumer] = set()
+        self._consumers: set[Heartbeating] = set()
         self._wake = threading.Event()
         self._stopping = threading.Event()
 
     # Called from consumer threads -------------------------------------------------
 
-    def register(self, consumer: RedisListConsumer) -> None:
+    def register(self, consumer: Heartbeating) -> None:
         # Beat at once: a consumer must be visible to the reaper before it takes anything.
         # Beat *before* adding it: if Redis is down, `consume` fails and Dramatiq forgets
         # this consumer; registered anyway, it would be heartbeated forever once Redis is
@@ -56,7 +94,7 @@ class Maintenance(threading.Thread):
         with self._lock:
             self._consumers.add(consumer)
 
-    def unregister(self, consumer: RedisListConsumer) -> None:
+    def unregister(self, consumer: Heartbeating) -> None:
         with self._lock:
             self._consumers.discard(consumer)
 

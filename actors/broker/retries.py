@@ -7,10 +7,11 @@ Replaces Dramatiq's `Retries` middleware on a `RedisListBroker`:
   after d_k with its retry count k, and a failure once the schedule is used up moves it
   verbatim to the queue's dead-letter list after calling the actor's `on_dead_letter`
   hook (whose failure is logged and does not stop the dead-lettering; the job index
-  keeps a `dead` mark so a reconciler can finish what the hook could not). This is the
-  report queue's 10 s / 30 s / 60 s schedule and `report:queue:dead`, as in the .NET system.
+  keeps a `dead` mark so a reconciler can finish what the hook could not). The retry
+  count travels in `options["retry_count"]`, which a queue's codec may write into its
+  own wire format.
 - An actor that raises `DependencyUnavailable` did not make an attempt: the message goes
-  back to the head of its queue, uncounted (see `actors.gate`).
+  back to the head of its queue, uncounted (see gate.py).
 - Other actors keep Dramatiq's semantics (max_retries, min/max_backoff with jitter,
   retry_when, throws, on_retry_exhausted).
 - Recording the failure and scheduling the retry (or dead-lettering) is one atomic
@@ -18,8 +19,7 @@ Replaces Dramatiq's `Retries` middleware on a `RedisListBroker`:
 - Deliveries lost to a dead worker count against the same budget: a message that keeps
   killing its worker is dead-lettered on arrival instead of looping forever.
 
-For the report queue the retry count lives in the message (RetryCount); for Dramatiq
-messages in `options["retries"]`.
+Without `retry_delays` the count lives in `options["retries"]`, as with Dramatiq's own.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from dramatiq.errors import Retry
 from dramatiq.middleware import Retries, SkipMessage
 from dramatiq.middleware.retries import DEFAULT_MAX_BACKOFF
 
-from actors.consumer import ListMessageProxy
-from actors.gate import DependencyUnavailable
+from actors.broker.consumer import ListMessageProxy
+from actors.broker.errors import DependencyUnavailable
 
 logger = logging.getLogger(__name__)
 

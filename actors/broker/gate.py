@@ -1,7 +1,7 @@
 """Hold messages while a dependency is down, instead of spending their attempts on it.
 
-An actor that cannot even begin its work because a dependency is unreachable (the
-report actor: PostgreSQL refuses the connection) raises `DependencyUnavailable`. That
+An actor that cannot even begin its work because a dependency is unreachable (e.g.
+its database refuses the connection) raises `DependencyUnavailable`. That
 is not an attempt: `ExactRetries` gives the message back to the head of its queue
 uncounted, and this middleware closes its gate. While the gate is closed, worker
 threads about to run a message of a gated queue wait (the message stays in the
@@ -26,19 +26,18 @@ from typing import Any
 import dramatiq
 from dramatiq.middleware import Middleware, SkipMessage
 
-from actors.consumer import ListMessageProxy
+from actors.broker.consumer import ListMessageProxy
+from actors.broker.errors import DependencyUnavailable
 
 logger = logging.getLogger(__name__)
 
-#: First and longest pause between two probes of a closed gate.
+#: Default of `min_backoff_s`: the first pause between two probes of a closed gate
+#: (doubled after each failed probe).
 DEFAULT_MIN_BACKOFF_S = 0.5
+#: Default of `max_backoff_s`: the longest pause between two probes.
 DEFAULT_MAX_BACKOFF_S = 5.0
 
 Probe = Callable[[], bool]
-
-
-class DependencyUnavailable(Exception):
-    """Raised by an actor that found a dependency down before doing anything: not an attempt."""
 
 
 class AvailabilityGate(Middleware):

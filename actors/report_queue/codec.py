@@ -1,55 +1,20 @@
-"""How a Dramatiq message is written in a Redis list, per queue.
-
-Most queues hold Dramatiq's own encoding. The report queue holds the original
-system's message (`actors.message.ReportQueueMessage`), so a .NET producer, redis-cli
-or any other client can LPUSH jobs that our workers run, and read what we write.
-"""
+"""`ReportCodec`: the broker library's `Codec` for the report queue, in the .NET system's wire format."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import dramatiq
-from dramatiq.errors import DecodeError
 
-from actors.message import JOB_KEY_PATTERN, InvalidMessage, ReportQueueMessage
+from actors.broker import InvalidMessage
+from actors.report_queue.message import JOB_KEY_PATTERN, InvalidReportMessage, ReportQueueMessage
 
 #: Namespace of the message ids derived from report payloads (they carry no id of their own).
 REPORT_MESSAGE_NAMESPACE = uuid.UUID("6b1e2f0c-52a4-4c3e-9a57-8d1f5a3e9c10")
-
-
-class Codec(Protocol):
-    """How a queue's messages are written. A codec may also have a `job_key_pattern`: a
-    Lua pattern capturing a payload's job key, for the index `Q:jobs` (see scripts.py)."""
-
-    def encode(self, message: dramatiq.Message[Any]) -> str | bytes:
-        """The payload stored in Redis. Raises InvalidMessage if the message cannot be written."""
-
-    def decode(self, payload: bytes) -> dramatiq.Message[Any]:
-        """The message a payload stands for. Raises InvalidMessage."""
-
-
-def job_key_pattern(codec: Codec) -> str:
-    """The codec's job key pattern, '' when it has none (no index for its queue)."""
-    return str(getattr(codec, "job_key_pattern", ""))
-
-
-class DramatiqCodec:
-    """Dramatiq's own encoding: whatever the global encoder writes (JSON by default,
-    `PickleEncoder` or any other), kept as bytes; nothing assumes it is text."""
-
-    job_key_pattern = ""
-
-    def encode(self, message: dramatiq.Message[Any]) -> bytes:
-        return bytes(message.encode())
-
-    def decode(self, payload: bytes) -> dramatiq.Message[Any]:
-        try:
-            return dramatiq.Message.decode(payload)
-        except DecodeError as exc:
-            raise InvalidMessage(f"not a Dramatiq message: {exc.__cause__ or exc}") from None
 
 
 class ReportCodec:
@@ -69,20 +34,22 @@ class ReportCodec:
 
     def to_report_message(self, message: dramatiq.Message[Any]) -> ReportQueueMessage:
         if message.actor_name != self.actor_name:
-            raise InvalidMessage(f"queue {self.queue_name!r} only carries {self.actor_name!r} messages")
+            raise InvalidReportMessage(f"queue {self.queue_name!r} only carries {self.actor_name!r} messages")
         args = list(message.args) + list(message.kwargs.values())
         if len(args) != 1:
-            raise InvalidMessage(f"{self.actor_name} takes exactly one argument, the record id")
+            raise InvalidReportMessage(f"{self.actor_name} takes exactly one argument, the record id")
         fresh = ReportQueueMessage.new(args[0])
         retry_count = message.options.get("retry_count", 0)
         enqueue_time = message.options.get("enqueue_time") or fresh.enqueue_time
         return _checked(ReportQueueMessage(fresh.record_id, retry_count, enqueue_time))
 
     def encode(self, message: dramatiq.Message[Any]) -> str:
-        return self.to_report_message(message).encode()
+        with _as_invalid_message():
+            return self.to_report_message(message).encode()
 
     def decode(self, payload: bytes) -> dramatiq.Message[Any]:
-        report = ReportQueueMessage.decode(payload)
+        with _as_invalid_message():
+            report = ReportQueueMessage.decode(payload)
         return dramatiq.Message(
             queue_name=self.queue_name,
             actor_name=self.actor_name,
@@ -92,6 +59,15 @@ class ReportCodec:
             message_id=str(uuid.uuid5(REPORT_MESSAGE_NAMESPACE, payload.decode("latin-1"))),
             message_timestamp=_millis(report.enqueued_at),
         )
+
+
+@contextmanager
+def _as_invalid_message() -> Iterator[None]:
+    """The wire format's errors, as the broker library's: it quarantines what it cannot read."""
+    try:
+        yield
+    except InvalidReportMessage as exc:
+        raise InvalidMessage(str(exc)) from exc
 
 
 def _checked(message: ReportQueueMessage) -> ReportQueueMessage:

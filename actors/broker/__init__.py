@@ -1,0 +1,81 @@
+"""A reliable Dramatiq broker on plain Redis lists, as a library.
+
+It imports only the standard library, `dramatiq` and `redis`, and importing it builds
+nothing: an application builds a `RedisListBroker` and sets it with `dramatiq.set_broker`.
+
+- `RedisListBroker` (broker.py): queue `q` is the list `q:queue`; reliable fetch into
+  per-consumer processing lists (consumer.py); heartbeats, the reaper and the release of
+  delayed messages in one housekeeping thread per process (maintenance.py); hot-path
+  connections (connections.py); one Lua file per atomic step (lua/, scripts.py).
+- `Codec` / `DramatiqCodec` (codecs.py): a queue's wire format; a codec raises
+  `InvalidMessage` (errors.py) for a payload it cannot read, which is then quarantined.
+- `ExactRetries` (retries.py): the actor option `retry_delays` gives an exact retry
+  schedule, then a dead letter and the `on_dead_letter` hook.
+- `AvailabilityGate` and `DependencyUnavailable` (gate.py, errors.py): hold messages
+  while a dependency is down rather than spend attempts on it.
+- `RequeueOnShutdown` (shutdown.py), `debounce_worker_sigterm` (signals.py): graceful
+  shutdown under Procfile runners.
+- `queue_figures` (figures.py) and `JobIndex` (jobindex.py): what producers, operators
+  and reconcilers need, on any Redis client, without a broker.
+- `actor_spec` / `ActorSpec` (spec.py): an actor declared on a broker only when an
+  entry module says so, never at import.
+"""
+
+from __future__ import annotations
+
+from actors.broker.broker import (
+    DEFAULT_DELAY_POLL_MS,
+    DEFAULT_HEARTBEAT_INTERVAL_MS,
+    DEFAULT_HEARTBEAT_TIMEOUT_MS,
+    DEFAULT_SOCKET_TIMEOUT,
+    RedisListBroker,
+)
+from actors.broker.codecs import Codec, DramatiqCodec, job_key_pattern
+from actors.broker.connections import DirectConnections, connection_errors, run_on
+from actors.broker.consumer import ListMessageProxy, RedisListConsumer
+from actors.broker.errors import BrokerError, DependencyUnavailable, InvalidMessage
+from actors.broker.figures import QueueFigures, queue_figures
+from actors.broker.gate import DEFAULT_MAX_BACKOFF_S, DEFAULT_MIN_BACKOFF_S, AvailabilityGate, Probe
+from actors.broker.jobindex import JobIndex
+from actors.broker.keys import HEARTBEATS_KEY, QueueKeys
+from actors.broker.retries import DeadLetterHook, ExactRetries
+from actors.broker.scripts import DEAD_MARK, DELAYED_PREFIX_LEN
+from actors.broker.shutdown import RequeueOnShutdown
+from actors.broker.signals import debounce_worker_sigterm
+from actors.broker.spec import ActorSpec, actor_spec
+
+__all__ = [
+    "DEAD_MARK",
+    "DEFAULT_DELAY_POLL_MS",
+    "DEFAULT_HEARTBEAT_INTERVAL_MS",
+    "DEFAULT_HEARTBEAT_TIMEOUT_MS",
+    "DEFAULT_MAX_BACKOFF_S",
+    "DEFAULT_MIN_BACKOFF_S",
+    "DEFAULT_SOCKET_TIMEOUT",
+    "DELAYED_PREFIX_LEN",
+    "HEARTBEATS_KEY",
+    "ActorSpec",
+    "AvailabilityGate",
+    "BrokerError",
+    "Codec",
+    "DeadLetterHook",
+    "DependencyUnavailable",
+    "DirectConnections",
+    "DramatiqCodec",
+    "ExactRetries",
+    "InvalidMessage",
+    "JobIndex",
+    "ListMessageProxy",
+    "Probe",
+    "QueueFigures",
+    "QueueKeys",
+    "RedisListBroker",
+    "RedisListConsumer",
+    "RequeueOnShutdown",
+    "actor_spec",
+    "connection_errors",
+    "debounce_worker_sigterm",
+    "job_key_pattern",
+    "queue_figures",
+    "run_on",
+]

@@ -1,0 +1,161 @@
+"""Connection plumbing of the broker's hot paths, and Redis errors as Dramatiq's.
+
+`connection_errors` turns redis-py's connection failures into Dramatiq's
+`ConnectionClosed`, so its consumer threads log, pause and reconnect. `run_on`,
+`DirectConnections` and `ScriptChannel` send the hot-path commands (enqueue, a
+consumer's fetch) without redis-py's per-call machinery.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, cast
+
+import redis
+from dramatiq.errors import ConnectionClosed
+from redis.commands.core import Script
+from redis.connection import AbstractConnection
+
+
+@contextmanager
+def connection_errors() -> Iterator[None]:
+    """Redis failures become Dramatiq's ConnectionClosed, so its threads reconnect and retry."""
+    try:
+        yield
+    except redis.ConnectionError as exc:
+        raise ConnectionClosed(exc) from exc
+    except redis.TimeoutError as exc:
+        raise ConnectionClosed(exc) from exc
+
+
+def run_on(conn: AbstractConnection, command: tuple[Any, ...], script: Script | None = None) -> Any:
+    """Send one command on `conn` and read its reply, without redis-py's per-call machinery.
+
+    A call through `redis.Redis` pays, every time, for a locked pool checkout with a
+    readiness poll, a retry wrapper and metrics hooks: about half the client's cost of
+    a round trip here. The broker's hot paths (a consumer's fetch, `enqueue`) use this
+    with `DirectConnections` instead; everything else uses the client.
+
+    Retry policy (the client's own `Retry`, if it has one, is not used: it would repeat
+    any command, even one whose reply was lost): a command is sent again, once, on a
+    fresh connection, only when *sending* it failed, so it never reached the server; a
+    failure while reading the reply is raised, since the command may have run (a
+    non-idempotent LPUSH or fetch must not run twice). On any failure
+    other than an error reply the connection is disconnected, so a late reply can never
+    be read by another call. NOSCRIPT (the server lost its script cache) loads `script`
+    and runs the command again.
+    """
+    try:
+        try:
+            conn.send_command(*command)
+        except (redis.ConnectionError, redis.TimeoutError):
+            conn.disconnect()
+            conn.send_command(*command)  # reconnects; the first attempt never reached Redis
+        try:
+            return conn.read_response()
+        except redis.exceptions.NoScriptError:
+            if script is None:
+                raise
+            source: Any = script  # types-redis lacks Script.script
+            conn.send_command("SCRIPT", "LOAD", source.script)
+            conn.read_response()
+            conn.send_command(*command)
+            return conn.read_response()
+    except redis.ResponseError:
+        raise  # a complete error reply: the connection is still in step
+    except BaseException:
+        conn.disconnect()
+        raise
+
+
+#: A connection idle for longer than this is checked for a close by the server before use.
+IDLE_CHECK_SECONDS = 1.0
+
+
+class DirectConnections:
+    """Connections of the broker's hot paths, used with `run_on` (any thread).
+
+    Made with the client's own connection settings, but kept outside its pool: taking
+    one is a deque pop rather than the pool's locked checkout. Like the pool, a
+    connection that sat idle is first checked for a close by the server (a restart, an
+    idle timeout), so the command goes out on a live connection, and a forked process
+    never uses its parent's sockets.
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.pool = client.connection_pool
+        self._idle: deque[tuple[AbstractConnection, float]] = deque()
+        self._pid = os.getpid()
+
+    def take(self) -> AbstractConnection:
+        if self._pid != os.getpid():
+            self._idle = deque()  # the parent's connections: leave them to the parent
+            self._pid = os.getpid()
+        try:
+            conn, since = self._idle.pop()
+        except IndexError:
+            return cast(AbstractConnection, self.pool.connection_class(**self.pool.connection_kwargs))
+        if time.monotonic() - since > IDLE_CHECK_SECONDS and cast(Any, conn).is_connected:
+            try:
+                if conn.can_read():
+                    conn.disconnect()  # unexpected bytes: never read them as a reply
+            except (redis.ConnectionError, OSError):
+                conn.disconnect()  # closed by the server; the next send reconnects
+        return conn
+
+    def give_back(self, conn: AbstractConnection) -> None:
+        self._idle.append((conn, time.monotonic()))
+
+    def run(self, *command: Any) -> Any:
+        conn = self.take()
+        try:
+            return run_on(conn, command)
+        finally:
+            self.give_back(conn)
+
+    def run_script(self, script: Script, keys: list[str], args: list[Any]) -> Any:
+        conn = self.take()
+        try:
+            return run_on(conn, evalsha_command(script, keys, args), script)
+        finally:
+            self.give_back(conn)
+
+    def close(self) -> None:
+        while self._idle:
+            conn, _ = self._idle.pop()
+            conn.disconnect()
+
+
+def evalsha_command(script: Script, keys: list[str], args: list[Any]) -> tuple[Any, ...]:
+    source: Any = script  # types-redis lacks Script.sha
+    return ("EVALSHA", source.sha, len(keys), *keys, *args)
+
+
+class ScriptChannel:
+    """The connection a consumer keeps for its fetch script (see `run_on`).
+
+    Calls are serialised by a lock: the consumer thread fetches, acking threads flush.
+    """
+
+    def __init__(self, connections: DirectConnections) -> None:
+        self.connections = connections
+        self._conn: AbstractConnection | None = None
+        self._lock = threading.Lock()
+
+    def call(self, script: Script, keys: list[str], args: list[Any]) -> Any:
+        with self._lock:
+            if self._conn is None:
+                self._conn = self.connections.take()
+            return run_on(self._conn, evalsha_command(script, keys, args), script)
+
+    def close(self) -> None:
+        """Give the connection back to the broker's hot-path connections."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            self.connections.give_back(conn)

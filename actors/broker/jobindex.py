@@ -1,0 +1,45 @@
+"""A queue's job index (`Q:jobs`) for producers and reconcilers, on any client, without a broker.
+
+The index counts the jobs alive per job key (see scripts.py); the steps here change a
+queue and its index in one atomic call each, as the broker's own steps do. Payloads
+must already be in the queue's wire format, and `job_key_pattern` must be the one of
+the queue's codec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import redis
+
+from actors.broker.scripts import source
+
+
+class JobIndex:
+    def __init__(self, client: redis.Redis, *, queue_key: str, jobs_key: str, job_key_pattern: str) -> None:
+        self.queue_key = queue_key
+        self.jobs_key = jobs_key
+        self.job_key_pattern = job_key_pattern
+        self._enqueue = client.register_script(source("enqueue"))
+        self._enqueue_missing = client.register_script(source("enqueue_missing"))
+        self._clear_dead_marks = client.register_script(source("clear_dead_marks"))
+
+    def enqueue(self, payloads: Sequence[str | bytes]) -> int:
+        """LPUSH the payloads in this order, each counted in the index; the number pushed."""
+        return int(
+            self._enqueue(keys=[self.queue_key, self.jobs_key], args=[self.job_key_pattern, *payloads])
+        )
+
+    def enqueue_missing(self, payloads: Sequence[str | bytes]) -> tuple[list[bytes], list[bytes]]:
+        """LPUSH each payload whose job key has no job alive and no dead mark.
+
+        Returns (the job keys enqueued, the job keys carrying a dead mark).
+        """
+        enqueued, dead = self._enqueue_missing(
+            keys=[self.queue_key, self.jobs_key], args=[self.job_key_pattern, *payloads]
+        )
+        return list(enqueued), list(dead)
+
+    def clear_dead_marks(self, job_keys: Sequence[str | int]) -> int:
+        """Drop the dead marks of these job keys (their follow-up is done); the number dropped."""
+        return int(self._clear_dead_marks(keys=[self.jobs_key], args=list(job_keys)))

@@ -1,0 +1,8 @@
+-- uses: _index
+-- KEYS: queue, jobs. ARGV: job key pattern, payloads... (LPUSHed in this order).
+-- A producer's LPUSH that also counts the jobs in the index.
+for i = 2, #ARGV do
+  redis.call('LPUSH', KEYS[1], ARGV[i])
+  track(KEYS[2], ARGV[1], ARGV[i])
+end
+return #ARGV - 1

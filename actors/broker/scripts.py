@@ -1,0 +1,80 @@
+"""The broker's Lua scripts: every step that moves a message is one atomic Redis call.
+
+One file per script in `lua/` (package data). A script whose first line is
+`-- uses: _now _index` is loaded with those prologues (`lua/_now.lua`, ...) in front.
+
+Layout of a queue `Q` (e.g. `report:queue`):
+- `Q`                 list, producers LPUSH, consumers take from the right (FIFO);
+- `Q:processing:<id>` list per consumer, newest on the left; a message stays here from
+                      the moment it is taken until its outcome is recorded;
+- `Q:delayed`         sorted set of `<16 hex>|<payload>` scored by due time in ms
+                      (the prefix keeps equal payloads apart);
+- `Q:dead`, `Q:invalid` lists; `Q:crashed` hash payload -> deliveries lost to dead workers;
+- `broker:heartbeats` sorted set of processing lists scored by last heartbeat in ms;
+- `Q:jobs`            hash job key -> number of jobs alive for it (queued, in flight or
+                      delayed), or `dead` (see below). Kept only for a queue whose codec
+                      names a job key (a Lua pattern capturing it from the payload, passed
+                      to the scripts; '' means no index). Every script that creates or
+                      ends a job updates it in the same atomic step, so "is a job
+                      alive for key 42?" is one HGET, and a Redis that lost its data lost
+                      the index with the jobs. A dead letter whose follow-up (e.g. a
+                      record's status) could not be confirmed leaves `dead` behind once no
+                      other job is alive for the key, for a reconciler to finish.
+
+All times come from the Redis server's clock (TIME), so workers on different hosts agree.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+
+import redis
+from redis.commands.core import Script
+
+#: Length of the unique prefix of a delayed member, "0123456789abcdef|" (promote.lua
+#: strips it with `string.sub(m, 18)`).
+DELAYED_PREFIX_LEN = 17
+
+#: Value of a job key in `Q:jobs` after a dead letter whose follow-up was not confirmed
+#: (written as the literal 'dead' in _index.lua and clear_dead_marks.lua).
+DEAD_MARK = "dead"
+
+_USES = "-- uses:"
+
+
+@functools.cache
+def _file(name: str) -> str:
+    return resources.files(__package__).joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+
+
+@functools.cache
+def source(name: str) -> str:
+    """The full text of script `name` (e.g. "fetch"), its prologues in front."""
+    body = _file(name)
+    first = body.split("\n", 1)[0]
+    prologues = first[len(_USES) :].split() if first.startswith(_USES) else []
+    return "".join(_file(p) for p in prologues) + body
+
+
+@dataclass(frozen=True)
+class Scripts:
+    """The scripts registered on one client (EVALSHA, loaded on first use)."""
+
+    fetch: Script
+    settle: Script
+    requeue: Script
+    release: Script
+    promote: Script
+    delay: Script
+    heartbeat: Script
+    reap: Script
+    figures: Script
+    enqueue: Script
+    enqueue_missing: Script
+    clear_dead_marks: Script
+
+    @classmethod
+    def register(cls, client: redis.Redis) -> Scripts:
+        return cls(**{name: client.register_script(source(name)) for name in cls.__dataclass_fields__})
