@@ -37,4 +37,4 @@ BRPOP_TIMEOUT_MS = 30_000
 ERROR_RECOVERY_DELAY_MS = 5_000
 
 assert len(RETRY_DELAYS_MS) == MAX_RETRY_COUNT
-assert REPORT_QUEUE_KEY == "report:queue"  # the seed's key: changing it breaks the .NET producer
+assert REPORT_QUEUE_KEY == "report:queue"  # the .NET system's key: changing it breaks its producer

@@ -1,6 +1,6 @@
 """Redis implementations of the domain's ports: one home for web, worker, hotpath and reconciler.
 
-- `RedisReportQueue` (report_queue.py): `services.queue.ReportQueue`, the seed's .NET JSON
+- `RedisReportQueue` (report_queue.py): `services.queue.ReportQueue`, the .NET system's JSON
   LPUSHed to `report:queue`, counted in the job index;
 - `RedisAutosaveStore` (autosave.py): `services.autosave.AutosaveStore`;
 - `RedisEventSink` (events.py): `services.events.EventSink`, with its PostgreSQL fallback
