@@ -15,7 +15,7 @@ $(VENV)/.stamp-%: setup.cfg pyproject.toml scripts/bootstrap.sh
 comma := ,
 
 run: $(VENV)/.stamp-embedded
-	$(PY) scripts/run_stack.py
+	$(PY) -m scripts.run_stack
 
 # The bench extra too: the suite runs a smoke test of every benchmark (RQ is a peer there).
 test: $(VENV)/.stamp-test+dev+embedded+bench
@@ -23,11 +23,11 @@ test: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff format --check services actors web tests bench scripts
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	$(PY) scripts/with_test_services.py -- $(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m scripts.with_test_services -- $(PY) -m pytest $(PYTEST_ARGS)
 
 # The suite without lint, e.g. `make pytest PYTEST_ARGS="-k broker -x"`.
 pytest: $(VENV)/.stamp-test+dev+embedded+bench
-	$(PY) scripts/with_test_services.py -- $(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m scripts.with_test_services -- $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff check services actors web tests bench scripts
@@ -38,10 +38,10 @@ typecheck: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/mypy
 
 bench: $(VENV)/.stamp-test+dev+embedded+bench
-	$(PY) scripts/with_test_services.py -- $(PY) -m bench
+	$(PY) -m scripts.with_test_services -- $(PY) -m bench
 
 demo: $(VENV)/.stamp-embedded
-	$(PY) scripts/demo.py
+	$(PY) -m scripts.demo
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis .grimp_cache .import_linter_cache

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from collections.abc import Iterable, Iterator
 
 import redis
-
-from bench import ROOT
 
 #: Key patterns the benchmarks create, deleted before and after each run (never FLUSHDB).
 #: `rq:*` is RQ's fixed namespace; `bench-dramatiq*` Dramatiq RedisBroker's namespace here;
@@ -69,8 +66,7 @@ def delete_own_keys(client: redis.Redis, patterns: Iterable[str] = OWN_KEY_PATTE
 @contextlib.contextmanager
 def private_redis() -> Iterator[str]:
     """A redis-server of our own on a free port (no persistence), stopped afterwards."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import servers  # type: ignore[import-not-found]  # scripts/servers.py, as `make test` uses it
+    from scripts import servers  # as `make test` uses it
 
     with servers.temporary_directory("mi-bench-redis-") as tmp:
         server = servers.RedisServer(tmp).start()

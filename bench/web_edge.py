@@ -38,12 +38,10 @@ from sqlalchemy import text
 from bench import launch, output, stats, stores
 from services.config import normalize_database_url
 from services.db import make_engine
+from tests.faults import FaultProxy
 from web.auth import issue_user_token
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from faults import FaultProxy  # noqa: E402  (tests/, on the path just above)
 
 #: Secrets of the measured web process: production-strength, so APP_ENV=production passes.
 SECRET_KEY = "web-edge-secret-key-0123456789abcdef"

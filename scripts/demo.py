@@ -1,7 +1,7 @@
 """`make demo`: simulated users take the assessment against the running stack, over HTTP.
 
     make demo [DEMO_ARGS="--records N --users K --timeout S --seed X"]
-    .venv/bin/python scripts/demo.py [--records N] [--users K] [--timeout S] [--seed X]
+    .venv/bin/python -m scripts.demo [--records N] [--users K] [--timeout S] [--seed X]
 
 Each simulated user has a profile (理工型, 文艺型, 运动型, ...) that shapes their answers,
 so reports differ. The users create, start and submit their records concurrently; a
@@ -27,16 +27,11 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-# The package (services, web) from a checkout too; scripts/ itself is on the path already.
-sys.path.insert(0, str(ROOT))
-
-from demo_lib import render  # noqa: E402
-from demo_lib.client import Api, ApiError, DemoError, resolve_target  # noqa: E402
-from demo_lib.simulation import (  # noqa: E402
+from scripts.demo_lib import render
+from scripts.demo_lib.client import Api, ApiError, DemoError, resolve_target
+from scripts.demo_lib.simulation import (
     POLL_INTERVAL_S,
     RunState,
     load_questions,
@@ -46,9 +41,8 @@ from demo_lib.simulation import (  # noqa: E402
     split_records,
     submit_records,
 )
-from demo_lib.stats import summarize  # noqa: E402
-
-from services.status import RecordStatus  # noqa: E402
+from scripts.demo_lib.stats import summarize
+from services.status import RecordStatus
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""Become one process type of the Procfile: `procfile_exec.py TYPE` execs its line.
+"""Become one process type of the Procfile: `python -m scripts.procfile_exec TYPE` execs its line.
 
 What the systemd units in deploy/ start (`mi-assessment@TYPE.service` and the release
 step), so that a unit runs exactly what the Procfile says, for every type, including
@@ -16,9 +16,7 @@ import shlex
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import procfile_supervisor
+from scripts import procfile_supervisor
 
 ROOT = Path(__file__).resolve().parent.parent
 

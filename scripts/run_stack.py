@@ -40,11 +40,9 @@ from datetime import datetime
 from pathlib import Path
 from types import FrameType
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scripts import procfile_supervisor, servers
 
-import procfile_supervisor  # noqa: E402
-import servers  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 STATE = Path(os.environ.get("MI_STATE_DIR", ROOT / ".state")).resolve()
 DATABASE_NAME = "mi_assessment"

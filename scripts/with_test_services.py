@@ -1,6 +1,6 @@
 """Run a command (the test suite) with a PostgreSQL and a Redis it may use.
 
-    python scripts/with_test_services.py -- pytest ...
+    python -m scripts.with_test_services -- pytest ...
 
 Order of preference, for each server:
 1. TEST_DATABASE_URL / TEST_REDIS_URL when set (used as they are);
@@ -26,9 +26,7 @@ from pathlib import Path
 
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import servers
+from scripts import servers
 
 #: Advisory lock key taken on the test database so two runs never share one.
 DB_LOCK_KEY = 0x6D69_7465  # "mite"

@@ -17,10 +17,9 @@ from typing import Any
 
 import psycopg
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+from scripts import servers  # the same code `make test` starts servers with
 
-import servers  # noqa: E402  (scripts/servers.py: the same code `make test` starts servers with)
+ROOT = Path(__file__).resolve().parent.parent
 
 RedisServer = servers.RedisServer
 
@@ -124,7 +123,7 @@ def procfile(path: Path = ROOT / "Procfile") -> dict[str, str]:
 
 
 class RunStack:
-    """`scripts/run_stack.py` (what `make run` runs) on given servers, in a state folder of its own.
+    """`python -m scripts.run_stack` (what `make run` runs) on given servers, in a state folder of its own.
 
     It runs the Procfile's release step, then supervisord on the long-running types, and
     stops as `make run` does on SIGTERM: supervisord signals every process group and
@@ -152,7 +151,7 @@ class RunStack:
             full_env["MI_PROCFILE"] = str(procfile)
         self.log = log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, str(ROOT / "scripts" / "run_stack.py")],
+            [sys.executable, "-m", "scripts.run_stack"],
             cwd=ROOT,
             env=full_env,
             stdin=subprocess.DEVNULL,

@@ -19,9 +19,9 @@ from rich.progress import BarColumn, Progress, ProgressColumn, Task, TaskID, Tas
 from rich.table import Table
 from rich.text import Text
 
-from demo_lib.client import Target
-from demo_lib.simulation import POLL_INTERVAL_S, RunState, SimUser, report_completed_at
-from demo_lib.stats import Latency, Summary
+from scripts.demo_lib.client import Target
+from scripts.demo_lib.simulation import POLL_INTERVAL_S, RunState, SimUser, report_completed_at
+from scripts.demo_lib.stats import Latency, Summary
 from services.status import RecordStatus
 
 #: Cells of the progress bar and of a dimension's score bar.

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from demo_lib.client import Api, ApiError
+from scripts.demo_lib.client import Api, ApiError
 from services.status import RecordStatus
 
 #: Simulated users get ids from here up, apart from user 1 of `make run`'s banner.

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from demo_lib.simulation import RunState
+from scripts.demo_lib.simulation import RunState
 from services.status import RecordStatus
 
 

@@ -131,7 +131,7 @@ def running_stack(
     extra: dict[str, str] | None = None,
 ) -> Iterator[Stack]:
     """`make run` on the test servers, started and, at the end, stopped; nothing may be left."""
-    import servers  # scripts/servers.py, on the path through tests/processes.py
+    from scripts import servers
 
     assert {"release", "web", "worker"} <= procfile(
         procfile_path or Path(__file__).parents[2] / "Procfile"

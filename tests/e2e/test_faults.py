@@ -35,6 +35,7 @@ from processes import ROOT, WorkerProcess, row_locked, sessions_waiting_for_a_lo
 from sqlalchemy import Engine, text
 
 from actors.constants import DEAD_LETTER_QUEUE_KEY
+from scripts import servers
 from services.config import Settings
 from web import issue_user_token
 
@@ -53,8 +54,6 @@ FAST_RECONCILER = (
 )
 #: How long after the fault ends every record must be in status 4.
 HEAL_TIMEOUT_S = 60.0
-
-import servers  # noqa: E402  (scripts/, on the path through tests/processes.py)
 
 
 class Service:

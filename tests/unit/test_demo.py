@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -12,14 +11,11 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import demo  # noqa: E402
-from demo_lib import render  # noqa: E402
-from demo_lib.client import Api  # noqa: E402
-from demo_lib.simulation import SimUser  # noqa: E402
-from demo_lib.stats import Latency, percentile  # noqa: E402
+from scripts import demo
+from scripts.demo_lib import render
+from scripts.demo_lib.client import Api
+from scripts.demo_lib.simulation import SimUser
+from scripts.demo_lib.stats import Latency, percentile
 
 DIMENSIONS = [
     ("linguistic", "语言", 85.0, "优势"),

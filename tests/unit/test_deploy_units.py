@@ -9,17 +9,14 @@ of the Procfile is checked, so a type added to it is covered with no change here
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
 
+from scripts import procfile_exec, procfile_supervisor
+
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import procfile_exec  # noqa: E402
-import procfile_supervisor  # noqa: E402
 
 TEMPLATE = "mi-assessment@.service"
 RELEASE = "mi-assessment-release.service"
@@ -85,7 +82,7 @@ def test_deploy_has_the_template_the_release_step_and_the_target() -> None:
 def test_every_procfile_type_has_a_unit_that_runs_its_procfile_line(name: str) -> None:
     unit = parse_unit(DEPLOY / TEMPLATE)
     argv = exec_start(unit, name)
-    assert argv == [f"{APP}/.venv/bin/python", f"{APP}/scripts/procfile_exec.py", name]
+    assert argv == [f"{APP}/.venv/bin/python", "-m", "scripts.procfile_exec", name]
     # What that ExecStart becomes: the Procfile's line, through sh as under honcho and make run.
     line = procfile_exec.command_for(name)
     assert line[:2] == ["/bin/sh", "-c"]
@@ -124,7 +121,7 @@ def test_the_release_step_is_a_oneshot_the_processes_require() -> None:
     assert one(release, "Service", "Type") == "oneshot"
     assert one(release, "Service", "RemainAfterExit") == "yes"
     assert "Restart" not in release["Service"]
-    runner = [f"{APP}/.venv/bin/python", f"{APP}/scripts/procfile_exec.py"]
+    runner = [f"{APP}/.venv/bin/python", "-m", "scripts.procfile_exec"]
     assert exec_start(release, "") == [*runner, "release"]
     assert procfile_exec.command_for("release") == ["/bin/sh", "-c", procfile_lines()["release"]]
     template = parse_unit(DEPLOY / TEMPLATE)

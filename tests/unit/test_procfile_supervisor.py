@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 from supervisor.datatypes import RestartUnconditionally
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
+from scripts import procfile_supervisor as ps
+from scripts import supervisor_output
 
-import procfile_supervisor as ps  # noqa: E402
-import supervisor_output  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 #: The repository's Procfile plus a type added later: nothing may be specific to a type but web.
 EXTRA_TYPE = ("scheduler", "python -m actors.scheduler")

@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import run_stack  # noqa: E402
+from scripts import run_stack
 
 
 @pytest.fixture
