@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from services.config import Settings
 from services.db import make_engine, make_session_factory
 from services.uow import UnitOfWork
+from tests.support.redis_keys import REDIS_OWNER_KEY, clean_redis
 
 TEST_DATABASE_URL = os.environ.get(
     "TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/mi_assessment_test"
@@ -40,9 +41,6 @@ os.environ["REDIS_URL"] = TEST_REDIS_URL
 ROOT = Path(__file__).resolve().parent.parent
 
 pytest_plugins = ("broker_fixtures",)
-REDIS_OWNER_KEY = "mi-assessment:test-db"
-REDIS_LOCK_KEY = "mi-assessment:test-lock"
-PROTECTED_KEYS = {REDIS_OWNER_KEY.encode(), REDIS_LOCK_KEY.encode()}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -118,13 +116,6 @@ def session_factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
 @pytest.fixture
 def uow(session_factory: sessionmaker[Session]) -> UnitOfWork:
     return UnitOfWork(session_factory)
-
-
-def clean_redis(client: redis.Redis) -> None:
-    """Delete every key of our own test db index, except the markers that make it ours."""
-    keys = [k for k in client.scan_iter(count=1000) if k not in PROTECTED_KEYS]
-    for start in range(0, len(keys), 500):
-        client.delete(*keys[start : start + 500])
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ from sqlalchemy import Engine, func, insert, select, text
 from services.config import Settings
 from services.models import Answer, AssessmentRecord, Question
 from services.status import RecordStatus
+from tests.support.redis_keys import clean_redis
 from web import issue_user_token
 
 ADMIN_TOKEN = "test-admin-token"
@@ -36,7 +37,6 @@ STACK_SETTINGS = {
     "MI_STOP_TIMEOUT_S": "6",
 }
 ROOT = Path(__file__).resolve().parents[2]
-REDIS_MARKERS = {b"mi-assessment:test-db", b"mi-assessment:test-lock"}
 
 
 @dataclass
@@ -114,9 +114,7 @@ def reset(engine: Engine, client: redis.Redis) -> None:
     """Empty records (keep the questionnaire) and our own Redis db index (keep its markers)."""
     with engine.begin() as conn:
         conn.execute(text("TRUNCATE assessment_records RESTART IDENTITY CASCADE"))
-    keys = [k for k in client.scan_iter(count=1000) if k not in REDIS_MARKERS]
-    if keys:
-        client.delete(*keys)
+    clean_redis(client)
 
 
 @contextmanager

@@ -16,9 +16,10 @@ from flask.testing import FlaskClient
 from hotpath_support import truncate_event_log
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
-from web_support import ADMIN_TOKEN, CLOSED_REDIS_URL, Records
+from web_support import ADMIN_TOKEN, Records
 
 from services.config import Settings
+from tests.support.urls import CLOSED_REDIS_URL
 from web import create_app, issue_user_token
 
 

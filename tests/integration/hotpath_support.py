@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import redis
 from sqlalchemy import Engine, text
 
 from services.questionnaire import load_questionnaire
 
 QUESTION_IDS = [q.id for q in load_questionnaire().questions]
-CLOSED_DATABASE_URL = "postgresql+psycopg://postgres@127.0.0.1:1/x"
 
 
 def insert_records(engine: Engine, count: int, *, status: int = 2, user_id: int = 1) -> list[int]:
@@ -54,14 +52,3 @@ def progress_row(
 def truncate_event_log(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.execute(text("TRUNCATE event_log"))
-
-
-#: Keys that mark the test db index as ours (tests/conftest.py); never deleted.
-MARKER_KEYS = {b"mi-assessment:test-db", b"mi-assessment:test-lock"}
-
-
-def clean_keys(client: redis.Redis) -> None:
-    """Delete every key of the test db index but its markers (between Hypothesis examples)."""
-    keys = [k for k in client.scan_iter(count=1000) if k not in MARKER_KEYS]
-    if keys:
-        client.delete(*keys)

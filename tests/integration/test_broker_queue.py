@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.broker import HEARTBEATS_KEY, InvalidMessage, ListMessageProxy, RedisListBroker, RedisListConsumer
+from tests.support.urls import CLOSED_REDIS_URL
 
 RAW_QUEUE = "raw"
 
@@ -312,7 +313,7 @@ def test_join_times_out_while_messages_wait(raw_broker: RedisListBroker, redis_c
 def test_redis_errors_surface_as_connection_closed() -> None:
     from broker_fixtures import FAST_BROKER
 
-    dead = RedisListBroker(url="redis://127.0.0.1:1/0", **FAST_BROKER)  # type: ignore[arg-type]
+    dead = RedisListBroker(url=CLOSED_REDIS_URL, **FAST_BROKER)  # type: ignore[arg-type]
     dead.declare_queue("q")
     message = dramatiq.Message(queue_name="q", actor_name="x", args=(), kwargs={}, options={})
     with pytest.raises(ConnectionClosed):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import redis
-from hotpath_support import CLOSED_DATABASE_URL, QUESTION_IDS, clean_keys, insert_records, stored_answers
+from hotpath_support import QUESTION_IDS, insert_records, stored_answers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, text
@@ -22,6 +22,8 @@ from services import assessment
 from services.autosave import SaveOutcome
 from services.db import make_engine, make_session_factory
 from services.uow import UnitOfWork
+from tests.support.redis_keys import clean_redis
+from tests.support.urls import CLOSED_DATABASE_URL
 
 KEYS = AutosaveKeys.default()
 USER = 1
@@ -307,7 +309,7 @@ def test_property_persisted_answers_are_the_last_saved(
     """Any interleaving of saves and flush cycles (saves injected between the RENAME, the
     read and the write; writes that fail) ends with every record's stored answers equal to
     its last saved values once a final cycle has run."""
-    clean_keys(redis_client)
+    clean_redis(redis_client)
     store = RedisAutosaveStore(redis_client)
     flusher = AnswersFlusher(redis_client, session_factory)
     records = started(store, insert_records(engine, RECORDS))

@@ -15,9 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 from flask import Flask
-from hotpath_support import CLOSED_DATABASE_URL
 from sqlalchemy import Engine, text
-from web_support import CLOSED_REDIS_URL
 
 import actors.report
 from actors.adapters import RedisEventSink
@@ -28,6 +26,7 @@ from services.config import Settings
 from services.event_partitions import month_of, partition_name
 from services.event_store import DirectEventWriter
 from services.events import Event, EventType, dropped_events, emit
+from tests.support.urls import CLOSED_DATABASE_URL, CLOSED_REDIS_URL
 
 EVENTS = EventLogKeys()
 #: Emitting with a dead server must not stall a request: refused connections cost nothing.

@@ -18,14 +18,7 @@ from typing import Any
 
 import pytest
 import redis
-from hotpath_support import (
-    CLOSED_DATABASE_URL,
-    QUESTION_IDS,
-    clean_keys,
-    insert_records,
-    progress_row,
-    stored_answers,
-)
+from hotpath_support import QUESTION_IDS, insert_records, progress_row, stored_answers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, text
@@ -41,6 +34,8 @@ from services.autosave import MAX_SAVED_MS, SavedAnswer
 from services.db import make_engine, make_session_factory
 from services.events import Event, EventType
 from services.progress import ProgressState
+from tests.support.redis_keys import clean_redis
+from tests.support.urls import CLOSED_DATABASE_URL
 
 EVENTS = EventLogKeys()
 KEYS = AutosaveKeys.default()
@@ -173,7 +168,7 @@ def test_a_lone_surrogate_no_longer_wedges_the_log(
 def test_property_garbage_in_the_event_queue_is_set_aside_and_later_events_are_stored(
     garbage: list[bytes], consumer: EventLogConsumer, redis_client: redis.Redis, event_log: Engine
 ) -> None:
-    clean_keys(redis_client)
+    clean_redis(redis_client)
     with event_log.begin() as conn:
         conn.execute(text("DELETE FROM event_log"))
     valid = Event.new(EventType.ANSWERS_SAVED, record_id=1, actor="user:1", data={"ok": "中文"})
@@ -299,7 +294,7 @@ def test_property_garbage_in_an_answers_hash_is_set_aside_and_the_answer_stored(
     session_factory: sessionmaker[Session],
     redis_client: redis.Redis,
 ) -> None:
-    clean_keys(redis_client)
+    clean_redis(redis_client)
     (record_id,) = insert_records(engine, 1)
     hset_raw(redis_client, KEYS.answers.item(record_id), dict(garbage))
     # The valid answer comes after the garbage (a later save of the same record).
@@ -417,7 +412,7 @@ def test_property_garbage_in_progress_hashes_is_set_aside_and_valid_states_store
     session_factory: sessionmaker[Session],
     redis_client: redis.Redis,
 ) -> None:
-    clean_keys(redis_client)
+    clean_redis(redis_client)
     broken, fine = insert_records(engine, 2)
     name, value = poison
     bad = valid_state(BASE_MS)

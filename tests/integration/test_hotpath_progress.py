@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import redis
-from hotpath_support import clean_keys, insert_records, progress_row
+from hotpath_support import insert_records, progress_row
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, text
@@ -14,6 +14,7 @@ from actors.adapters.keys import AutosaveKeys
 from actors.hotpath.progress import ProgressFlusher
 from services.autosave import from_epoch_ms, to_epoch_ms
 from services.progress import ProgressState, sync_progress
+from tests.support.redis_keys import clean_redis
 
 KEYS = AutosaveKeys.default()
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -107,7 +108,7 @@ def test_property_a_stale_progress_state_never_overwrites_a_newer_one(
     """States are written to Redis with arbitrary LastUpdateTimes (older, equal, newer) and
     flushed or not in between; the database always holds the newest state it was offered,
     and never one older than, or as old as, what it had."""
-    clean_keys(redis_client)
+    clean_redis(redis_client)
     (record_id,) = insert_records(engine, 1)
     flusher = ProgressFlusher(redis_client, session_factory)
     current: tuple[int | None, int | None, int | None] = (None, None, None)

@@ -11,27 +11,16 @@ import redis
 from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import Engine, text
-from web_support import ADMIN_PATH, CLOSED_DATABASE_URL, USER_PATH, Records, RecordSpec
+from web_support import ADMIN_PATH, USER_PATH, Records, RecordSpec
 
 from actors.constants import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_DELAYED_KEY, REPORT_QUEUE_KEY
 from services.config import Settings
+from tests.support.envelope import data, error
+from tests.support.urls import CLOSED_DATABASE_URL
 from web import create_app
 
 Headers = Callable[[int], dict[str, str]]
 RECORDS = ADMIN_PATH + "/assessmentRecord"
-
-
-def data(response: Any) -> Any:
-    body = response.json
-    assert response.status_code == 200, body
-    assert (body["code"], body["message"]) == (0, "success")
-    return body["data"]
-
-
-def error(response: Any, status: int, code: int) -> str:
-    body = response.json
-    assert (response.status_code, body["code"], body["data"]) == (status, code, None), body
-    return str(body["message"])
 
 
 # -- regeneration: the cases the properties leave out -----------------------------------

@@ -19,23 +19,11 @@ from actors.adapters.keys import AutosaveKeys, EventLogKeys
 from actors.constants import REPORT_QUEUE_KEY
 from actors.hotpath.autosave import AnswersFlusher
 from actors.hotpath.eventlog import EventLogConsumer
+from tests.support.envelope import data, error
 
 Headers = Callable[[int], dict[str, str]]
 ALICE, BOB = 1001, 2002
 KEYS = AutosaveKeys.default()
-
-
-def data(response: Any) -> Any:
-    body = response.json
-    assert response.status_code == 200, body
-    assert body["code"] == 0
-    return body["data"]
-
-
-def error(response: Any, status: int, code: int) -> str:
-    body = response.json
-    assert (response.status_code, body["code"], body["data"]) == (status, code, None), body
-    return str(body["message"])
 
 
 def answers(pairs: dict[int, int]) -> list[dict[str, int]]:

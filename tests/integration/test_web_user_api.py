@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 import pytest
 import redis
@@ -16,23 +15,10 @@ from actors.constants import REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
 from services import reports
 from services.uow import UnitOfWork
+from tests.support.envelope import data, error
 
 Headers = Callable[[int], dict[str, str]]
 ALICE, BOB = 1001, 2002
-
-
-def data(response: Any) -> Any:
-    body = response.json
-    assert response.status_code == 200, body
-    assert body["code"] == 0
-    assert body["message"] == "success"
-    return body["data"]
-
-
-def error(response: Any, status: int, code: int) -> str:
-    body = response.json
-    assert (response.status_code, body["code"], body["data"]) == (status, code, None), body
-    return str(body["message"])
 
 
 def all_answers(client: FlaskClient, headers: dict[str, str], value: int = 3) -> list[dict[str, int]]:

@@ -13,9 +13,6 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 ADMIN_TOKEN = "test-admin-token"
-#: Nothing listens here: an app pointed at it sees Redis (or PostgreSQL) down.
-CLOSED_REDIS_URL = "redis://127.0.0.1:1/0"
-CLOSED_DATABASE_URL = "postgresql+psycopg://postgres@127.0.0.1:1/nothing"
 USER_PATH = "/api/assessment"
 ADMIN_PATH = "/api/admin"
 

@@ -8,6 +8,7 @@ import time
 import pytest
 import redis
 
+from tests.support.urls import CLOSED_REDIS_URL
 from web.redis_guard import RedisFailFast, RedisGuard, guarded_redis
 
 
@@ -64,7 +65,7 @@ def test_a_probe_that_never_reports_stops_blocking_the_others() -> None:
 
 def test_a_refused_connection_opens_the_guard_and_no_retry_is_made() -> None:
     guard = RedisGuard(cooldown_s=30)
-    client = guarded_redis("redis://127.0.0.1:1/0", guard=guard)
+    client = guarded_redis(CLOSED_REDIS_URL, guard=guard)
     started = time.monotonic()
     with pytest.raises(redis.ConnectionError):
         client.ping()

@@ -10,13 +10,14 @@ from __future__ import annotations
 from flask import Flask
 
 from services.config import Settings
+from tests.support.urls import CLOSED_DATABASE_URL, CLOSED_REDIS_URL
 from web import create_app, issue_user_token
 
 SECRET_KEY = "unit-secret-key"
 ADMIN_TOKEN = "unit-admin-token"
 UNIT_SETTINGS = Settings(
-    database_url="postgresql+psycopg://postgres@127.0.0.1:1/nothing",
-    redis_url="redis://127.0.0.1:1/0",
+    database_url=CLOSED_DATABASE_URL,
+    redis_url=CLOSED_REDIS_URL,
     secret_key=SECRET_KEY,
     admin_tokens=(ADMIN_TOKEN, "second-admin-token"),
 )

@@ -1,0 +1,20 @@
+"""The API's JSON envelope ({code, message, data}) read in tests, from Flask's test client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def data(response: Any) -> Any:
+    """The data of a success: HTTP 200, code 0, message "success"."""
+    body = response.json
+    assert response.status_code == 200, body
+    assert (body["code"], body["message"]) == (0, "success"), body
+    return body["data"]
+
+
+def error(response: Any, status: int, code: int) -> str:
+    """The message of an error with this HTTP status and code (and no data)."""
+    body = response.json
+    assert (response.status_code, body["code"], body["data"]) == (status, code, None), body
+    return str(body["message"])
