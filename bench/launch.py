@@ -15,6 +15,7 @@ from typing import Any
 from bench import ROOT
 from bench.stats import wait_until
 from bench.stores import redis_client
+from scripts.processes import SessionProcess
 
 #: Marks the line of a child's stdout that carries its JSON result.
 RESULT_PREFIX = "BENCH-RESULT "
@@ -56,48 +57,25 @@ def run_child(
 # -- processes of the stack: `dramatiq` workers, the web app under gunicorn -------------------
 
 
-class Service:
-    """A process of the stack in a session of its own, logging to a temporary file."""
+class Service(SessionProcess):
+    """A process of the stack in a session of its own, logging to a temporary file
+    (deleted by stop())."""
 
     def __init__(self, name: str, argv: Sequence[str], env: dict[str, str]) -> None:
         import tempfile
 
         self.name = name
-        self.log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed by stop())
-            prefix=f"mi-bench-{name}-", suffix=".log", delete=False
-        )
-        self.process = subprocess.Popen(
-            list(argv),
-            cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
-            stdout=self.log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        fd, log_name = tempfile.mkstemp(prefix=f"mi-bench-{name}-", suffix=".log")
+        os.close(fd)
+        super().__init__(argv, env={**os.environ, "PYTHONUNBUFFERED": "1", **env}, log_path=Path(log_name))
 
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def output(self) -> str:
-        return Path(self.log_file.name).read_text(errors="replace")
-
-    def stop(self, timeout: float = 30.0, *, graceful: bool = True) -> None:
+    def stop(self, timeout: float = 30.0, *, graceful: bool = True) -> int:
         """SIGTERM (SIGKILL after `timeout`), or SIGKILL at once when not `graceful`:
         a benchmark's worker is killed once the measurement is over, its keys deleted."""
-        import signal
-
-        if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGTERM if graceful else signal.SIGKILL)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
-        self.log_file.close()
+        status = super().stop(timeout, graceful=graceful)
         with contextlib.suppress(OSError):
-            os.unlink(self.log_file.name)
+            os.unlink(self.log_path)
+        return status
 
     def __enter__(self) -> Service:
         return self

@@ -16,12 +16,12 @@ from typing import Any
 
 import redis
 import requests
-from processes import RunStack, procfile, wait_until
 from sqlalchemy import Engine, func, insert, select, text
 
 from services.config import Settings
 from services.models import Answer, AssessmentRecord, Question
 from services.status import RecordStatus
+from tests.support.processes import RunStack, procfile, wait_until
 from tests.support.redis_keys import clean_redis
 from web import issue_user_token
 

@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -31,12 +30,13 @@ from typing import Any
 import pytest
 import redis
 from faults import FaultProxy
-from processes import ROOT, WorkerProcess, row_locked, sessions_waiting_for_a_lock, wait_until
 from sqlalchemy import Engine, text
 
 from actors.constants import DEAD_LETTER_QUEUE_KEY
 from scripts import servers
+from scripts.processes import SessionProcess
 from services.config import Settings
+from tests.support.processes import WorkerProcess, row_locked, sessions_waiting_for_a_lock, wait_until
 from tests.support.redis_keys import MARKER_KEYS
 from web import issue_user_token
 
@@ -57,27 +57,6 @@ FAST_RECONCILER = (
 HEAL_TIMEOUT_S = 60.0
 
 
-class Service:
-    """One long-running process of the stack, in a session of its own, logging to a file."""
-
-    def __init__(self, args: list[str], env: dict[str, str], log_path: Path) -> None:
-        self.log_path = log_path
-        self.log = log_path.open("ab")
-        self.process = subprocess.Popen(
-            args, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, 15)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, 9)
-                self.process.wait(timeout=10)
-        self.log.close()
-
-
 class Stack:
     def __init__(self, settings: Settings, logs: Path, *, redis_url: str, worker_db_url: str) -> None:
         self.port = servers.free_port()
@@ -93,7 +72,7 @@ class Stack:
             **FAST_RECONCILER,
         }
         bin_dir = Path(sys.executable).parent
-        self.web = Service(
+        self.web = SessionProcess(
             [
                 str(bin_dir / "gunicorn"),
                 "web:create_app()",
@@ -102,8 +81,8 @@ class Stack:
                 "--workers",
                 "2",
             ],
-            env,
-            logs / "web.log",
+            env=env,
+            log_path=logs / "web.log",
         )
         self.worker = WorkerProcess(
             database_url=worker_db_url,
@@ -112,7 +91,9 @@ class Stack:
             threads=4,
             env={"dramatiq_restart_delay": "1000"},
         )
-        self.reconciler = Service([sys.executable, "-m", "actors.reconciler"], env, logs / "reconciler.log")
+        self.reconciler = SessionProcess(
+            [sys.executable, "-m", "actors.reconciler"], env=env, log_path=logs / "reconciler.log"
+        )
         wait_until(self.ready, timeout=30, what="the web process")
 
     def ready(self) -> bool:
@@ -123,9 +104,9 @@ class Stack:
             return False
 
     def stop(self) -> None:
-        self.web.stop()
+        self.web.stop(timeout=20)
         self.worker.stop()
-        self.reconciler.stop()
+        self.reconciler.stop(timeout=20)
 
 
 def submit_patiently(base: str, token: str, record_id: int, answers: list[dict[str, int]]) -> dict[str, Any]:

@@ -24,9 +24,9 @@ import psycopg
 import pytest
 import redis
 import requests
-from processes import RunStack, servers, wait_until
 from stack_support import STACK_SETTINGS
 
+from tests.support.processes import RunStack, servers, wait_until
 from web import issue_user_token
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 import redis
-from processes import procfile, row_locked, sessions_waiting_for_a_lock
 from sqlalchemy import Engine, func, select
 from stack_support import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
 
@@ -29,6 +28,7 @@ from actors.report_queue.message import ReportQueueMessage
 from services.config import Settings
 from services.models import DimensionResult, ReportSummary
 from services.status import RecordStatus
+from tests.support.processes import procfile, row_locked, sessions_waiting_for_a_lock
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -14,9 +14,9 @@ from broker_fixtures import BrokerFactory, WorkerFactory
 from dramatiq.encoder import PickleEncoder
 from dramatiq.errors import ConnectionClosed
 from faults import FaultProxy
-from processes import wait_until
 
 from actors.broker import HEARTBEATS_KEY, RedisListBroker
+from tests.support.processes import wait_until
 
 
 @pytest.fixture

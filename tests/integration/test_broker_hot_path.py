@@ -12,11 +12,11 @@ from pathlib import Path
 import dramatiq
 import pytest
 import redis
-from processes import RedisServer
 
 from actors.broker import RedisListBroker, RedisListConsumer
 from actors.broker.connections import IDLE_CHECK_SECONDS
 from actors.configure import default_middleware
+from tests.support.processes import RedisServer
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import time
 import pytest
 import redis
 from hotpath_support import QUESTION_IDS, insert_records
-from processes import wait_until
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -27,6 +26,7 @@ from actors.hotpath.eventlog import EventLogConsumer
 from actors.hotpath.runner import Loop, build_loops
 from actors.hotpath.settings import HotpathSettings, SettingsSource, env_name
 from services.events import Event, EventType
+from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,6 @@ import psycopg
 import pytest
 import redis
 from hotpath_support import insert_records, progress_row, stored_answers
-from processes import sessions_waiting_for_a_lock, wait_until
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -20,6 +19,7 @@ from actors.adapters import RedisAutosaveStore, RedisEventSink
 from actors.adapters.keys import AutosaveKeys, EventLogKeys
 from actors.hotpath.constants import SETTINGS_KEY
 from services.events import Event, EventType
+from tests.support.processes import sessions_waiting_for_a_lock, wait_until
 
 pytestmark = pytest.mark.slow
 

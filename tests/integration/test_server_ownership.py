@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 import redis
-from processes import servers
 
 from services.config import Settings
+from tests.support.processes import servers
 
 pytestmark = pytest.mark.slow
 

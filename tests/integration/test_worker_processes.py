@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import redis
-from processes import RedisServer, WorkerProcess, row_locked, sessions_waiting_for_a_lock, wait_until
 from record_state import report_rows, status_of
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -19,6 +18,13 @@ from actors.constants import REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
 from services.config import Settings
 from services.status import RecordStatus
+from tests.support.processes import (
+    RedisServer,
+    WorkerProcess,
+    row_locked,
+    sessions_waiting_for_a_lock,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 

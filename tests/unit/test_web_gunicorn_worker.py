@@ -9,8 +9,8 @@ import json
 import shlex
 
 import pytest
-from processes import procfile
 
+from tests.support.processes import procfile
 from web.gunicorn_worker import EnvelopeThreadWorker, envelope_response
 
 

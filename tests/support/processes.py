@@ -18,8 +18,9 @@ from typing import Any
 import psycopg
 
 from scripts import servers  # the same code `make test` starts servers with
+from scripts.processes import SessionProcess
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 RedisServer = servers.RedisServer
 
@@ -32,7 +33,7 @@ def wait_until(check: Callable[[], bool], *, timeout: float, what: str, interval
         time.sleep(interval)
 
 
-class WorkerProcess:
+class WorkerProcess(SessionProcess):
     """`python -m dramatiq actors.worker` in a session of its own, as the Procfile's worker line runs it."""
 
     def __init__(
@@ -45,7 +46,6 @@ class WorkerProcess:
         processes: int = 1,
         env: dict[str, str] | None = None,
     ) -> None:
-        self.log_path = log_path
         full_env = {
             **os.environ,
             "DATABASE_URL": database_url,
@@ -53,8 +53,7 @@ class WorkerProcess:
             "PYTHONUNBUFFERED": "1",
             **(env or {}),
         }
-        self.log = log_path.open("ab")
-        self.process = subprocess.Popen(
+        super().__init__(
             [
                 sys.executable,
                 "-m",
@@ -65,33 +64,9 @@ class WorkerProcess:
                 "--threads",
                 str(threads),
             ],
-            cwd=ROOT,
             env=full_env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            log_path=log_path,
         )
-
-    def signal(self, signum: int) -> None:
-        """Signal the whole process group: the dramatiq supervisor and its worker processes."""
-        os.killpg(self.process.pid, signum)
-
-    def kill(self) -> None:
-        self.signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def stop(self, timeout: float = 30) -> int:
-        if self.process.poll() is None:
-            self.signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.log.close()
-        return int(self.process.returncode)
-
-    def output(self) -> str:
-        return self.log_path.read_text(errors="replace")
 
 
 @contextmanager
@@ -149,22 +124,19 @@ class RunStack:
                 full_env[key] = env[key]
         if procfile is not None:
             full_env["MI_PROCFILE"] = str(procfile)
-        self.log = log_path.open("ab")
-        self.process = subprocess.Popen(
+        self.service = SessionProcess(
             [sys.executable, "-m", "scripts.run_stack"],
-            cwd=ROOT,
             env=full_env,
+            log_path=log_path,
             stdin=subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
+        self.process = self.service.process
 
     def output(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        return self.service.output()
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return self.service.alive()
 
     def pids(self) -> list[int]:
         """Every live process of this stack (supervisord and what it runs), run_stack aside."""
@@ -200,5 +172,5 @@ class RunStack:
         servers.stop_process_groups(groups, grace=0)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
-        if not self.log.closed:
-            self.log.close()
+        if not self.service.log.closed:
+            self.service.log.close()

@@ -1,0 +1,78 @@
+"""A command in a process group of its own, its output in a log file: the one wrapper the
+tests (tests/support/processes.py, the e2e fault test) and the benchmarks (bench/launch.py)
+start the stack's processes with.
+
+It lives here, with the servers harness, rather than in tests/: the benchmarks are tooling
+too and import scripts (servers) already, while nothing outside tests/ should import tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class SessionProcess:
+    """`argv` started with `start_new_session` (so a signal reaches its children too), stdout
+    and stderr appended to `log_path`, run from the project root unless `cwd` says otherwise."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        log_path: Path,
+        cwd: Path = ROOT,
+        stdin: int | IO[bytes] | None = None,
+    ) -> None:
+        self.log_path = log_path
+        self.log = log_path.open("ab")
+        self.process = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=stdin,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def signal(self, signum: int) -> None:
+        """Signal the whole process group: the program and whatever it started."""
+        os.killpg(self.process.pid, signum)
+
+    def kill(self, wait: float = 10.0) -> None:
+        """SIGKILL the process group and reap the program."""
+        self.signal(signal.SIGKILL)
+        self.process.wait(timeout=wait)
+
+    def stop(self, timeout: float = 30.0, *, graceful: bool = True) -> int:
+        """SIGTERM the group (SIGKILL at once when not `graceful`), SIGKILL it after `timeout` s;
+        then close the log. Returns the program's exit status."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.signal(signal.SIGTERM if graceful else signal.SIGKILL)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    self.kill()
+        self.log.close()
+        return int(self.process.returncode)
