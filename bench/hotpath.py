@@ -22,6 +22,7 @@ used; event rows carry the actor "bench". All are deleted afterwards.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -183,7 +184,7 @@ def ingest_per_item(client: redis.Redis, factory: sessionmaker[Session], batch: 
         with factory() as session:
             insert_events(session, [Event.decode(raw)])
             session.commit()
-        client.lrem(EVENT_KEYS.backup, -1, raw)
+        client.lrem(EVENT_KEYS.backup, -1, raw)  # type: ignore[arg-type]  # bytes, as redis-py accepts
 
 
 # -- runs -------------------------------------------------------------------------------------------
@@ -217,7 +218,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 progress = output.Progress(f"run {run_index} answers, {way}: saving", len(records))
                 total = autosave(client, records, questions, progress)
                 progress.close()
-                seconds = timed(lambda flush=flush: flush(client, factory, args.batch))
+                seconds = timed(functools.partial(flush, client, factory, args.batch))
                 persisted = stored_answer_count(engine, records)
                 if persisted != total:
                     raise AssertionError(f"{way}: {persisted} of {total} answers persisted")
@@ -228,7 +229,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 progress = output.Progress(f"run {run_index} events, {way}: emitting", args.events)
                 emit_events(client, args.events, progress)
                 progress.close()
-                seconds = timed(lambda ingest=ingest: ingest(client, factory, args.batch))
+                seconds = timed(functools.partial(ingest, client, factory, args.batch))
                 with engine.connect() as conn:
                     stored = int(
                         conn.scalar(text("SELECT count(*) FROM event_log WHERE actor = 'bench'")) or 0

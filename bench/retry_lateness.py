@@ -24,7 +24,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from actors.constants import REPORT_DELAYED_KEY, REPORT_QUEUE_KEY, RETRY_DELAYS_MS
 from actors.report_queue.message import ReportQueueMessage
@@ -52,7 +52,7 @@ def run(n: int, poll_ms: float, threads: int, delay_ms: int) -> dict[str, Any]:
         deadline = time.monotonic() + 60 + n / 50
         while len(due) < n:
             members = client.zrange(REPORT_DELAYED_KEY, 0, -1, withscores=True)
-            new = {m: s for m, s in members if m not in due}
+            new = {m: s for m, s in cast("list[tuple[bytes, float]]", members) if m not in due}
             due.update(new)
             if new:
                 progress.step(len(new))

@@ -49,7 +49,7 @@ class RoundTripCounter:
             return self
         from redis.connection import AbstractConnection
 
-        original = AbstractConnection.send_packed_command
+        original: Callable[..., None] = AbstractConnection.send_packed_command
         ticks = self._ticks
 
         def counting(conn: Any, command: Any, check_health: bool = True) -> None:
