@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import ROOT
-from bench.stats import wait_until
 from bench.stores import redis_client
-from scripts.processes import SessionProcess
+from scripts.processes import SessionProcess, wait_until
 
 #: Marks the line of a child's stdout that carries its JSON result.
 RESULT_PREFIX = "BENCH-RESULT "

@@ -30,6 +30,7 @@ from actors.constants import REPORT_DELAYED_KEY, REPORT_QUEUE_KEY, RETRY_DELAYS_
 from actors.report_queue.message import ReportQueueMessage
 from bench import launch, output, stats, stores
 from bench.workers import STARTED_KEY
+from scripts.processes import wait_until
 
 FIRST_DELAY_MS = RETRY_DELAYS_MS[0]
 
@@ -96,7 +97,7 @@ def run(n: int, poll_ms: float, threads: int, delay_ms: int) -> dict[str, Any]:
             time.sleep(poll_ms / 1000)
         progress.close()
 
-        stats.wait_until(
+        wait_until(
             lambda: int(client.hlen(STARTED_KEY)) >= n, timeout=60, what="every retry attempt", interval=0.05
         )
         started = {int(k): float(v) for k, v in client.hgetall(STARTED_KEY).items()}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,14 +25,6 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
-
-
-def wait_until(check: Callable[[], bool], *, timeout: float, what: str, interval: float = 0.01) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 class RoundTripCounter:

@@ -36,6 +36,7 @@ from typing import Any
 from sqlalchemy import text
 
 from bench import launch, output, stats, stores
+from scripts.processes import wait_until
 from services.config import normalize_database_url
 from services.db import make_engine
 from tests.faults import FaultProxy
@@ -78,7 +79,7 @@ def start_web(line: str, env: dict[str, str]) -> tuple[launch.Service, int]:
         except OSError:
             return False
 
-    stats.wait_until(ready, timeout=60, what="the web process", interval=0.1)
+    wait_until(ready, timeout=60, what="the web process", interval=0.1)
     return service, port
 
 

@@ -12,11 +12,28 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_until(
+    check: Callable[[], bool],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.05,
+    error: type[Exception] = TimeoutError,
+) -> None:
+    """Poll `check` every `interval` s until it is true; raise `error` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise error(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
 
 
 class SessionProcess:

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import xmlrpc.client
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,7 +16,10 @@ from typing import Any
 
 import psycopg
 
-from scripts import servers  # the same code `make test` starts servers with
+from scripts import (
+    processes,
+    servers,  # the same code `make test` starts servers with
+)
 from scripts.processes import SessionProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,11 +28,8 @@ RedisServer = servers.RedisServer
 
 
 def wait_until(check: Callable[[], bool], *, timeout: float, what: str, interval: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
+    """scripts.processes.wait_until failing as a test fails: with an AssertionError."""
+    processes.wait_until(check, timeout=timeout, what=what, interval=interval, error=AssertionError)
 
 
 class WorkerProcess(SessionProcess):
