@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from services.config import Settings
 from services.db import make_engine, make_session_factory
 from services.uow import UnitOfWork
+from tests.support.records import RecordSpec, insert_records
 from tests.support.redis_keys import REDIS_OWNER_KEY, clean_redis
 
 TEST_DATABASE_URL = os.environ.get(
@@ -163,7 +164,7 @@ def default_answer(question_id: int) -> int:
 
 
 @pytest.fixture
-def make_record(session_factory: sessionmaker[Session]) -> Callable[..., int]:
+def make_record(engine: Engine, session_factory: sessionmaker[Session]) -> Callable[..., int]:
     """Insert a record directly (no service rules) and return its id.
 
     ``make_record(status=1, user_id=1, answers=None, deleted=False)``: `answers` is a
@@ -172,7 +173,7 @@ def make_record(session_factory: sessionmaker[Session]) -> Callable[..., int]:
     """
     from sqlalchemy import insert, select
 
-    from services.models import Answer, AssessmentRecord, Question
+    from services.models import Answer, Question
 
     def make(
         status: int = 1,
@@ -181,12 +182,10 @@ def make_record(session_factory: sessionmaker[Session]) -> Callable[..., int]:
         answers: Mapping[int, int] | None = None,
         deleted: bool = False,
     ) -> int:
+        (record_id,) = insert_records(
+            engine, [RecordSpec(status, user_id, deleted=deleted, timestamps=False)]
+        )
         with session_factory() as session:
-            record_id = session.execute(
-                insert(AssessmentRecord)
-                .values(user_id=user_id, status=status, is_deleted=deleted)
-                .returning(AssessmentRecord.id)
-            ).scalar_one()
             if answers is None and status >= 3:
                 ids = session.scalars(select(Question.id).where(Question.is_active)).all()
                 answers = {qid: default_answer(qid) for qid in ids}

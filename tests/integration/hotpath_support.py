@@ -7,21 +7,15 @@ from datetime import datetime
 from sqlalchemy import Engine, text
 
 from services.questionnaire import load_questionnaire
+from tests.support import records
+from tests.support.records import RecordSpec
 
 QUESTION_IDS = [q.id for q in load_questionnaire().questions]
 
 
 def insert_records(engine: Engine, count: int, *, status: int = 2, user_id: int = 1) -> list[int]:
-    with engine.begin() as conn:
-        return list(
-            conn.scalars(
-                text(
-                    "INSERT INTO assessment_records (user_id, status)"
-                    " SELECT :user, :status FROM generate_series(1, :n) RETURNING id"
-                ),
-                {"user": user_id, "status": status, "n": count},
-            )
-        )
+    """`count` records of one user in one status, without timestamps or answers."""
+    return records.insert_records(engine, [RecordSpec(status, user_id, timestamps=False)] * count)
 
 
 def stored_answers(engine: Engine, record_ids: list[int]) -> dict[int, dict[int, int]]:

@@ -7,23 +7,15 @@ directory on sys.path, as it has no __init__.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine, text
 
+from tests.support.records import RecordSpec, insert_records
+
 ADMIN_TOKEN = "test-admin-token"
 USER_PATH = "/api/assessment"
 ADMIN_PATH = "/api/admin"
-
-
-@dataclass(frozen=True)
-class RecordSpec:
-    status: int
-    user_id: int = 1
-    deleted: bool = False
-    #: Give the record a full set of dimension results and a summary.
-    results: bool = False
 
 
 class Records:
@@ -31,50 +23,9 @@ class Records:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        with engine.connect() as conn:
-            self.dimension_ids = list(conn.scalars(text("SELECT id FROM dimensions ORDER BY id")))
 
     def insert(self, *specs: RecordSpec) -> list[int]:
-        if not specs:
-            return []
-        with self.engine.begin() as conn:
-            ids = list(
-                conn.scalars(
-                    text(
-                        "INSERT INTO assessment_records"
-                        " (user_id, status, is_deleted, submitted_at, completed_at)"
-                        " SELECT u, s, d, CASE WHEN s >= 3 THEN now() END, CASE WHEN s = 4 THEN now() END"
-                        " FROM unnest(CAST(:users AS bigint[]), CAST(:statuses AS smallint[]),"
-                        " CAST(:deleted AS boolean[])) WITH ORDINALITY AS t(u, s, d, n)"
-                        " ORDER BY n RETURNING id"
-                    ),
-                    {
-                        "users": [s.user_id for s in specs],
-                        "statuses": [s.status for s in specs],
-                        "deleted": [s.deleted for s in specs],
-                    },
-                )
-            )
-            with_results = [i for i, s in zip(ids, specs, strict=True) if s.results]
-            if with_results:
-                conn.execute(
-                    text(
-                        "INSERT INTO dimension_results"
-                        " (record_id, dimension_id, raw_score, score, rank, level)"
-                        " SELECT r, d, 20, 75.0, row_number() OVER (PARTITION BY r ORDER BY d), '较强'"
-                        " FROM unnest(CAST(:ids AS bigint[])) AS r, unnest(CAST(:dims AS smallint[])) AS d"
-                    ),
-                    {"ids": with_results, "dims": self.dimension_ids},
-                )
-                conn.execute(
-                    text(
-                        "INSERT INTO report_summaries (record_id, top_dimensions, summary)"
-                        " SELECT r, '[\"linguistic\"]'::jsonb, 'summary'"
-                        " FROM unnest(CAST(:ids AS bigint[])) AS r"
-                    ),
-                    {"ids": with_results},
-                )
-        return ids
+        return insert_records(self.engine, specs)
 
     def delete(self, ids: Sequence[int]) -> None:
         """Remove records with their answers, results and summaries (ON DELETE CASCADE)."""
