@@ -45,13 +45,6 @@ def net_job(record_id: int, retry_count: int = 0) -> str:
 
 
 @pytest.fixture(scope="module")
-def redis_conn(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
 def stack(
     settings: Settings,
     engine: Engine,

@@ -40,13 +40,6 @@ SPAWNED = re.compile(r"^(\S+ \S+) INFO spawned: '(\w+)' with pid (\d+)", re.MULT
 
 
 @pytest.fixture(scope="module")
-def redis_conn(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
 def stack(
     settings: Settings,
     engine: Engine,
