@@ -173,7 +173,8 @@ def submit_answers(
 
     The job is queued only after the commit (a worker must find the answers). If the
     queue fails, the failure is logged and the call still succeeds with
-    ``enqueued=False``: the record stays in 3 and an admin can regenerate it (services/admin.py).
+    ``enqueued=False``: the record stays in 3, which the reconciler process reads as a job
+    owed and queues once the queue answers (actors/reconciler.py).
     """
     sealed = False
     try:

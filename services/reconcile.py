@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, func, select, text, update
+from sqlalchemy import bindparam, func, select, update
 
 from services.models import AssessmentRecord
 from services.status import RecordStatus
@@ -76,8 +76,3 @@ def mark_failed_unless_changed(uow: UnitOfWork, records: Sequence[OwedRecord]) -
         ).all()
         uow.commit()
     return sorted(changed)
-
-
-def database_time(uow: UnitOfWork) -> datetime:
-    with uow:
-        return uow.session.execute(text("SELECT now()")).scalar_one()  # type: ignore[no-any-return]

@@ -48,7 +48,7 @@ class SubmitResult:
     record_id: int
     status: int
     #: False when the answers were saved but the report job could not be queued; the
-    #: record then stays in status 3 and an admin can trigger the report again.
+    #: record stays in status 3 and the reconciler queues the job once Redis answers.
     enqueued: bool
 
 
