@@ -30,6 +30,18 @@ if [ "$need_apt" = 1 ]; then
   python=python3
 fi
 
+# The browser tests drive Debian's Chromium (a browser that downloads itself cannot be fetched
+# here), with a font that has the pages' Chinese glyphs.
+if [[ ",$extras," == *",test,"* ]] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[bootstrap] installing chromium and a CJK font with apt-get (browser tests)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium fonts-wqy-microhei
+  else
+    echo "[bootstrap] chromium not found: the browser tests will be skipped (install Debian's chromium)" >&2
+  fi
+fi
+
 if [ ! -x "$venv/bin/python" ]; then
   echo "[bootstrap] creating $venv with $("$python" --version)" >&2
   "$python" -m venv "$venv"

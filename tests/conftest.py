@@ -41,7 +41,7 @@ os.environ["REDIS_URL"] = TEST_REDIS_URL
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytest_plugins = ("broker_fixtures",)
+pytest_plugins = ("broker_fixtures", "tests.support.browser")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
