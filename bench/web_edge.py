@@ -4,7 +4,7 @@
 
 Runs the Procfile's web command (or `--line`, e.g. an older one, to compare) as honcho
 runs it (``sh -c 'exec LINE'``) on a loopback port, against TEST_DATABASE_URL /
-TEST_REDIS_URL reached through a `FaultProxy` (tests/faults.py), then measures, each
+TEST_REDIS_URL reached through a `FaultProxy` (scripts/faults.py), then measures, each
 phase with submissions running back to back while /healthz and /api/assessment/questions
 (a database read, no Redis) are probed one after the other:
 
@@ -36,10 +36,10 @@ from typing import Any
 from sqlalchemy import text
 
 from bench import launch, output, stats, stores
+from scripts.faults import FaultProxy
 from scripts.processes import wait_until
 from services.config import normalize_database_url
 from services.db import make_engine
-from tests.faults import FaultProxy
 from web.auth import issue_user_token
 
 ROOT = Path(__file__).resolve().parent.parent

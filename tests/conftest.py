@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 import redis
-from fakes import FailingQueue, RecordingQueue
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.config import Settings
 from services.db import make_engine, make_session_factory
 from services.uow import UnitOfWork
+from tests.fakes import FailingQueue, RecordingQueue
 from tests.support.records import RecordSpec, insert_records
 from tests.support.redis_keys import REDIS_OWNER_KEY, clean_redis
 
@@ -41,7 +41,7 @@ os.environ["REDIS_URL"] = TEST_REDIS_URL
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytest_plugins = ("broker_fixtures", "tests.support.browser")
+pytest_plugins = ("tests.broker_fixtures", "tests.support.browser")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

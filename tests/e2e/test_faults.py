@@ -29,11 +29,11 @@ from typing import Any
 
 import pytest
 import redis
-from faults import FaultProxy
 from sqlalchemy import Engine, text
 
 from actors.constants import DEAD_LETTER_QUEUE_KEY
 from scripts import servers
+from scripts.faults import FaultProxy
 from scripts.processes import SessionProcess
 from services.config import Settings
 from tests.support.processes import WorkerProcess, row_locked, sessions_waiting_for_a_lock, wait_until

@@ -24,8 +24,8 @@ import psycopg
 import pytest
 import redis
 import requests
-from stack_support import STACK_SETTINGS
 
+from tests.e2e.stack_support import STACK_SETTINGS
 from tests.support.processes import RunStack, servers, wait_until
 from web import issue_user_token
 

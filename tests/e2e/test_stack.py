@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 import redis
 from sqlalchemy import Engine, func, select
-from stack_support import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
 
 from actors.adapters import RedisReportQueue, queue_figures
 from actors.constants import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
@@ -28,6 +27,7 @@ from actors.report_queue.message import ReportQueueMessage
 from services.config import Settings
 from services.models import DimensionResult, ReportSummary
 from services.status import RecordStatus
+from tests.e2e.stack_support import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
 from tests.support.processes import procfile, row_locked, sessions_waiting_for_a_lock
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

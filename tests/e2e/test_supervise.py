@@ -24,11 +24,11 @@ import pytest
 import redis
 import requests
 from sqlalchemy import Engine
-from stack_support import ROOT, Stack, db_status, insert_record, running_stack
 
 from actors.adapters import RedisReportQueue
 from services.config import Settings
 from services.status import RecordStatus
+from tests.e2e.stack_support import ROOT, Stack, db_status, insert_record, running_stack
 from tests.support.processes import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -13,12 +13,12 @@ import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
-from hotpath_support import truncate_event_log
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
-from web_support import ADMIN_TOKEN, Records
 
 from services.config import Settings
+from tests.integration.hotpath_support import truncate_event_log
+from tests.integration.web_support import ADMIN_TOKEN, Records
 from tests.support.urls import CLOSED_REDIS_URL
 from web import create_app, issue_user_token
 

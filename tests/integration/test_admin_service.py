@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from fakes import RecordingQueue
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, event, func, insert, select, text
@@ -29,6 +28,7 @@ from services.models import AssessmentRecord, DimensionResult, ReportSummary
 from services.reports import generate_report
 from services.uow import UnitOfWork
 from services.views import RecordFilter
+from tests.fakes import RecordingQueue
 
 
 def state(session_factory: sessionmaker[Session], record_id: int) -> tuple[int, bool, int, int]:

@@ -10,7 +10,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from fakes import RecordingQueue
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -19,6 +18,7 @@ from services.errors import InvalidOperation, ParamError, RecordNotFound, Servic
 from services.models import Answer, AssessmentRecord, Question
 from services.questionnaire import load_questionnaire, seed_questionnaire
 from services.uow import UnitOfWork
+from tests.fakes import RecordingQueue
 
 QUESTION_IDS = [q.id for q in load_questionnaire().questions]
 

@@ -10,12 +10,12 @@ from typing import Any
 import dramatiq
 import pytest
 import redis
-from broker_fixtures import BrokerFactory, WorkerFactory
 from dramatiq.encoder import PickleEncoder
 from dramatiq.errors import ConnectionClosed
-from faults import FaultProxy
 
 from actors.broker import HEARTBEATS_KEY, RedisListBroker
+from scripts.faults import FaultProxy
+from tests.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.support.processes import wait_until
 
 

@@ -9,13 +9,13 @@ from typing import Any
 import dramatiq
 import pytest
 import redis
-from broker_fixtures import BrokerFactory, WorkerFactory
 from dramatiq.errors import ConnectionClosed, QueueJoinTimeout
 from dramatiq.middleware import Middleware
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.broker import HEARTBEATS_KEY, InvalidMessage, ListMessageProxy, RedisListBroker, RedisListConsumer
+from tests.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.support.urls import CLOSED_REDIS_URL
 
 RAW_QUEUE = "raw"
@@ -311,7 +311,7 @@ def test_join_times_out_while_messages_wait(raw_broker: RedisListBroker, redis_c
 
 
 def test_redis_errors_surface_as_connection_closed() -> None:
-    from broker_fixtures import FAST_BROKER
+    from tests.broker_fixtures import FAST_BROKER
 
     dead = RedisListBroker(url=CLOSED_REDIS_URL, **FAST_BROKER)  # type: ignore[arg-type]
     dead.declare_queue("q")

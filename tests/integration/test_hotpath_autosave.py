@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import redis
-from hotpath_support import QUESTION_IDS, insert_records, stored_answers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, text
@@ -22,6 +21,7 @@ from services import assessment
 from services.autosave import SaveOutcome
 from services.db import make_engine, make_session_factory
 from services.uow import UnitOfWork
+from tests.integration.hotpath_support import QUESTION_IDS, insert_records, stored_answers
 from tests.support.redis_keys import clean_redis
 from tests.support.urls import CLOSED_DATABASE_URL
 

@@ -14,7 +14,6 @@ import time
 
 import pytest
 import redis
-from hotpath_support import QUESTION_IDS, insert_records
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -26,6 +25,7 @@ from actors.hotpath.eventlog import EventLogConsumer
 from actors.hotpath.runner import Loop, build_loops
 from actors.hotpath.settings import HotpathSettings, SettingsSource, env_name
 from services.events import Event, EventType
+from tests.integration.hotpath_support import QUESTION_IDS, insert_records
 from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 import redis
-from hotpath_support import QUESTION_IDS, insert_records, progress_row, stored_answers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, text
@@ -34,6 +33,7 @@ from services.autosave import MAX_SAVED_MS, SavedAnswer
 from services.db import make_engine, make_session_factory
 from services.events import Event, EventType
 from services.progress import ProgressState
+from tests.integration.hotpath_support import QUESTION_IDS, insert_records, progress_row, stored_answers
 from tests.support.redis_keys import clean_redis
 from tests.support.urls import CLOSED_DATABASE_URL
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import psycopg
 import pytest
 import redis
-from hotpath_support import insert_records, progress_row, stored_answers
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -19,6 +18,7 @@ from actors.adapters import RedisAutosaveStore, RedisEventSink
 from actors.adapters.keys import AutosaveKeys, EventLogKeys
 from actors.hotpath.constants import SETTINGS_KEY
 from services.events import Event, EventType
+from tests.integration.hotpath_support import insert_records, progress_row, stored_answers
 from tests.support.processes import sessions_waiting_for_a_lock, wait_until
 
 pytestmark = pytest.mark.slow

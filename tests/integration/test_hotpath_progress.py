@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import redis
-from hotpath_support import insert_records, progress_row
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, text
@@ -14,6 +13,7 @@ from actors.adapters.keys import AutosaveKeys
 from actors.hotpath.progress import ProgressFlusher
 from services.autosave import from_epoch_ms, to_epoch_ms
 from services.progress import ProgressState, sync_progress
+from tests.integration.hotpath_support import insert_records, progress_row
 from tests.support.redis_keys import clean_redis
 
 KEYS = AutosaveKeys.default()

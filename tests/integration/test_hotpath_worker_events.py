@@ -7,7 +7,6 @@ from collections.abc import Callable
 import dramatiq
 import pytest
 import redis
-from broker_fixtures import BrokerFactory, WorkerFactory
 
 from actors.adapters.keys import EventLogKeys
 from actors.broker import RedisListBroker
@@ -17,6 +16,7 @@ from actors.report_queue.message import ReportQueueMessage
 from services.errors import ServiceError
 from services.events import Event
 from services.status import RecordStatus
+from tests.broker_fixtures import BrokerFactory, WorkerFactory
 
 QUEUE = EventLogKeys().queue
 

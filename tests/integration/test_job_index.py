@@ -12,7 +12,6 @@ from collections import Counter
 
 import pytest
 import redis
-from broker_fixtures import BrokerFactory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +33,7 @@ from actors.constants import (
     REPORT_QUEUE_NAME,
 )
 from actors.report_queue.message import ReportQueueMessage
+from tests.broker_fixtures import BrokerFactory
 
 OUTCOMES = ("ack", "retry", "dead", "dead_unconfirmed", "give_back", "hold")
 

@@ -7,8 +7,6 @@ from typing import Any
 
 import dramatiq
 import redis
-from broker_fixtures import WorkerFactory
-from record_state import status_of
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -25,6 +23,8 @@ from actors.reconciler import STATS_KEY, Reconciler, ReconcilerSettings
 from actors.report_queue.message import ReportQueueMessage
 from services import reconcile
 from services.uow import UnitOfWork
+from tests.broker_fixtures import WorkerFactory
+from tests.record_state import status_of
 
 GRACE_MS = 5_000
 

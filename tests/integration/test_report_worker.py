@@ -8,8 +8,6 @@ from collections.abc import Callable, Iterator
 import dramatiq
 import pytest
 import redis
-from broker_fixtures import BrokerFactory
-from record_state import report_rows, status_of
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters import QueueFigures, RedisReportQueue, queue_figures
@@ -25,6 +23,8 @@ from actors.constants import (
 from actors.report import generate_report
 from actors.report_queue.message import ReportQueueMessage
 from services.status import RecordStatus
+from tests.broker_fixtures import BrokerFactory
+from tests.record_state import report_rows, status_of
 
 MakeRecord = Callable[..., int]
 

@@ -9,7 +9,6 @@ from collections.abc import Callable
 import dramatiq
 import pytest
 import redis
-from broker_fixtures import WorkerFactory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +23,7 @@ from actors.constants import (
     RETRY_DELAYS_MS,
 )
 from actors.report_queue.message import MAX_RECORD_ID, ReportQueueMessage
+from tests.broker_fixtures import WorkerFactory
 
 DotnetMessage = st.builds(
     ReportQueueMessage,

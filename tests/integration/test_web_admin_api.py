@@ -11,10 +11,10 @@ import redis
 from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import Engine, text
-from web_support import ADMIN_PATH, USER_PATH, Records, RecordSpec
 
 from actors.constants import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_DELAYED_KEY, REPORT_QUEUE_KEY
 from services.config import Settings
+from tests.integration.web_support import ADMIN_PATH, USER_PATH, Records, RecordSpec
 from tests.support.envelope import data, error
 from tests.support.urls import CLOSED_DATABASE_URL
 from web import create_app

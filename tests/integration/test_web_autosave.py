@@ -10,15 +10,15 @@ import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
-from hotpath_support import QUESTION_IDS, stored_answers
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
-from web_support import ADMIN_PATH, ADMIN_TOKEN, USER_PATH, Records, RecordSpec
 
 from actors.adapters.keys import AutosaveKeys, EventLogKeys
 from actors.constants import REPORT_QUEUE_KEY
 from actors.hotpath.autosave import AnswersFlusher
 from actors.hotpath.eventlog import EventLogConsumer
+from tests.integration.hotpath_support import QUESTION_IDS, stored_answers
+from tests.integration.web_support import ADMIN_PATH, ADMIN_TOKEN, USER_PATH, Records, RecordSpec
 from tests.support.envelope import data, error
 
 Headers = Callable[[int], dict[str, str]]

@@ -17,10 +17,10 @@ import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
-from web_support import ADMIN_PATH, USER_PATH, Records, RecordSpec
 
 from actors.constants import REPORT_QUEUE_KEY
 from services.errors import MSG_EMPTY_ID_LIST
+from tests.integration.web_support import ADMIN_PATH, USER_PATH, Records, RecordSpec
 from web.validation import MAX_BATCH_IDS, MAX_CONTENT_LENGTH
 
 Headers = Callable[[int], dict[str, str]]

@@ -17,12 +17,12 @@ import redis
 from flask.testing import FlaskClient
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from web_support import ADMIN_PATH, Records, RecordSpec
 from werkzeug.test import TestResponse
 
 from actors.constants import REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
 from services.errors import MSG_REGENERATE_NOT_ALLOWED
+from tests.integration.web_support import ADMIN_PATH, Records, RecordSpec
 
 PROPERTY = settings(
     max_examples=100,

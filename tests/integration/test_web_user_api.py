@@ -9,12 +9,12 @@ import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
-from web_support import USER_PATH, Records, RecordSpec
 
 from actors.constants import REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
 from services import reports
 from services.uow import UnitOfWork
+from tests.integration.web_support import USER_PATH, Records, RecordSpec
 from tests.support.envelope import data, error
 
 Headers = Callable[[int], dict[str, str]]

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import redis
-from record_state import report_rows, status_of
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters import QueueFigures, RedisReportQueue, queue_figures
@@ -18,6 +17,7 @@ from actors.constants import REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
 from services.config import Settings
 from services.status import RecordStatus
+from tests.record_state import report_rows, status_of
 from tests.support.processes import (
     RedisServer,
     WorkerProcess,

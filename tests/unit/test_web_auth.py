@@ -7,8 +7,16 @@ from flask import Flask
 from flask.cli import locate_app
 from flask.testing import FlaskClient
 from itsdangerous import URLSafeTimedSerializer
-from web_unit_support import ADMIN_AUTH, ADMIN_TOKEN, SECRET_KEY, bearer, make_app, routes, user_auth
 
+from tests.unit.web_unit_support import (
+    ADMIN_AUTH,
+    ADMIN_TOKEN,
+    SECRET_KEY,
+    bearer,
+    make_app,
+    routes,
+    user_auth,
+)
 from web import auth
 
 APP = make_app()

@@ -11,7 +11,6 @@ import pytest
 import redis
 from flask import Flask, abort
 from sqlalchemy import exc as sa_exc
-from web_unit_support import UNIT_SETTINGS, make_app, user_auth
 
 from services.errors import (
     AutosaveUnavailable,
@@ -23,6 +22,7 @@ from services.errors import (
     ServiceError,
 )
 from services.views import BatchRegenerateResult, Page, ResultStatusView
+from tests.unit.web_unit_support import UNIT_SETTINGS, make_app, user_auth
 from web import create_app
 from web.errors import RETRY_AFTER_S, UNAVAILABLE_CODE, UNAVAILABLE_MESSAGE
 from web.jsonify import camel_case, to_json

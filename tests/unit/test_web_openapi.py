@@ -7,10 +7,10 @@ from typing import Any
 
 import openapi_spec_validator
 import pytest
-from web_unit_support import make_app, routes
 
 from actors.adapters import QueueFigures
 from services import views
+from tests.unit.web_unit_support import make_app, routes
 from web.jsonify import camel_case
 from web.openapi import document
 

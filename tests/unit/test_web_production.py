@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 
 import pytest
-from web_unit_support import UNIT_SETTINGS
 
 from services.errors import ConfigError
+from tests.unit.web_unit_support import UNIT_SETTINGS
 from web import MIN_SECRET_BYTES, app_env, create_app
 
 STRONG = "k" * MIN_SECRET_BYTES
