@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from services.autosave import AutosaveStore, MergedAnswers, SavedAnswer, from_epoch_ms, merge_submission
 from services.errors import InvalidOperation, ParamError, RecordNotFound, ServiceError
+from services.interpretation import StoredScore, interpret
 from services.limits import is_id
 from services.models import (
     Answer,
@@ -25,16 +26,18 @@ from services.models import (
     Question,
     ReportSummary,
 )
+from services.questionnaire import Questionnaire, load_questionnaire
 from services.queue import ReportQueue
 from services.scoring import validate_answers
 from services.status import SUBMITTABLE, RecordStatus, status_description, status_text
 from services.uow import UnitOfWork
 from services.views import (
-    DimensionScoreView,
     QuestionView,
+    RecordPage,
     RecordView,
     ReportView,
     ResultStatusView,
+    ScaleOptionView,
     SubmitResult,
 )
 
@@ -43,6 +46,9 @@ logger = logging.getLogger(__name__)
 MSG_SUBMIT_NOT_ALLOWED = "当前状态不允许提交答案"
 MSG_START_NOT_ALLOWED = "当前状态不允许开始测评"
 MSG_REPORT_NOT_READY = "报告尚未生成"
+#: The user's records come in pages of at most this many.
+MAX_RECORDS_PAGE_SIZE = 100
+DEFAULT_RECORDS_PAGE_SIZE = 20
 
 
 def _check_id(value: object, what: str) -> int:
@@ -61,6 +67,7 @@ def record_view(record: AssessmentRecord) -> RecordView:
         started_at=record.started_at,
         submitted_at=record.submitted_at,
         completed_at=record.completed_at,
+        report_ready=record.status == RecordStatus.COMPLETED,
     )
 
 
@@ -120,20 +127,41 @@ def get_record(uow: UnitOfWork, user_id: int, record_id: int) -> RecordView:
         return record_view(_own_record(uow, user_id, record_id))
 
 
-def list_user_records(uow: UnitOfWork, user_id: int) -> list[RecordView]:
-    """The user's live records, newest first."""
+def list_user_records(
+    uow: UnitOfWork, user_id: int, *, cursor: int | None = None, size: int = DEFAULT_RECORDS_PAGE_SIZE
+) -> RecordPage:
+    """A page of the user's live records, newest first: those older than `cursor` (a record id).
+
+    Ids grow with creation, so "id < cursor" is the next page whatever was created or
+    deleted meanwhile: a record is never shown twice nor skipped by paging on.
+    """
     _check_id(user_id, "用户ID")
+    if cursor is not None and not is_id(cursor):
+        raise ParamError("cursor 必须是正整数")
+    if not 1 <= size <= MAX_RECORDS_PAGE_SIZE:
+        raise ParamError(f"size 取 1 到 {MAX_RECORDS_PAGE_SIZE}")
+    live = (AssessmentRecord.user_id == user_id, AssessmentRecord.is_deleted.is_(False))
     with uow:
-        records = uow.session.scalars(
-            select(AssessmentRecord)
-            .where(AssessmentRecord.user_id == user_id, AssessmentRecord.is_deleted.is_(False))
-            .order_by(AssessmentRecord.id.desc())
-        ).all()
-        return [record_view(r) for r in records]
+        stmt = select(AssessmentRecord).where(*live)
+        if cursor is not None:
+            stmt = stmt.where(AssessmentRecord.id < cursor)
+        # One more than asked: tells whether a next page exists without a second query.
+        records = uow.session.scalars(stmt.order_by(AssessmentRecord.id.desc()).limit(size + 1)).all()
+        total = uow.session.scalar(select(func.count()).select_from(AssessmentRecord).where(*live)) or 0
+        items = [record_view(r) for r in records[:size]]
+    next_cursor = items[-1].id if len(records) > size else None
+    return RecordPage(items=items, total=int(total), size=size, next_cursor=next_cursor)
 
 
-def list_questions(uow: UnitOfWork) -> list[QuestionView]:
-    """The active questions, in dimension order, then question order."""
+def scale_options(questionnaire: Questionnaire | None = None) -> list[ScaleOptionView]:
+    """The Likert scale's answers with the questionnaire's labels."""
+    q = questionnaire or load_questionnaire()
+    return [ScaleOptionView(value=o.value, label=o.label) for o in q.scale]
+
+
+def list_questions(uow: UnitOfWork, questionnaire: Questionnaire | None = None) -> list[QuestionView]:
+    """The active questions, in dimension order, then question order, each with the scale's labels."""
+    options = scale_options(questionnaire)
     with uow:
         rows = uow.session.execute(
             select(Question.id, Dimension.code, Dimension.name, Question.text, Question.sort_order)
@@ -142,7 +170,9 @@ def list_questions(uow: UnitOfWork) -> list[QuestionView]:
             .order_by(Dimension.sort_order, Dimension.id, Question.sort_order, Question.id)
         ).all()
     return [
-        QuestionView(id=qid, dimension_code=code, dimension_name=name, text=text, sort_order=order)
+        QuestionView(
+            id=qid, dimension_code=code, dimension_name=name, text=text, sort_order=order, options=options
+        )
         for qid, code, name, text, order in rows
     ]
 
@@ -294,13 +324,27 @@ def get_result_status(uow: UnitOfWork, user_id: int, record_id: int) -> ResultSt
         )
 
 
-def get_report(uow: UnitOfWork, user_id: int, record_id: int) -> ReportView:
-    """The report of a completed record (status 4); any other status → InvalidOperation("报告尚未生成")."""
+def report_unavailable_message(status: int) -> str:
+    """Why a record has no report: generating (3) and failed (5) say so, as the result status does."""
+    if status in (RecordStatus.GENERATING, RecordStatus.FAILED):
+        return status_description(status)
+    return MSG_REPORT_NOT_READY
+
+
+def get_report(
+    uow: UnitOfWork, user_id: int, record_id: int, questionnaire: Questionnaire | None = None
+) -> ReportView:
+    """The report of a completed record (status 4), explained with the questionnaire's texts.
+
+    Any other status → InvalidOperation (2005): "报告生成中，请稍后查看" in status 3,
+    "报告生成失败，请联系客服" in status 5, "报告尚未生成" before submission.
+    """
+    q = questionnaire or load_questionnaire()
     with uow:
         session = uow.session
         record = _own_record(uow, user_id, record_id)
         if record.status != RecordStatus.COMPLETED:
-            raise InvalidOperation(MSG_REPORT_NOT_READY)
+            raise InvalidOperation(report_unavailable_message(record.status))
         rows = session.execute(
             select(
                 Dimension.code,
@@ -319,14 +363,21 @@ def get_report(uow: UnitOfWork, user_id: int, record_id: int) -> ReportView:
             # Generation writes results, summary and status 4 in one transaction: this is damage.
             logger.error("record %s is completed but its report rows are missing", record.id)
             raise ServiceError("报告数据缺失，请联系客服")
+        reading = interpret(
+            [
+                StoredScore(code=code, name=name, raw_score=raw, score=score, rank=rank, level=level)
+                for code, name, raw, score, rank, level in rows
+            ],
+            q,
+        )
         return ReportView(
             record_id=record.id,
             user_id=record.user_id,
             completed_at=record.completed_at,
-            dimensions=[
-                DimensionScoreView(code=code, name=name, raw_score=raw, score=score, rank=rank, level=level)
-                for code, name, raw, score, rank, level in rows
-            ],
+            dimensions=reading.dimensions,
             top_dimensions=list(summary.top_dimensions),
             summary=summary.summary,
+            strengths=reading.strengths,
+            areas_to_develop=reading.areas_to_develop,
+            questionnaire_version=q.version,
         )

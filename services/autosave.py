@@ -98,6 +98,9 @@ class AutosaveStore(Protocol):
     def load(self, record_id: int) -> dict[int, SavedAnswer]:
         """The autosaved answers of the record: {question id: answer}."""
 
+    def current_question(self, record_id: int) -> int | None:
+        """The question the record's progress state says was answered last, if the store has one."""
+
     def release(self, record_id: int, *, submitted: bool) -> None:
         """The submission ended: if `submitted`, drop the autosave and keep the record
         closed to saves; if not, forget the cached status (saves resume)."""

@@ -10,12 +10,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from services.errors import ConfigError
 
 #: Local defaults, matching what `make run` prints when it starts its own servers.
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/mi_assessment"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+#: The time zone in which users read times (pages and texts; the API's JSON carries offsets).
+DEFAULT_DISPLAY_TIMEZONE = "Asia/Shanghai"
 
 #: Size of the SQLAlchemy connection pool of one process.
 DEFAULT_DB_POOL_SIZE = 5
@@ -41,6 +45,16 @@ def _url(env: Mapping[str, str], name: str, default: str, schemes: tuple[str, ..
     return value
 
 
+def time_zone(name: str, variable: str = "DISPLAY_TIMEZONE") -> ZoneInfo:
+    """The IANA time zone `name` ("Asia/Shanghai", "UTC"); ConfigError naming `variable` otherwise."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(
+            f"{variable} must be an IANA time zone such as Asia/Shanghai, got {name!r}"
+        ) from None
+
+
 def normalize_database_url(url: str) -> str:
     """Use psycopg 3 for plain postgresql:// URLs (SQLAlchemy would pick psycopg2)."""
     for prefix in ("postgresql://", "postgres://"):
@@ -58,6 +72,12 @@ class Settings:
     secret_key: str = ""
     #: Bearer tokens accepted on the admin API; empty means the admin API refuses every call.
     admin_tokens: tuple[str, ...] = field(default_factory=tuple)
+    #: IANA name of the time zone of the times users read (DISPLAY_TIMEZONE).
+    display_timezone: str = DEFAULT_DISPLAY_TIMEZONE
+
+    @property
+    def display_zone(self) -> ZoneInfo:
+        return time_zone(self.display_timezone)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -71,6 +91,9 @@ class Settings:
             db_pool_size=env_int(env, "DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE, minimum=1),
             secret_key=env.get("SECRET_KEY", ""),
             admin_tokens=tokens,
+            display_timezone=time_zone(
+                env.get("DISPLAY_TIMEZONE", "").strip() or DEFAULT_DISPLAY_TIMEZONE
+            ).key,
         )
 
     def with_overrides(self, **changes: object) -> Settings:

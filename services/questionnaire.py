@@ -1,7 +1,9 @@
 """The questionnaire: data shipped with the package, seeded into the database.
 
 `services/data/questionnaire.json` is the single source of the dimensions, their
-questions and the Likert scale. Ids are explicit and stable: answers and results
+questions, the Likert scale and the report's texts (per dimension and level: what the
+level means and what to do about it), versioned together: a new version of the file
+brings its own texts. Ids are explicit and stable: answers and results
 reference them, so a question is never renumbered; one that is dropped from the file
 is deactivated by `seed_questionnaire`, not deleted.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -29,6 +31,10 @@ from services.uow import UnitOfWork
 #: Bounds of the Likert scale (1 非常不符合 .. 5 非常符合); the scoring rules own them.
 MIN_VALUE: Final = scoring.MIN_VALUE
 MAX_VALUE: Final = scoring.MAX_VALUE
+#: Every level the scoring can give, strongest first: each dimension has texts for each.
+LEVELS: Final = (*(level for _, level in scoring.LEVEL_THRESHOLDS), scoring.LEVEL_LOW)
+#: A level's suggestions: two or three, so a report gives concrete steps without a list to wade through.
+MIN_SUGGESTIONS, MAX_SUGGESTIONS = 2, 3
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,14 @@ class QuestionDef:
 
 
 @dataclass(frozen=True)
+class LevelText:
+    """What a level of one dimension means to the user, and what they can do next."""
+
+    interpretation: str
+    suggestions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class DimensionDef:
     id: int
     code: str
@@ -55,6 +69,8 @@ class DimensionDef:
     description: str
     sort_order: int
     questions: tuple[QuestionDef, ...]
+    #: Report texts by level name (`LEVELS`).
+    levels: dict[str, LevelText] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -68,6 +84,9 @@ class Questionnaire:
     @property
     def questions(self) -> tuple[QuestionDef, ...]:
         return tuple(q for d in self.dimensions for q in d.questions)
+
+    def dimension(self, code: str) -> DimensionDef | None:
+        return next((d for d in self.dimensions if d.code == code), None)
 
 
 def _field(obj: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
@@ -88,6 +107,36 @@ def _list(value: object, where: str) -> list[Any]:
     if not isinstance(value, list) or not value:
         raise ConfigError(f"questionnaire: {where} must be a non-empty list")
     return value
+
+
+def _text(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"questionnaire: {where} must be a non-empty string")
+    return value.strip()
+
+
+def _levels(raw: object, where: str) -> dict[str, LevelText]:
+    """The report texts of one dimension: exactly one entry per level of `LEVELS`."""
+    levels = _mapping(raw, f"{where}.levels")
+    if set(levels) != set(LEVELS):
+        raise ConfigError(
+            f"questionnaire: {where}.levels must have exactly the levels {', '.join(LEVELS)}, "
+            f"got {', '.join(levels) or 'none'}"
+        )
+    parsed: dict[str, LevelText] = {}
+    for level in LEVELS:
+        lwhere = f"{where}.levels.{level}"
+        entry = _mapping(levels[level], lwhere)
+        suggestions = _list(entry.get("suggestions"), f"{lwhere}.suggestions")
+        if not MIN_SUGGESTIONS <= len(suggestions) <= MAX_SUGGESTIONS:
+            raise ConfigError(
+                f"questionnaire: {lwhere}.suggestions must hold {MIN_SUGGESTIONS} to {MAX_SUGGESTIONS} texts"
+            )
+        parsed[level] = LevelText(
+            interpretation=_text(entry.get("interpretation"), f"{lwhere}.interpretation"),
+            suggestions=tuple(_text(s, f"{lwhere}.suggestions[{k}]") for k, s in enumerate(suggestions)),
+        )
+    return parsed
 
 
 def parse_questionnaire(raw: object) -> Questionnaire:
@@ -137,6 +186,7 @@ def parse_questionnaire(raw: object) -> Questionnaire:
                 description=_field(dim, "description", str, where),
                 sort_order=_field(dim, "sort_order", int, where),
                 questions=tuple(questions),
+                levels=_levels(dim.get("levels"), where),
             )
         )
     for attr in ("id", "code"):

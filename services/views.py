@@ -15,12 +15,22 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
+class ScaleOptionView:
+    """One answer of the Likert scale and its label (the questionnaire's own)."""
+
+    value: int
+    label: str
+
+
+@dataclass(frozen=True)
 class QuestionView:
     id: int
     dimension_code: str
     dimension_name: str
     text: str
     sort_order: int
+    #: The scale's answers, 1..5, with their labels.
+    options: list[ScaleOptionView]
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,48 @@ class RecordView:
     started_at: datetime | None
     submitted_at: datetime | None
     completed_at: datetime | None
+    #: Status 4: `GET /report` answers with the report.
+    report_ready: bool
+
+
+@dataclass(frozen=True)
+class RecordPage:
+    """One page of the user's records, newest first; pass `next_cursor` to get the next one.
+
+    A cursor (the last id shown) rather than a page number: records created meanwhile
+    come before the first page, so they never shift a later page.
+    """
+
+    items: list[RecordView]
+    #: The user's live records in all.
+    total: int
+    size: int
+    #: None on the last page.
+    next_cursor: int | None
+
+
+@dataclass(frozen=True)
+class AnswerView:
+    question_id: int
+    value: int
+    answered_at: datetime
+
+
+@dataclass(frozen=True)
+class RecordDetailView(RecordView):
+    """A record with what resuming it needs: its answers so far and where the user was."""
+
+    #: Stored answers overlaid by the autosaved ones (as a submission would take them), by question order.
+    answers: list[AnswerView]
+    answered_count: int
+    total_questions: int
+    #: The question answered last (the autosave's progress, else the database's).
+    current_question_id: int | None
+    #: The first active question without an answer, in questionnaire order; None when all are answered.
+    next_question_id: int | None
+    #: False when the autosave store (Redis) could not be read: the answers are the
+    #: database's, and the last few seconds of saves may be missing from them.
+    autosave_available: bool
 
 
 @dataclass(frozen=True)
@@ -81,6 +133,20 @@ class DimensionScoreView:
     score: float
     rank: int
     level: str
+    #: What the dimension measures.
+    description: str
+    #: What this level of this dimension means (the questionnaire's text).
+    interpretation: str
+    #: Two or three concrete things to do.
+    suggestions: list[str]
+
+
+@dataclass(frozen=True)
+class DimensionRefView:
+    code: str
+    name: str
+    score: float
+    level: str
 
 
 @dataclass(frozen=True)
@@ -93,6 +159,14 @@ class ReportView:
     #: Dimension codes, strongest first.
     top_dimensions: list[str]
     summary: str
+    #: The strongest dimensions (levels 优势/较强, at most three; else the first one).
+    strengths: list[DimensionRefView]
+    #: The weakest dimensions below those levels, weakest first (at most three).
+    areas_to_develop: list[DimensionRefView]
+    #: The version of the questionnaire data the texts come from.
+    questionnaire_version: int
+    #: The report as an HTML page (a signed link, valid for a while); set by the web tier.
+    page_url: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """The Flask web tier: ``create_app()`` is the WSGI entry point (``gunicorn 'web:create_app()'``).
 
 Blueprints, one per area: the user API (/api/assessment/), the admin API (/api/admin/),
-the health probes and the OpenAPI document. Errors become the JSON envelope in
-web/errors.py only.
+the health probes, the OpenAPI document and the report page (/reports/<record>). Errors
+become the JSON envelope in web/errors.py only.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from services.errors import ConfigError
 from services.event_store import DirectEventWriter
 from services.events import EventSink
 from services.queue import ReportQueue
-from web import admin_api, deps, health, openapi, user_api
+from web import admin_api, deps, health, openapi, report_page, user_api
 from web.auth import issue_user_token
 from web.cli import issue_user_token_command
 from web.errors import register_error_handlers
@@ -118,7 +118,7 @@ def create_app(
     )
 
     register_error_handlers(app)
-    for blueprint in (user_api.bp, admin_api.bp, health.bp, openapi.bp):
+    for blueprint in (user_api.bp, admin_api.bp, health.bp, openapi.bp, report_page.bp):
         app.register_blueprint(blueprint)
     app.cli.add_command(issue_user_token_command)
 

@@ -12,12 +12,14 @@ from typing import Any
 from flask import Blueprint, Response, jsonify
 
 from services.admin import MAX_PAGE_SIZE
+from services.assessment import DEFAULT_RECORDS_PAGE_SIZE, MAX_RECORDS_PAGE_SIZE
 from services.errors import MSG_EMPTY_ID_LIST
 from services.events import EventType
 from services.limits import MAX_ID
-from services.questionnaire import MAX_VALUE, MIN_VALUE
+from services.questionnaire import LEVELS, MAX_SUGGESTIONS, MAX_VALUE, MIN_SUGGESTIONS, MIN_VALUE
 from services.status import MAX_STATUS, MIN_STATUS, STATUS_TEXT
 from web.errors import RETRY_AFTER_S
+from web.report_page import LINK_MAX_AGE_S
 from web.validation import (
     DEFAULT_PAGE_SIZE,
     MAX_ANSWERS,
@@ -51,6 +53,9 @@ BOOLEAN: Schema = {"type": "boolean"}
 DATETIME: Schema = {"type": "string", "format": "date-time"}
 NULLABLE_DATETIME: Schema = {"type": ["string", "null"], "format": "date-time"}
 ID: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_ID, "format": "int64"}
+NULLABLE_ID: Schema = {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_ID, "format": "int64"}
+SCORE: Schema = {"type": "number", "minimum": 0, "maximum": 100}
+LEVEL: Schema = {"type": "string", "enum": list(LEVELS), "description": "highest first"}
 STATUS: Schema = {
     "type": "integer",
     "minimum": MIN_STATUS,
@@ -93,8 +98,68 @@ SCHEMAS: dict[str, Schema] = {
         startedAt=NULLABLE_DATETIME,
         submittedAt=NULLABLE_DATETIME,
         completedAt=NULLABLE_DATETIME,
+        reportReady={"type": "boolean", "description": "status 4: GET /report answers with the report"},
     ),
-    "Question": _all(id=INTEGER, dimensionCode=STRING, dimensionName=STRING, text=STRING, sortOrder=INTEGER),
+    "RecordPage": _all(
+        items={"type": "array", "items": _ref("Record"), "description": "newest first"},
+        total={"type": "integer", "minimum": 0, "description": "the caller's live records in all"},
+        size={"type": "integer", "minimum": 1, "maximum": MAX_RECORDS_PAGE_SIZE},
+        nextCursor={
+            **NULLABLE_ID,
+            "description": "pass as `cursor` for the next page; null on the last page. Records created "
+            "meanwhile never shift a later page",
+        },
+    ),
+    "SavedAnswer": _all(
+        questionId=INTEGER,
+        value={"type": "integer", "minimum": MIN_VALUE, "maximum": MAX_VALUE},
+        answeredAt=DATETIME,
+    ),
+    "RecordDetail": _all(
+        id=ID,
+        userId=ID,
+        status=STATUS,
+        statusText=STRING,
+        createdAt=DATETIME,
+        startedAt=NULLABLE_DATETIME,
+        submittedAt=NULLABLE_DATETIME,
+        completedAt=NULLABLE_DATETIME,
+        reportReady={"type": "boolean", "description": "status 4: GET /report answers with the report"},
+        answers={
+            "type": "array",
+            "items": _ref("SavedAnswer"),
+            "description": "the stored answers overlaid by the autosaved ones (what a submission would "
+            "take), in question order",
+        },
+        answeredCount={"type": "integer", "minimum": 0},
+        totalQuestions={"type": "integer", "minimum": 0, "description": "active questions"},
+        currentQuestionId={
+            "type": ["integer", "null"],
+            "description": "the question answered last (autosave progress, else the database's)",
+        },
+        nextQuestionId={
+            "type": ["integer", "null"],
+            "description": "the first unanswered question in questionnaire order: where to go on; "
+            "null when every question is answered",
+        },
+        autosaveAvailable={
+            "type": "boolean",
+            "description": "false when the autosave store (Redis) could not be read: the answers are "
+            "the database's and the last seconds of saves may be missing",
+        },
+    ),
+    "ScaleOption": _all(
+        value={"type": "integer", "minimum": MIN_VALUE, "maximum": MAX_VALUE},
+        label={"type": "string", "description": "the questionnaire's label, e.g. 1 非常不符合 … 5 非常符合"},
+    ),
+    "Question": _all(
+        id=INTEGER,
+        dimensionCode=STRING,
+        dimensionName=STRING,
+        text=STRING,
+        sortOrder=INTEGER,
+        options={"type": "array", "items": _ref("ScaleOption"), "description": "the scale, 1 first"},
+    ),
     "SubmitResult": _all(
         recordId=ID,
         status=STATUS,
@@ -114,10 +179,23 @@ SCHEMAS: dict[str, Schema] = {
         code=STRING,
         name=STRING,
         rawScore=INTEGER,
-        score={"type": "number", "minimum": 0, "maximum": 100},
+        score=SCORE,
         rank={"type": "integer", "minimum": 1, "description": "1 = strongest"},
-        level=STRING,
+        level=LEVEL,
+        description={"type": "string", "description": "what the dimension measures"},
+        interpretation={
+            "type": "string",
+            "description": "what this level of this dimension means (the questionnaire data's text)",
+        },
+        suggestions={
+            "type": "array",
+            "items": STRING,
+            "minItems": MIN_SUGGESTIONS,
+            "maxItems": MAX_SUGGESTIONS,
+            "description": "concrete things to do (empty only for a dimension no longer in the data)",
+        },
     ),
+    "DimensionRef": _all(code=STRING, name=STRING, score=SCORE, level=LEVEL),
     "Report": _all(
         recordId=ID,
         userId=ID,
@@ -125,6 +203,22 @@ SCHEMAS: dict[str, Schema] = {
         dimensions={"type": "array", "items": _ref("DimensionScore"), "description": "by rank, 1 first"},
         topDimensions={"type": "array", "items": STRING, "description": "dimension codes, strongest first"},
         summary=STRING,
+        strengths={
+            "type": "array",
+            "items": _ref("DimensionRef"),
+            "description": "levels 优势/较强, strongest first, at most 3 (else the first-ranked one)",
+        },
+        areasToDevelop={
+            "type": "array",
+            "items": _ref("DimensionRef"),
+            "description": "the other dimensions below those levels, weakest first, at most 3",
+        },
+        questionnaireVersion={"type": "integer", "description": "version of the data the texts come from"},
+        pageUrl={
+            "type": ["string", "null"],
+            "description": f"the report as an HTML page: a signed link relative to the API's host, valid "
+            f"{LINK_MAX_AGE_S // 86400} days",
+        },
     ),
     "AdminRecord": _all(
         id=ID,
@@ -367,7 +461,7 @@ PATHS: dict[str, dict[str, Schema]] = {
     },
     "/api/assessment/questions": {
         "get": _user(
-            "The active questions, in dimension order then question order",
+            "The active questions, in dimension order then question order, each with the scale's labels",
             data={"type": "array", "items": _ref("Question")},
         ),
     },
@@ -411,7 +505,13 @@ PATHS: dict[str, dict[str, Schema]] = {
     },
     "/api/assessment/report": {
         "get": _user(
-            "The report of a completed record (status 4); other statuses answer 2005",
+            "The report of a completed record (status 4), with interpretations and suggestions",
+            description=(
+                "Per dimension its score, level, what the level means and 2-3 suggestions; the strengths "
+                "and areas to develop; a signed link to the report as a page. Other statuses answer 2005: "
+                '"报告生成中，请稍后查看" in 3, "报告生成失败，请联系客服" in 5, "报告尚未生成" before '
+                "submission."
+            ),
             data=_ref("Report"),
             parameters=[RECORD_ID_QUERY],
             errors=(400, 404, 409),
@@ -419,14 +519,57 @@ PATHS: dict[str, dict[str, Schema]] = {
     },
     "/api/assessment/record": {
         "get": _user(
-            "One of the caller's records",
-            data=_ref("Record"),
+            "One of the caller's records, with its answers so far and where to go on (resume)",
+            data=_ref("RecordDetail"),
             parameters=[RECORD_ID_QUERY],
             errors=(400, 404),
         ),
     },
     "/api/assessment/records": {
-        "get": _user("The caller's records, newest first", data={"type": "array", "items": _ref("Record")}),
+        "get": _user(
+            "A page of the caller's records, newest first",
+            data=_ref("RecordPage"),
+            parameters=[
+                _query("cursor", ID, "the previous page's nextCursor; absent for the first page"),
+                _query(
+                    "size",
+                    {"type": "integer", "minimum": 1, "maximum": MAX_RECORDS_PAGE_SIZE},
+                    f"records per page (default {DEFAULT_RECORDS_PAGE_SIZE})",
+                ),
+            ],
+            errors=(400,),
+        ),
+    },
+    "/reports/{record_id}": {
+        "get": {
+            "summary": "The report as an HTML page (radar chart, levels, interpretations, suggestions)",
+            "description": (
+                "For the record's owner: with the signed link of the report's pageUrl (`s`), or with the "
+                "user token. Readable on a phone, printable on A4; times in DISPLAY_TIMEZONE. Errors are "
+                "the JSON envelope, except a record without a report: an HTML page saying why (409)."
+            ),
+            "tags": ["report"],
+            "parameters": [
+                {"name": "record_id", "in": "path", "required": True, "schema": ID},
+                {
+                    "name": "s",
+                    "in": "query",
+                    "required": False,
+                    "schema": STRING,
+                    "description": "the signed link's parameter; without it, the user token is required",
+                },
+            ],
+            "responses": {
+                "200": {"description": "the report page", "content": {"text/html": {}}},
+                "401": {"$ref": "#/components/responses/Unauthorized"},
+                "404": {"$ref": "#/components/responses/NotFound"},
+                "409": {
+                    "description": "no report: generating (3), failed (5) or not submitted",
+                    "content": {"text/html": {}},
+                },
+                "503": {"$ref": "#/components/responses/ServiceUnavailable"},
+            },
+        },
     },
     "/api/admin/assessmentRecord/regenerateReport": {
         "post": _admin(
@@ -545,9 +688,10 @@ def document() -> Schema:
             "version": "1.0.0",
             "description": (
                 'Every response is the envelope {"code", "message", "data"}: code 0 and message "success" '
-                "on success. JSON fields are camelCase; datetimes ISO-8601. Bodies are JSON objects sent "
-                f"as application/json, at most {MAX_CONTENT_LENGTH} bytes; unknown fields are ignored; "
-                "ids are integers in 1..2^63-1 (booleans, floats and strings are rejected)."
+                "on success. JSON fields are camelCase; datetimes ISO-8601 with their offset. Bodies are "
+                f"JSON objects sent as application/json, at most {MAX_CONTENT_LENGTH} bytes; unknown "
+                "fields are ignored; ids are integers in 1..2^63-1 (booleans, floats and strings are "
+                "rejected)."
             ),
         },
         "tags": [
@@ -555,6 +699,7 @@ def document() -> Schema:
             {"name": "admin", "description": "the admin API (admin token)"},
             {"name": "health", "description": "probes, no authentication"},
             {"name": "meta", "description": "this document"},
+            {"name": "report", "description": "the report as a page"},
         ],
         "paths": PATHS,
         "components": {

@@ -8,17 +8,20 @@ are logged to the event log (web/events.py).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from flask import Blueprint, Response, request
 
-from services import assessment, autosave
+from services import assessment, autosave, resume
 from services.events import EventType
+from services.limits import MAX_ID
 from services.status import RecordStatus
 from web.auth import current_user_id, require_user
 from web.deps import active_questions, autosave_store, new_uow, report_queue
 from web.envelope import ok
 from web.events import log_event
-from web.validation import answer_list, body_id, json_object, query_id
+from web.report_page import report_page_url
+from web.validation import answer_list, body_id, json_object, optional_query_int, query_id, query_int
 
 bp = Blueprint("user_api", __name__, url_prefix="/api/assessment")
 bp.before_request(require_user)
@@ -96,17 +99,25 @@ def result_status() -> Response:
 
 @bp.get("/report")
 def report() -> Response:
+    """The report with its interpretations, and a signed link to it as a page (`pageUrl`)."""
     record_id = query_id(request.args, "recordId")
-    return ok(assessment.get_report(new_uow(), current_user_id(), record_id))
+    user_id = current_user_id()
+    view = assessment.get_report(new_uow(), user_id, record_id)
+    return ok(replace(view, page_url=report_page_url(user_id, record_id)))
 
 
 @bp.get("/record")
 def record() -> Response:
+    """The record with its answers so far and where to go on (resuming an assessment)."""
     record_id = query_id(request.args, "recordId")
-    return ok(assessment.get_record(new_uow(), current_user_id(), record_id))
+    return ok(resume.get_record_detail(new_uow(), autosave_store(), current_user_id(), record_id))
 
 
 @bp.get("/records")
 def records() -> Response:
-    """The caller's live records, newest first."""
-    return ok(assessment.list_user_records(new_uow(), current_user_id()))
+    """A page of the caller's live records, newest first; `cursor` is the previous page's `nextCursor`."""
+    cursor = optional_query_int(request.args, "cursor", 1, MAX_ID)
+    size = query_int(
+        request.args, "size", assessment.DEFAULT_RECORDS_PAGE_SIZE, 1, assessment.MAX_RECORDS_PAGE_SIZE
+    )
+    return ok(assessment.list_user_records(new_uow(), current_user_id(), cursor=cursor, size=size))

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import redis
 
 from actors.adapters.keys import AUTOSAVE_TTL_S, RECORD_CACHE_TTL_S, SEAL_TTL_S, AutosaveKeys
-from services.autosave import SavedAnswer, SaveOutcome, SaveResponse, parse_saved
+from services.autosave import MAX_QUESTION_ID, SavedAnswer, SaveOutcome, SaveResponse, parse_saved, plain_int
 from services.errors import AutosaveUnavailable
 from services.status import RecordStatus
 
@@ -126,6 +126,13 @@ class RedisAutosaveStore:
         except redis.RedisError as exc:
             raise AutosaveUnavailable(f"could not read the autosave of record {record_id}: {exc}") from exc
         return parse_saved(raw, record_id=record_id)
+
+    def current_question(self, record_id: int) -> int | None:
+        try:
+            raw = self.client.hget(self.keys.progress.item(record_id), "q")
+        except redis.RedisError as exc:
+            raise AutosaveUnavailable(f"could not read the progress of record {record_id}: {exc}") from exc
+        return None if raw is None else plain_int(raw, 1, MAX_QUESTION_ID)
 
     def release(self, record_id: int, *, submitted: bool) -> None:
         k = self.keys

@@ -159,6 +159,23 @@ def _parse_time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
 
+#: Records per page when the demo lists a user's records (the API's maximum).
+RECORDS_PAGE_SIZE = 100
+
+
+def user_records(api: Api, token: str, oldest: int) -> list[dict[str, Any]]:
+    """The user's records down to id `oldest`, following the pages (newest first)."""
+    rows: list[dict[str, Any]] = []
+    path = f"/api/assessment/records?size={RECORDS_PAGE_SIZE}"
+    while True:
+        page = api.call("GET", path, token)
+        rows.extend(page["items"])
+        cursor = page["nextCursor"]
+        if cursor is None or cursor <= oldest:
+            return rows
+        path = f"/api/assessment/records?size={RECORDS_PAGE_SIZE}&cursor={cursor}"
+
+
 def poll_once(api: Api, users: Sequence[SimUser], state: RunState) -> None:
     """One round: each user's record list gives the status of all their records at once."""
     for user in users:
@@ -167,7 +184,7 @@ def poll_once(api: Api, users: Sequence[SimUser], state: RunState) -> None:
         if not pending:
             continue
         try:
-            rows = api.call("GET", "/api/assessment/records", user.token)
+            rows = user_records(api, user.token, min(pending))
         except ApiError as exc:
             with state.lock:
                 state.errors.append(str(exc))

@@ -98,8 +98,11 @@ def test_list_user_records_newest_first_without_deleted(
     make_record(1, user_id=7)
     make_record(1, user_id=42, deleted=True)
     last = make_record(4, user_id=42)
-    assert [r.id for r in assessment.list_user_records(uow, 42)] == [last, first]
-    assert assessment.list_user_records(uow, 1234) == []
+    page = assessment.list_user_records(uow, 42)
+    assert [r.id for r in page.items] == [last, first]
+    assert (page.total, page.next_cursor) == (2, None)
+    assert [r.report_ready for r in page.items] == [True, False]
+    assert assessment.list_user_records(uow, 1234).items == []
 
 
 def test_list_questions_in_questionnaire_order(uow: UnitOfWork) -> None:
@@ -351,11 +354,23 @@ def test_result_status(
     )
 
 
-@pytest.mark.parametrize("status", [1, 2, 3, 5])
-def test_report_before_completion(uow: UnitOfWork, make_record: Callable[..., int], status: int) -> None:
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (1, "报告尚未生成"),
+        (2, "报告尚未生成"),
+        (3, "报告生成中，请稍后查看"),
+        (5, "报告生成失败，请联系客服"),
+    ],
+)
+def test_report_before_completion(
+    uow: UnitOfWork, make_record: Callable[..., int], status: int, message: str
+) -> None:
+    """Generating (3) and failed (5) say so, in the original design's words; before that, not yet."""
     record_id = make_record(status, user_id=42)
-    with pytest.raises(InvalidOperation, match="报告尚未生成"):
+    with pytest.raises(InvalidOperation) as info:
         assessment.get_report(uow, 42, record_id)
+    assert info.value.message == message
 
 
 def test_full_flow_to_the_report(uow: UnitOfWork, make_record: Callable[..., int]) -> None:

@@ -43,6 +43,7 @@ class Bad:
     content_type: str | None = "application/json"
     query: list[tuple[str, str]] = field(default_factory=list)
     message: str | None = None
+    url: str | None = None  # the path requested, for a rule with a variable part
 
 
 def post(path: str) -> tuple[str, str]:
@@ -107,6 +108,8 @@ def method_only(endpoint: tuple[str, str]) -> list[Bad]:
 
 
 SUBMIT = post(f"{USER_PATH}/submitAnswers")
+RECORDS = get(f"{USER_PATH}/records")
+REPORT_PAGE = get("/reports/<int:record_id>")
 SAVE = post(f"{USER_PATH}/saveAnswers")
 EVENTS = get(f"{ADMIN_PATH}/assessmentRecord/events")
 ANSWER = {"questionId": 1, "value": 3}
@@ -158,6 +161,23 @@ CASES: list[Bad] = [
     *query_cases(get(f"{USER_PATH}/report"), "recordId"),
     *query_cases(get(f"{USER_PATH}/record"), "recordId"),
     *method_only(get(f"{USER_PATH}/records")),
+    *[
+        Bad(RECORDS, name, 400, 1001, query=query)
+        for name, query in [
+            ("size 0", [("size", "0")]),
+            ("size 101", [("size", "101")]),
+            ("size text", [("size", "all")]),
+            ("cursor 0", [("cursor", "0")]),
+            ("cursor beyond bigint", [("cursor", str(BIG))]),
+            ("cursor text", [("cursor", "next")]),
+            ("repeated cursor", [("cursor", "5"), ("cursor", "3")]),
+        ]
+    ],
+    Bad(REPORT_PAGE, "wrong method", 405, 405, method="POST", url="/reports/4"),
+    Bad(REPORT_PAGE, "forged link", 401, 401, query=[("s", "forged")], url="/reports/4"),
+    Bad(REPORT_PAGE, "another user's record", 404, 3241, url="/reports/9"),
+    Bad(REPORT_PAGE, "id beyond bigint", 404, 404, url=f"/reports/{BIG}"),
+    Bad(REPORT_PAGE, "negative id", 404, 404, url="/reports/-4"),
     *body_cases(post(f"{ADMIN_PATH}/assessmentRecord/regenerateReport"), "id"),
     *body_cases(post(f"{ADMIN_PATH}/assessmentRecord/delete"), "id"),
     *[
@@ -271,7 +291,7 @@ def test_bad_input_is_refused_and_changes_nothing(
         kwargs["data"] = json.dumps(case.body)
     if case.content_type is not None and "data" in kwargs:
         kwargs["content_type"] = case.content_type
-    response = client.open(path, method=case.method or method, **kwargs)
+    response = client.open(case.url or path, method=case.method or method, **kwargs)
     body = response.json
     assert response.status_code == case.status, body
     assert body["code"] == case.code

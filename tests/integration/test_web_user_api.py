@@ -13,6 +13,7 @@ from flask.testing import FlaskClient
 from actors.constants import REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
 from services import reports
+from services.questionnaire import load_questionnaire
 from services.uow import UnitOfWork
 from tests.integration.web_support import USER_PATH, Records, RecordSpec
 from tests.support.envelope import data, error
@@ -53,8 +54,12 @@ def test_create_and_start_a_record(client: FlaskClient, user_headers: Headers) -
 def test_questions_are_listed_in_order(client: FlaskClient, user_headers: Headers) -> None:
     questions = data(client.get(f"{USER_PATH}/questions", headers=user_headers(ALICE)))
     assert questions
-    assert set(questions[0]) == {"id", "dimensionCode", "dimensionName", "text", "sortOrder"}
+    assert set(questions[0]) == {"id", "dimensionCode", "dimensionName", "text", "sortOrder", "options"}
     assert len({q["id"] for q in questions}) == len(questions)
+    scale = [{"value": o.value, "label": o.label} for o in load_questionnaire().scale]
+    assert scale[0] == {"value": 1, "label": "非常不符合"}
+    assert scale[-1] == {"value": 5, "label": "非常符合"}
+    assert all(q["options"] == scale for q in questions)
 
 
 def test_submit_returns_before_generation(
@@ -98,7 +103,17 @@ def test_report_once_generated(client: FlaskClient, user_headers: Headers, uow: 
     assert report["recordId"] == record_id
     assert report["userId"] == ALICE
     assert [d["rank"] for d in report["dimensions"]] == sorted(d["rank"] for d in report["dimensions"])
-    assert set(report["dimensions"][0]) == {"code", "name", "rawScore", "score", "rank", "level"}
+    assert set(report["dimensions"][0]) == {
+        "code",
+        "name",
+        "rawScore",
+        "score",
+        "rank",
+        "level",
+        "description",
+        "interpretation",
+        "suggestions",
+    }
     assert report["topDimensions"]
     assert isinstance(report["summary"], str)
     datetime.fromisoformat(report["completedAt"])
@@ -128,13 +143,16 @@ def test_records_lists_own_live_records_newest_first(
         RecordSpec(status=2, user_id=BOB),
         RecordSpec(status=3, user_id=ALICE, deleted=True),
     )
-    listed = data(client.get(f"{USER_PATH}/records", headers=user_headers(ALICE)))
+    page = data(client.get(f"{USER_PATH}/records", headers=user_headers(ALICE)))
+    listed = page["items"]
     assert [r["id"] for r in listed] == [ids[1], ids[0]]
+    assert (page["total"], page["nextCursor"]) == (2, None)
     assert all(r["userId"] == ALICE for r in listed)
+    assert [(r["statusText"], r["reportReady"]) for r in listed] == [("已完成", True), ("待测评", False)]
     one = data(
         client.get(f"{USER_PATH}/record", query_string={"recordId": ids[1]}, headers=user_headers(ALICE))
     )
-    assert one == listed[0]
+    assert {key: one[key] for key in listed[0]} == listed[0]
 
 
 def test_start_is_refused_after_submission(
@@ -182,7 +200,7 @@ def test_someone_elses_record_is_not_found(
     assert error(response, 404, 3241) == "测评记录不存在"
     assert records.snapshot() == before
     assert redis_client.llen(REPORT_QUEUE_KEY) == 0
-    assert data(client.get(f"{USER_PATH}/records", headers=user_headers(BOB))) == []
+    assert data(client.get(f"{USER_PATH}/records", headers=user_headers(BOB)))["items"] == []
 
 
 @pytest.mark.parametrize(("method", "path"), USER_RECORD_CALLS)

@@ -53,16 +53,25 @@ class FakeApi(Api):
             return {"id": record_id}
         if path in ("/api/assessment/startAssessment", "/api/assessment/submitAnswers"):
             return {"status": 3}
-        if path == "/api/assessment/records":
-            return [
+        if path.startswith("/api/assessment/records?"):
+            # Pages of two, newest first, as the API pages them (by cursor).
+            query = dict(part.split("=") for part in path.split("?", 1)[1].split("&"))
+            cursor = int(query.get("cursor", 2**63 - 1))
+            older = sorted((r for r in self.records.get(token, []) if r < cursor), reverse=True)
+            rows = [
                 {
                     "id": r,
                     "status": 5 if r in self.failing else 4,
                     "submittedAt": (now - timedelta(seconds=0.25)).isoformat(),
                     "completedAt": now.isoformat(),
                 }
-                for r in self.records.get(token, [])
+                for r in older[:2]
             ]
+            return {
+                "items": rows,
+                "total": len(self.records.get(token, [])),
+                "nextCursor": (older[1] if len(older) > 2 else None),
+            }
         if path == "/api/admin/queue/stats":
             assert token == "a"  # the first of ADMIN_TOKENS
             return {"queued": 0, "delayed": 0, "inFlight": 0, "dead": 0, "invalid": 0}

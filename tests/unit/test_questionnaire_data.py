@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from services.errors import ConfigError
-from services.questionnaire import MAX_VALUE, MIN_VALUE, load_questionnaire, parse_questionnaire
+from services.questionnaire import LEVELS, MAX_VALUE, MIN_VALUE, load_questionnaire, parse_questionnaire
 
 EXPECTED_DIMENSIONS = [
     (1, "linguistic", "语言"),
@@ -55,6 +55,46 @@ def test_scale() -> None:
     assert [o.value for o in q.scale] == list(range(MIN_VALUE, MAX_VALUE + 1))
     assert q.scale[0].label == "非常不符合"
     assert q.scale[-1].label == "非常符合"
+
+
+def test_report_texts_for_every_level_of_every_dimension() -> None:
+    q = load_questionnaire()
+    assert q.version >= 2  # version 2 brought the report texts
+    texts = []
+    for d in q.dimensions:
+        assert list(d.levels) == list(LEVELS), d.code
+        for level in LEVELS:
+            text = d.levels[level]
+            assert text.interpretation.strip(), (d.code, level)
+            assert 2 <= len(text.suggestions) <= 3, (d.code, level)
+            texts += [text.interpretation, *text.suggestions]
+    # Written for each dimension and level, not one text pasted everywhere.
+    assert len(set(texts)) == len(texts)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["dimensions"][0].pop("levels"), r"dimensions\[0\]\.levels must be an object"),
+        (lambda d: d["dimensions"][1]["levels"].pop("中等"), r"dimensions\[1\]\.levels must have exactly"),
+        (lambda d: d["dimensions"][2]["levels"].update({"极强": {}}), "must have exactly the levels"),
+        (
+            lambda d: d["dimensions"][0]["levels"]["优势"].update(suggestions=["只有一条"]),
+            "suggestions must hold 2 to 3",
+        ),
+        (
+            lambda d: d["dimensions"][0]["levels"]["优势"].update(suggestions=["a", "b", "c", "d"]),
+            "suggestions must hold 2 to 3",
+        ),
+        (lambda d: d["dimensions"][0]["levels"]["较强"].update(interpretation=" "), "interpretation must be"),
+        (lambda d: d["dimensions"][0]["levels"]["较强"].update(suggestions=["a", 3]), r"suggestions\[1\]"),
+    ],
+)
+def test_broken_report_texts_are_refused(change: Any, message: str) -> None:
+    raw = copy.deepcopy(raw_data())
+    change(raw)
+    with pytest.raises(ConfigError, match=message):
+        parse_questionnaire(raw)
 
 
 def test_load_from_a_path(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import io
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 import redis
@@ -279,3 +280,7 @@ def test_to_json_converts_views() -> None:
     }
     assert to_json(None) is None
     assert to_json(datetime(2025, 1, 1, tzinfo=UTC)) == "2025-01-01T00:00:00+00:00"
+    # Every time carries an offset: a naive one is UTC, an aware one keeps its own.
+    assert to_json(datetime(2025, 1, 1, 8, 30)) == "2025-01-01T08:30:00+00:00"
+    shanghai = ZoneInfo("Asia/Shanghai")
+    assert to_json(datetime(2025, 1, 1, 8, 30, tzinfo=shanghai)) == "2025-01-01T08:30:00+08:00"

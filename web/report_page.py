@@ -1,0 +1,141 @@
+"""The report as an HTML page: ``GET /reports/<record>``, readable on a phone, printable on A4.
+
+Reached with a signed link (``?s=...``, what `GET /api/assessment/report` returns as
+`pageUrl`, valid `LINK_MAX_AGE_S`) or with the owner's user token
+(``Authorization: Bearer``). Either way only the record's owner gets it: a link names
+its user and record, so it cannot be turned into another one's. The radar chart is SVG
+drawn here (web/radar.py); times are shown in DISPLAY_TIMEZONE.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from flask import Blueprint, Response, render_template, request, url_for
+from itsdangerous import BadData, URLSafeTimedSerializer
+from markupsafe import Markup
+from werkzeug.exceptions import NotFound, Unauthorized
+
+from services import assessment
+from services.errors import InvalidOperation
+from services.limits import MAX_ID, is_strict_int
+from services.questionnaire import load_questionnaire
+from services.status import status_text
+from services.views import ReportView
+from web import deps
+from web.auth import MSG_INVALID_USER, bearer_token, is_admin_token, verify_user_token
+from web.radar import radar_svg
+
+bp = Blueprint("report_page", __name__, template_folder="templates")
+
+LINK_SALT = "report-page"
+#: A report link works this long after it was handed out (a week: long enough to share
+#: with a parent or print later, short enough that a forwarded link stops working).
+LINK_MAX_AGE_S = 7 * 24 * 3600
+#: Scores are 0..100 (services/scoring.py).
+MAX_SCORE = 100.0
+
+MSG_LINK_INVALID = "报告链接无效或已过期，请在小程序中重新打开报告"
+
+#: The page is personal: never cached by anyone else, never leaking the signed link.
+PAGE_HEADERS = {
+    "Cache-Control": "private, no-store",
+    "Referrer-Policy": "no-referrer",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+def _serializer(secret_key: str) -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(secret_key, salt=LINK_SALT)
+
+
+def sign_report_link(secret_key: str, user_id: int, record_id: int) -> str:
+    """The `s` parameter of a link to the report of `record_id`, for its owner `user_id`."""
+    return _serializer(secret_key).dumps({"uid": user_id, "rid": record_id})
+
+
+def verify_report_link(secret_key: str, signed: str, record_id: int) -> int | None:
+    """The owner's user id if `signed` is a valid, unexpired link to `record_id`, else None."""
+    if not secret_key:
+        return None
+    try:
+        payload: Any = _serializer(secret_key).loads(signed, max_age=LINK_MAX_AGE_S)
+    except BadData:
+        return None
+    if not isinstance(payload, dict) or payload.get("rid") != record_id:
+        return None
+    user_id: object = payload.get("uid")
+    if not is_strict_int(user_id) or not 1 <= user_id <= MAX_ID:
+        return None
+    return user_id
+
+
+def report_page_url(user_id: int, record_id: int) -> str:
+    """A signed, host-relative link to the page (relative: no trust in the Host header)."""
+    secret = deps.current().settings.secret_key
+    return url_for(
+        "report_page.report_page", record_id=record_id, s=sign_report_link(secret, user_id, record_id)
+    )
+
+
+def _viewer(record_id: int) -> int:
+    """Who may see the page: the signed link's user, else the bearer user token's; else 401."""
+    settings = deps.current().settings
+    signed = request.args.get("s")
+    if signed:
+        user_id = verify_report_link(settings.secret_key, signed, record_id)
+        if user_id is None:
+            raise Unauthorized(MSG_LINK_INVALID)
+        return user_id
+    token = bearer_token()
+    if token is None or is_admin_token(settings.admin_tokens, token):
+        raise Unauthorized(MSG_LINK_INVALID)
+    user_id = verify_user_token(settings.secret_key, token)
+    if user_id is None:
+        raise Unauthorized(MSG_INVALID_USER)
+    return user_id
+
+
+def display_time(moment: datetime | None) -> str:
+    """`2026-12-01 08:09 (UTC+08:00)` in DISPLAY_TIMEZONE; empty for no time."""
+    if moment is None:
+        return ""
+    local = moment.astimezone(deps.current().settings.display_zone)
+    offset = local.strftime("%z")
+    return f"{local:%Y-%m-%d %H:%M} (UTC{offset[:3]}:{offset[3:]})"
+
+
+def chart(report: ReportView) -> Markup:
+    """The radar chart of a report, its axes in the questionnaire's order of dimensions
+    (a fixed shape to compare reports by, not the ranking)."""
+    order = {d.code: d.sort_order for d in load_questionnaire().dimensions}
+    ordered = sorted(report.dimensions, key=lambda d: (order.get(d.code, len(order) + 1), d.rank))
+    return radar_svg([d.name for d in ordered], [d.score for d in ordered], MAX_SCORE, title="多元智能雷达图")
+
+
+@bp.get("/reports/<int:record_id>")
+def report_page(record_id: int) -> Response:
+    if not 1 <= record_id <= MAX_ID:
+        raise NotFound()
+    user_id = _viewer(record_id)
+    try:
+        report = assessment.get_report(deps.new_uow(), user_id, record_id)
+    except InvalidOperation as exc:
+        record = assessment.get_record(deps.new_uow(), user_id, record_id)
+        body = render_template(
+            "report/unavailable.html",
+            record=record,
+            status_text=status_text(record.status),
+            message=exc.message,
+        )
+        return Response(body, status=409, headers=PAGE_HEADERS, mimetype="text/html")
+    body = render_template(
+        "report/page.html",
+        report=report,
+        chart=chart(report),
+        completed=display_time(report.completed_at),
+        time_zone=deps.current().settings.display_timezone,
+    )
+    return Response(body, headers=PAGE_HEADERS, mimetype="text/html")
