@@ -42,7 +42,10 @@ MSG_LINK_INVALID = "报告链接无效或已过期，请在小程序中重新打
 PAGE_HEADERS = {
     "Cache-Control": "private, no-store",
     "Referrer-Policy": "no-referrer",
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
+    # Inline styles only (the page's own); nothing loaded, nothing framing it.
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'"
+    ),
     "X-Content-Type-Options": "nosniff",
 }
 
