@@ -1,7 +1,8 @@
 """Benchmark 8: report generation against the database's own limit (issue 15).
 
     python -m bench.generation_limit [--n 2000] [--runs 3] [--processes 2] [--threads 8]
-                                     [--modes pipeline sql sql100] [--batch 100] [--quick]
+                                     [--modes pipeline sql sql100] [--batch 100]
+                                     [--worker-shapes 2x8 4x2 ...] [--quick]
 
 Same PostgreSQL, same records (N in status 3 with full answers, inserted afresh for every
 run), modes interleaved round by round:
@@ -13,6 +14,9 @@ run), modes interleaved round by round:
   connection each) doing the same work per record in one transaction and two pipelined round
   trips; timed from GO until every child is done;
 - `sql100`: the same, `--batch` records per transaction.
+
+`--worker-shapes PxT ...` runs the pipeline once per worker shape in every round (named
+`pipeline PxT`), to choose the Procfile's WORKER_PROCESSES × WORKER_THREADS by measurement.
 
 Besides reports/s, the CPU seconds of the clients (the worker's processes, or the loop's)
 and of the PostgreSQL backends serving this database (psutil on the pids of
@@ -73,12 +77,12 @@ def cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
 
 
 def run_pipeline(
-    engine: Engine, redis_url: str, database_url: str, ids: list[int], args: Any
+    engine: Engine, redis_url: str, database_url: str, ids: list[int], shape: tuple[int, int]
 ) -> dict[str, Any]:
     from actors.adapters import RedisReportQueue
 
     client = stores.redis_client(redis_url)
-    worker = launch.start_worker(redis_url, database_url, processes=args.processes, threads=args.threads)
+    worker = launch.start_worker(redis_url, database_url, processes=shape[0], threads=shape[1])
     try:
         pg0, client0 = backend_cpu(engine), tree_cpu(worker.pid)
         started = time.perf_counter()
@@ -163,6 +167,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--threads", type=int, default=8, help="threads per process (default 8)")
     parser.add_argument("--batch", type=int, default=100, help="records per transaction of sql100")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument(
+        "--worker-shapes",
+        nargs="+",
+        type=_shape,
+        default=[],
+        metavar="PxT",
+        help="run the pipeline with each of these worker shapes (default: --processes × --threads)",
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: --n 40 --runs 1")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.quick:
@@ -173,15 +185,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         f" modes={args.modes} batch={args.batch}"
     )
     engine = db.prepare(database_url)
-    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in args.modes}
+    shapes: dict[str, tuple[int, int]] = {}
+    for mode in args.modes:
+        if mode == "pipeline" and args.worker_shapes:
+            shapes.update({f"pipeline {p}x{t}": (p, t) for p, t in args.worker_shapes})
+        else:
+            shapes[mode] = (args.processes, args.threads)
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in shapes}
     try:
         for round_no in range(1, args.runs + 1):
-            for mode in args.modes:
+            for mode, shape in shapes.items():
                 stores.delete_own_keys(stores.redis_client(redis_url))
                 ids = db.insert_records(engine, args.n, status=3)
                 try:
-                    if mode == "pipeline":
-                        run = run_pipeline(engine, redis_url, database_url, ids, args)
+                    if mode.startswith("pipeline"):
+                        run = run_pipeline(engine, redis_url, database_url, ids, shape)
                     else:
                         batch = args.batch if mode == "sql100" else 1
                         run = run_sql(engine, database_url, ids, args, batch=batch)
@@ -198,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         db.delete_bench_records(engine)
         engine.dispose()
 
-    base_mode = "sql" if "sql" in runs else args.modes[0]
+    base_mode = "sql" if "sql" in runs else next(iter(runs))
     base = stats.median([r["reports_per_s"] for r in runs[base_mode]])
     summary: dict[str, dict[str, float]] = {}
     rows = []
@@ -216,7 +234,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         }
         rows.append([mode, rate, stats.ratio(rate, base), client_ms, pg_ms, f"{100 * share:.0f} %"])
     table = output.print_table(
-        f"Report generation, {args.n} records, {args.processes} processes × {args.threads} threads,"
+        f"Report generation, {args.n} records, {args.processes} processes × {args.threads} threads"
+        " (a pipeline PxT: its worker shape),"
         f" median of {args.runs} interleaved rounds",
         [
             "mode",
@@ -242,6 +261,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
     output.write_results("generation_limit", data)
     return data
+
+
+def _shape(value: str) -> tuple[int, int]:
+    processes, _, threads = value.lower().partition("x")
+    try:
+        shape = int(processes), int(threads)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a worker shape is PROCESSESxTHREADS, e.g. 2x8; got {value!r}"
+        ) from None
+    if min(shape) < 1:
+        raise argparse.ArgumentTypeError(
+            f"a worker shape needs at least 1 process and 1 thread; got {value!r}"
+        )
+    return shape
 
 
 if __name__ == "__main__":
