@@ -78,6 +78,15 @@ def _batch(data: dict[str, Any]) -> None:
     assert data["summary"]["single_s"] > 0
 
 
+@case(
+    "batch_regenerate", "--n", "40", "--batch", "20", "--no-single", "--end-to-end", "--worker-threads", "2"
+)
+def _batch_end_to_end(data: dict[str, Any]) -> None:
+    summary = data["summary"]
+    assert summary["single_s"] != summary["single_s"]  # NaN: skipped
+    assert 0 < summary["end_to_end_calls_s"] < summary["end_to_end_generated_s"]
+
+
 @case("memory", "--n", "400", "--step", "200")
 def _memory(data: dict[str, Any]) -> None:
     assert [s["processed"] for s in data["samples"]] == [0, 200, 400]
