@@ -25,6 +25,7 @@ BENCHMARKS = (
     "retry_lateness",
     "batch_regenerate",
     "memory",
+    "generation_limit",
 )
 
 

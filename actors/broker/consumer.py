@@ -48,6 +48,19 @@ ACK_FLUSH_THRESHOLD = 64
 #: Largest batch of messages one fetch moves into a processing list.
 MAX_FETCH_BATCH = 256
 
+#: Prefetch follows the actor's speed: beyond Dramatiq's prefetch (2 × threads), a consumer
+#: may hold as many messages as it finishes in this many seconds at its recent pace. A fast
+#: actor with one thread is otherwise bound by a fetch round trip per 2 messages (issue 15);
+#: a slow one (the report actor) keeps Dramatiq's prefetch.
+PREFETCH_HOLD_SECONDS = 0.05
+
+#: Never more than this many messages held, however fast the actor: what a crash leaves in its
+#: processing list for the reaper to return (and a shutdown gives back) stays small.
+MAX_ADAPTIVE_PREFETCH = 100
+
+#: Weight of the newest interval between two finished messages in the pace's moving average.
+PACE_WEIGHT = 0.2
+
 
 class ConsumerHost(Protocol):
     """What a consumer needs from the broker that made it (`RedisListBroker` is one).
@@ -113,6 +126,14 @@ class ListMessageProxy(MessageProxy):
         return self._finished
 
 
+def adaptive_prefetch(prefetch: int, pace_s: float) -> int:
+    """The prefetch for a consumer finishing a message every `pace_s` seconds: Dramatiq's
+    `prefetch`, raised to `PREFETCH_HOLD_SECONDS` of work, at most `MAX_ADAPTIVE_PREFETCH`."""
+    if pace_s <= 0:
+        return max(prefetch, MAX_ADAPTIVE_PREFETCH)
+    return max(prefetch, min(MAX_ADAPTIVE_PREFETCH, int(PREFETCH_HOLD_SECONDS / pace_s)))
+
+
 class RedisListConsumer(Consumer):
     def __init__(self, broker: ConsumerHost, queue_name: str, prefetch: int, timeout_ms: int) -> None:
         self.broker = broker
@@ -122,6 +143,10 @@ class RedisListConsumer(Consumer):
         self.consumer_id = uuid.uuid4().hex
         self.processing_key = self.keys.queue + PROCESSING_INFIX + self.consumer_id
         self.prefetch = max(1, prefetch)
+        #: The prefetch in force: `self.prefetch` raised by `adaptive_prefetch` for fast actors.
+        self.limit = self.prefetch
+        self._pace: float | None = None  # moving average of the seconds between finished messages
+        self._last_finish: float | None = None
         self.timeout = timeout_ms / 1000
         self.client = broker.client
         self.scripts = broker.scripts
@@ -154,7 +179,7 @@ class RedisListConsumer(Consumer):
                 if self._buffer:
                     self._outstanding += 1
                     return self._buffer.popleft()
-                capacity = self.prefetch - self._outstanding
+                capacity = self.limit - self._outstanding
                 acks = self._take_acks() if capacity <= 0 else []
             if capacity <= 0:
                 if acks:
@@ -178,7 +203,7 @@ class RedisListConsumer(Consumer):
 
     def _wait_for_capacity(self, deadline: float) -> bool:
         with self._cond:
-            while self._outstanding >= self.prefetch:
+            while self._outstanding >= self.limit:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -349,6 +374,13 @@ class RedisListConsumer(Consumer):
     def _finish_locked(self, proxy: ListMessageProxy) -> None:
         proxy._finished = True
         self._outstanding -= 1
+        now = time.monotonic()
+        if self._last_finish is not None:
+            # An idle spell counts as one slow interval, not as a pace to unlearn for long.
+            gap = min(now - self._last_finish, PREFETCH_HOLD_SECONDS)
+            self._pace = gap if self._pace is None else self._pace + PACE_WEIGHT * (gap - self._pace)
+            self.limit = adaptive_prefetch(self.prefetch, self._pace)
+        self._last_finish = now
         self._cond.notify_all()
 
     def _take_acks(self) -> list[bytes]:

@@ -49,6 +49,15 @@ def _e2e(data: dict[str, Any]) -> None:
     assert data["median_reports_per_s"]["1"] > 0
 
 
+@case("generation_limit", "--n", "20", "--runs", "1", "--processes", "1", "--threads", "2", "--batch", "5")
+def _generation_limit(data: dict[str, Any]) -> None:
+    assert set(data["summary"]) == {"pipeline", "sql", "sql100"}
+    assert all(mode["reports_per_s"] > 0 for mode in data["summary"].values())
+    assert data["summary"]["sql"]["vs_sql"] == 1.0
+    # psutil's CPU times tick in 10 ms: tiny runs are only sure to show some in total.
+    assert sum(run["pg_cpu_s"] for runs in data["runs"].values() for run in runs) > 0
+
+
 @case("submit_latency", "--rate", "20", "--duration", "0.5", "--runs", "1", "--slow-seconds", "0.1")
 def _submit(data: dict[str, Any]) -> None:
     assert set(data["summary"]) == {"fast", "slow"}
@@ -67,6 +76,15 @@ def _retry(data: dict[str, Any]) -> None:
 def _batch(data: dict[str, Any]) -> None:
     assert data["summary"]["batched_s"] > 0
     assert data["summary"]["single_s"] > 0
+
+
+@case(
+    "batch_regenerate", "--n", "40", "--batch", "20", "--no-single", "--end-to-end", "--worker-threads", "2"
+)
+def _batch_end_to_end(data: dict[str, Any]) -> None:
+    summary = data["summary"]
+    assert summary["single_s"] != summary["single_s"]  # NaN: skipped
+    assert 0 < summary["end_to_end_calls_s"] < summary["end_to_end_generated_s"]
 
 
 @case("memory", "--n", "400", "--step", "200")

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.broker import HEARTBEATS_KEY, InvalidMessage, ListMessageProxy, RedisListBroker, RedisListConsumer
+from actors.broker.consumer import MAX_ADAPTIVE_PREFETCH, PREFETCH_HOLD_SECONDS
 from tests.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.support.redis_keys import as_bytes
 from tests.support.urls import CLOSED_REDIS_URL
@@ -122,6 +123,32 @@ def test_prefetch_limits_messages_held(raw_broker: RedisListBroker, redis_client
     consumer.ack(got[0])
     assert take(consumer, 1)[0].args == ("3",)
     assert redis_client.llen("raw:queue") == 6
+
+
+def test_prefetch_rises_for_a_fast_actor_within_the_cap(
+    raw_broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    redis_client.lpush("raw:queue", *[str(i) for i in range(400)])
+    consumer = raw_broker.consume(RAW_QUEUE, prefetch=2, timeout=100)
+    for message in take(consumer, 150):
+        consumer.ack(message)  # finished at once: a fast actor
+    assert consumer.limit > 2
+    take(consumer, consumer.limit)
+    held = processing_len(redis_client, consumer)
+    assert 2 < held <= MAX_ADAPTIVE_PREFETCH
+    assert next(consumer) is None  # the raised limit holds: nothing more until an ack
+
+
+def test_prefetch_stays_for_a_slow_actor(raw_broker: RedisListBroker, redis_client: redis.Redis) -> None:
+    redis_client.lpush("raw:queue", *[str(i) for i in range(10)])
+    consumer = raw_broker.consume(RAW_QUEUE, prefetch=2, timeout=100)
+    for message in take(consumer, 5):
+        time.sleep(PREFETCH_HOLD_SECONDS + 0.01)  # each message takes longer than the hold time
+        consumer.ack(message)
+    assert consumer.limit == 2
+    take(consumer, 2)
+    assert next(consumer) is None
+    assert processing_len(redis_client, consumer) == 2
 
 
 def test_undecodable_message_is_quarantined_verbatim(

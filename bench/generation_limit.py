@@ -1,0 +1,282 @@
+"""Benchmark 8: report generation against the database's own limit (issue 15).
+
+    python -m bench.generation_limit [--n 2000] [--runs 3] [--processes 2] [--threads 8]
+                                     [--modes pipeline sql sql100] [--batch 100]
+                                     [--worker-shapes 2x8 4x2 ...] [--quick]
+
+Same PostgreSQL, same records (N in status 3 with full answers, inserted afresh for every
+run), modes interleaved round by round:
+
+- `pipeline`: the Procfile's worker (`dramatiq actors.worker`, P processes × T threads,
+  started and ready beforehand) generating from `report:queue`, one job per record; timed from
+  the LPUSH of the N jobs until all N records are in status 4 (polled every 20 ms);
+- `sql`: `bench.sql_generate`, a plain psycopg loop (P processes × T threads, one
+  connection each) doing the same work per record in one transaction and two pipelined round
+  trips; timed from GO until every child is done;
+- `sql100`: the same, `--batch` records per transaction.
+
+`--worker-shapes PxT ...` runs the pipeline once per worker shape in every round (named
+`pipeline PxT`), to choose the Procfile's WORKER_PROCESSES × WORKER_THREADS by measurement.
+
+Besides reports/s, the CPU seconds of the clients (the worker's processes, or the loop's)
+and of the PostgreSQL backends serving this database (psutil on the pids of
+`pg_stat_activity`, the benchmark's own connection left out) during the timed section: their
+share shows whether the database or the client is the limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import psutil  # type: ignore[import-untyped]
+from sqlalchemy import Engine, text
+
+from bench import ROOT, db, launch, output, stats, stores
+
+MODES = ("pipeline", "sql", "sql100")
+
+
+def backend_cpu(engine: Engine) -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL backend serving this database, ours excepted."""
+    with engine.connect() as conn:
+        pids = conn.scalars(
+            text(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+            )
+        ).all()
+    return {int(pid): cpu for pid in pids if (cpu := _cpu(int(pid))) is not None}
+
+
+def _cpu(pid: int) -> float | None:
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+    return float(times.user + times.system)
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds so far of a process and all its descendants."""
+    root = psutil.Process(pid)
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        total += _cpu(proc.pid) or 0.0
+    return total
+
+
+def cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
+    """Backends that appeared during the run count from zero."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+
+
+def run_pipeline(
+    engine: Engine, redis_url: str, database_url: str, ids: list[int], shape: tuple[int, int]
+) -> dict[str, Any]:
+    from actors.adapters import RedisReportQueue
+
+    client = stores.redis_client(redis_url)
+    worker = launch.start_worker(redis_url, database_url, processes=shape[0], threads=shape[1])
+    try:
+        pg0, client0 = backend_cpu(engine), tree_cpu(worker.pid)
+        started = time.perf_counter()
+        RedisReportQueue(client).enqueue_many(ids)
+        deadline = started + max(120.0, len(ids) / 5)
+        while db.statuses(engine, ids).get(4, 0) < len(ids):
+            if time.perf_counter() > deadline or not worker.alive():
+                raise RuntimeError(f"pipeline did not finish; worker log:\n{worker.output()[-2000:]}")
+            time.sleep(0.02)
+        elapsed = time.perf_counter() - started
+        pg_cpu, client_cpu = cpu_delta(pg0, backend_cpu(engine)), tree_cpu(worker.pid) - client0
+    finally:
+        worker.stop(graceful=False)
+        stores.delete_own_keys(client)
+    return {"seconds": elapsed, "pg_cpu_s": pg_cpu, "client_cpu_s": client_cpu}
+
+
+def run_sql(engine: Engine, database_url: str, ids: list[int], args: Any, *, batch: int) -> dict[str, Any]:
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "bench.sql_generate"],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(args.processes)
+    ]
+    try:
+        for index, child in enumerate(children):
+            assert child.stdin is not None
+            task = {
+                "database_url": database_url,
+                "ids": ids[index :: args.processes],
+                "threads": args.threads,
+                "batch": batch,
+            }
+            child.stdin.write(json.dumps(task) + "\n")
+            child.stdin.flush()
+        for child in children:
+            assert child.stdout is not None
+            if child.stdout.readline().strip() != "READY":
+                raise RuntimeError("bench.sql_generate failed to start")
+        pg0 = backend_cpu(engine)
+        started = time.perf_counter()
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("GO\n")
+            child.stdin.flush()
+        results = []
+        for child in children:
+            assert child.stdout is not None
+            line = child.stdout.readline()
+            if not line.startswith(launch.RESULT_PREFIX):
+                raise RuntimeError(f"bench.sql_generate failed: {line!r}")
+            results.append(json.loads(line[len(launch.RESULT_PREFIX) :]))
+        elapsed = time.perf_counter() - started
+        pg_cpu = cpu_delta(pg0, backend_cpu(engine))
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("EXIT\n")
+            child.stdin.flush()
+            child.wait(timeout=30)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    generated = sum(int(r["generated"]) for r in results)
+    if generated != len(ids):
+        raise RuntimeError(f"sql loop generated {generated} of {len(ids)} reports")
+    return {"seconds": elapsed, "pg_cpu_s": pg_cpu, "client_cpu_s": sum(float(r["cpu_s"]) for r in results)}
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.generation_limit", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--n", type=int, default=2000, help="records per run (default 2000)")
+    parser.add_argument("--runs", type=int, default=3, help="rounds, each mode once per round (default 3)")
+    parser.add_argument("--processes", type=int, default=2, help="processes of every mode (default 2)")
+    parser.add_argument("--threads", type=int, default=8, help="threads per process (default 8)")
+    parser.add_argument("--batch", type=int, default=100, help="records per transaction of sql100")
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument(
+        "--worker-shapes",
+        nargs="+",
+        type=_shape,
+        default=[],
+        metavar="PxT",
+        help="run the pipeline with each of these worker shapes (default: --processes × --threads)",
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: --n 40 --runs 1")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.quick:
+        args.n, args.runs = 40, 1
+    redis_url, database_url = stores.redis_url(), stores.database_url()
+    output.log(
+        f"bench.generation_limit: n={args.n} runs={args.runs} {args.processes}×{args.threads}"
+        f" modes={args.modes} batch={args.batch}"
+    )
+    engine = db.prepare(database_url)
+    shapes: dict[str, tuple[int, int]] = {}
+    for mode in args.modes:
+        if mode == "pipeline" and args.worker_shapes:
+            shapes.update({f"pipeline {p}x{t}": (p, t) for p, t in args.worker_shapes})
+        else:
+            shapes[mode] = (args.processes, args.threads)
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in shapes}
+    try:
+        for round_no in range(1, args.runs + 1):
+            for mode, shape in shapes.items():
+                stores.delete_own_keys(stores.redis_client(redis_url))
+                ids = db.insert_records(engine, args.n, status=3)
+                try:
+                    if mode.startswith("pipeline"):
+                        run = run_pipeline(engine, redis_url, database_url, ids, shape)
+                    else:
+                        batch = args.batch if mode == "sql100" else 1
+                        run = run_sql(engine, database_url, ids, args, batch=batch)
+                finally:
+                    db.delete_bench_records(engine)
+                run["reports_per_s"] = args.n / run["seconds"]
+                run["loadavg"] = list(psutil.getloadavg())
+                runs[mode].append(run)
+                output.log(
+                    f"  round {round_no} {mode}: {run['reports_per_s']:,.0f} reports/s"
+                    f" (client CPU {run['client_cpu_s']:.2f} s, PostgreSQL {run['pg_cpu_s']:.2f} s)"
+                )
+    finally:
+        db.delete_bench_records(engine)
+        engine.dispose()
+
+    base_mode = "sql" if "sql" in runs else next(iter(runs))
+    base = stats.median([r["reports_per_s"] for r in runs[base_mode]])
+    summary: dict[str, dict[str, float]] = {}
+    rows = []
+    for mode, mode_runs in runs.items():
+        rate = stats.median([r["reports_per_s"] for r in mode_runs])
+        client_ms = stats.median([1000 * r["client_cpu_s"] / args.n for r in mode_runs])
+        pg_ms = stats.median([1000 * r["pg_cpu_s"] / args.n for r in mode_runs])
+        share = stats.median([r["pg_cpu_s"] / (r["pg_cpu_s"] + r["client_cpu_s"]) for r in mode_runs])
+        summary[mode] = {
+            "reports_per_s": rate,
+            "vs_sql": stats.ratio(rate, base),
+            "client_cpu_ms_per_report": client_ms,
+            "pg_cpu_ms_per_report": pg_ms,
+            "pg_cpu_share": share,
+        }
+        rows.append([mode, rate, stats.ratio(rate, base), client_ms, pg_ms, f"{100 * share:.0f} %"])
+    table = output.print_table(
+        f"Report generation, {args.n} records, {args.processes} processes × {args.threads} threads"
+        " (a pipeline PxT: its worker shape),"
+        f" median of {args.runs} interleaved rounds",
+        [
+            "mode",
+            "reports/s",
+            f"vs {base_mode}",
+            "client CPU ms/report",
+            "PostgreSQL CPU ms/report",
+            "PostgreSQL share",
+        ],
+        rows,
+    )
+    round_rows = [
+        [i + 1, *(f"{runs[m][i]['reports_per_s'] / runs[base_mode][i]['reports_per_s']:.2f}" for m in runs)]
+        for i in range(args.runs)
+    ]
+    round_table = output.print_table(f"Ratio to {base_mode} within each round", ["round", *runs], round_rows)
+    data = {
+        "params": vars(args),
+        "machine": output.machine_info(stores.redis_client(redis_url)),
+        "runs": runs,
+        "summary": summary,
+        "tables": [table, round_table],
+    }
+    output.write_results("generation_limit", data)
+    return data
+
+
+def _shape(value: str) -> tuple[int, int]:
+    processes, _, threads = value.lower().partition("x")
+    try:
+        shape = int(processes), int(threads)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a worker shape is PROCESSESxTHREADS, e.g. 2x8; got {value!r}"
+        ) from None
+    if min(shape) < 1:
+        raise argparse.ArgumentTypeError(
+            f"a worker shape needs at least 1 process and 1 thread; got {value!r}"
+        )
+    return shape
+
+
+if __name__ == "__main__":
+    main()
