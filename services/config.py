@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from services.errors import ConfigError
+from services.sentinel_url import SENTINEL_SCHEME, is_sentinel_url, parse_sentinel_url
 
 #: Local defaults, matching what `make run` prints when it starts its own servers.
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/mi_assessment"
@@ -41,6 +42,16 @@ def _url(env: Mapping[str, str], name: str, default: str, schemes: tuple[str, ..
     return value
 
 
+def _redis_url(env: Mapping[str, str]) -> str:
+    url = _url(env, "REDIS_URL", DEFAULT_REDIS_URL, ("redis://", "rediss://", "unix://", SENTINEL_SCHEME))
+    if is_sentinel_url(url):
+        try:
+            parse_sentinel_url(url)  # refused at start-up rather than at the first connection
+        except ConfigError as exc:
+            raise ConfigError(f"REDIS_URL: {exc}") from None
+    return url
+
+
 def normalize_database_url(url: str) -> str:
     """Use psycopg 3 for plain postgresql:// URLs (SQLAlchemy would pick psycopg2)."""
     for prefix in ("postgresql://", "postgres://"):
@@ -67,7 +78,7 @@ class Settings:
             database_url=normalize_database_url(
                 _url(env, "DATABASE_URL", DEFAULT_DATABASE_URL, ("postgresql", "postgres"))
             ),
-            redis_url=_url(env, "REDIS_URL", DEFAULT_REDIS_URL, ("redis://", "rediss://", "unix://")),
+            redis_url=_redis_url(env),
             db_pool_size=env_int(env, "DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE, minimum=1),
             secret_key=env.get("SECRET_KEY", ""),
             admin_tokens=tokens,

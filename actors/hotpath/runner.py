@@ -24,6 +24,7 @@ import redis
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters.lock import RedisLock
+from actors.adapters.redis_clients import redis_client
 from actors.hotpath.autosave import AnswersFlusher
 from actors.hotpath.eventlog import EventLogConsumer
 from actors.hotpath.progress import ProgressFlusher
@@ -167,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     settings = Settings.from_env()
-    client = redis.Redis.from_url(
+    client = redis_client(
         settings.redis_url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=30
     )
     stop = threading.Event()
