@@ -22,6 +22,17 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_DB_POOL_SIZE = 5
 
 
+def env_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"{name} must be 1/true/yes/on or 0/false/no/off, got {raw!r}")
+
+
 def env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
@@ -65,6 +76,11 @@ class Settings:
     database_url: str = DEFAULT_DATABASE_URL
     redis_url: str = DEFAULT_REDIS_URL
     db_pool_size: int = DEFAULT_DB_POOL_SIZE
+    #: Connections opened beyond the pool under load (closed when given back); None: as many as the pool.
+    db_max_overflow: int | None = None
+    #: PostgreSQL is reached through a transaction-pooling proxy (PgBouncer `pool_mode =
+    #: transaction`): no server-side prepared statements, no session settings at connect.
+    db_transaction_pooling: bool = False
     #: Secret for signing user tokens (web tier).
     secret_key: str = ""
     #: Bearer tokens accepted on the admin API; empty means the admin API refuses every call.
@@ -80,6 +96,12 @@ class Settings:
             ),
             redis_url=_redis_url(env),
             db_pool_size=env_int(env, "DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE, minimum=1),
+            db_max_overflow=(
+                env_int(env, "DB_MAX_OVERFLOW", 0, minimum=0)
+                if (env.get("DB_MAX_OVERFLOW") or "").strip()
+                else None
+            ),
+            db_transaction_pooling=env_bool(env, "DB_TRANSACTION_POOLING"),
             secret_key=env.get("SECRET_KEY", ""),
             admin_tokens=tokens,
         )

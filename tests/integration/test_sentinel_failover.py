@@ -21,7 +21,6 @@ from typing import Any
 import dramatiq
 import pytest
 import redis
-from flask.testing import FlaskClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -34,10 +33,9 @@ from actors.report_queue.message import ReportQueueMessage
 from services.config import Settings
 from services.models import AssessmentRecord
 from services.status import RecordStatus
-from tests.integration.web_support import USER_PATH
-from tests.support.envelope import data
 from tests.support.processes import WorkerProcess, wait_until
 from tests.support.sentinel import SentinelGroup, sentinel_binary
+from tests.support.submissions import answer_sheet, statuses, submit
 from web import create_app, issue_user_token
 
 pytestmark = [
@@ -60,40 +58,6 @@ def sentinels(tmp_path: Path) -> Iterator[SentinelGroup]:
         yield group.start()
     finally:
         group.stop()
-
-
-def _retrying(call: Callable[[], Any], deadline: float) -> Any:
-    """A user's retry: a step answered 503 (Redis failing over) is tried again until `deadline`."""
-    while True:
-        try:
-            return call()
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-def submit(client: FlaskClient, headers: dict[str, str], answers: list[dict[str, int]]) -> tuple[int, bool]:
-    """Create, start and submit a record; returns its id and whether the submission queued its job."""
-    deadline = time.monotonic() + 60
-    record_id = int(
-        _retrying(lambda: data(client.post(f"{USER_PATH}/createRecord", headers=headers))["id"], deadline)
-    )
-    body = {"recordId": record_id}
-    _retrying(lambda: data(client.post(f"{USER_PATH}/startAssessment", json=body, headers=headers)), deadline)
-    full = {"recordId": record_id, "answers": answers}
-    result = _retrying(
-        lambda: data(client.post(f"{USER_PATH}/submitAnswers", json=full, headers=headers)), deadline
-    )
-    return record_id, bool(result["enqueued"])
-
-
-def statuses(factory: sessionmaker[Session], ids: list[int]) -> dict[int, int]:
-    with factory() as session:
-        rows = session.execute(
-            select(AssessmentRecord.id, AssessmentRecord.status).where(AssessmentRecord.id.in_(ids))
-        )
-        return {int(rid): int(status) for rid, status in rows}
 
 
 def completed_at(factory: sessionmaker[Session], record_id: int) -> datetime:
@@ -151,8 +115,7 @@ def test_the_pipeline_follows_a_master_failover(
         app = create_app(sentinel_settings)
         web = app.test_client()
         headers = {"Authorization": f"Bearer {issue_user_token(settings.secret_key, USER)}"}
-        questions = data(web.get(f"{USER_PATH}/questions", headers=headers))
-        answers = [{"questionId": q["id"], "value": 3 + q["id"] % 3} for q in questions]
+        answers = answer_sheet(web, headers)
 
         submitted: list[int] = []
         not_queued: list[int] = []  # submissions answered while no master did: enqueued false
