@@ -1,7 +1,8 @@
 """REDIS_URL=redis+sentinel://…: the pipeline follows a failover of the master.
 
-One master, one replica and three Sentinels (tests/support/sentinel.py); the web app
-and a `dramatiq actors.worker` process reach Redis through the Sentinels. A burst of
+One master, one replica and three Sentinels (tests/support/sentinel.py); the web app,
+a `dramatiq actors.worker` process, the hot path's event consumer (`python -m
+actors.hotpath --only events`) and the reconciler reach Redis through the Sentinels. A burst of
 submissions runs while the master is SIGKILLed; a replica is promoted; every record
 ends in status 4, the ones whose job was lost (a submission while no master answered,
 or a write the replica never received) queued again by the reconciler. A retry that
@@ -11,6 +12,8 @@ waits in the delayed set keeps its due time across the promotion.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,17 +24,20 @@ from typing import Any
 import dramatiq
 import pytest
 import redis
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors.adapters.keys import EventLogKeys
 from actors.adapters.redis_clients import redis_client
 from actors.broker import DELAYED_PREFIX_LEN, HEARTBEATS_KEY
 from actors.configure import build_broker
 from actors.constants import REPORT_ACTOR_NAME, REPORT_DELAYED_KEY, REPORT_QUEUE_NAME, RETRY_DELAYS_MS
 from actors.reconciler import Reconciler, ReconcilerSettings
 from actors.report_queue.message import ReportQueueMessage
+from scripts.processes import SessionProcess
 from services.config import Settings
-from services.models import AssessmentRecord
+from services.events import EventType
+from services.models import AssessmentRecord, EventLogEntry
 from services.status import RecordStatus
 from tests.support.processes import WorkerProcess, wait_until
 from tests.support.sentinel import SentinelGroup, sentinel_binary
@@ -45,6 +51,7 @@ pytestmark = [
 
 log = logging.getLogger(__name__)
 
+EVENT_QUEUE = EventLogKeys().queue
 RECORDS = 40
 #: The master is killed once this many submissions have been answered.
 KILL_AFTER = 15
@@ -92,6 +99,7 @@ def test_the_pipeline_follows_a_master_failover(
     settings: Settings,
     session_factory: sessionmaker[Session],
     make_record: Callable[..., int],
+    event_log: Engine,
     tmp_path: Path,
 ) -> None:
     sentinel_settings = settings.with_overrides(redis_url=sentinels.url)
@@ -103,6 +111,18 @@ def test_the_pipeline_follows_a_master_failover(
     assert ReportQueueMessage.decode(member[DELAYED_PREFIX_LEN:]).retry_count == 1
     assert client.wait(1, 2_000) == 1  # the retry is on the replica before anything fails
 
+    hotpath = SessionProcess(
+        [sys.executable, "-m", "actors.hotpath", "--only", "events"],
+        env={
+            **os.environ,
+            "DATABASE_URL": settings.database_url,
+            "REDIS_URL": sentinels.url,
+            "PYTHONUNBUFFERED": "1",
+            "HOTPATH_EVENTS_INTERVAL_MS": "50",
+            "HOTPATH_LOCK_TTL_MS": "1500",
+        },
+        log_path=tmp_path / "hotpath.log",
+    )
     worker = WorkerProcess(
         database_url=settings.database_url,
         redis_url=sentinels.url,
@@ -118,6 +138,7 @@ def test_the_pipeline_follows_a_master_failover(
         answers = answer_sheet(web, headers)
 
         submitted: list[int] = []
+        started_at: dict[int, float] = {}  # record -> when its submission began (monotonic)
         not_queued: list[int] = []  # submissions answered while no master did: enqueued false
         halfway = threading.Event()
         failures: list[BaseException] = []
@@ -125,7 +146,9 @@ def test_the_pipeline_follows_a_master_failover(
         def burst() -> None:
             try:
                 for _ in range(RECORDS):
+                    began = time.monotonic()
                     record_id, enqueued = submit(web, headers, answers)
+                    started_at[record_id] = began
                     submitted.append(record_id)
                     if not enqueued:
                         not_queued.append(record_id)
@@ -166,6 +189,18 @@ def test_the_pipeline_follows_a_master_failover(
         recovered_after = time.monotonic() - killed_at
         reconciler.close()
 
+        # The hot path's event consumer followed the failover too: every submission begun
+        # after the kill has its event in PostgreSQL (through the new master, or written
+        # directly while no master answered); earlier ones may have died with the old master.
+        after_kill = [r for r in submitted if started_at[r] > killed_at]
+        assert after_kill
+        wait_until(
+            lambda: set(after_kill) <= submitted_events(event_log) and client.llen(EVENT_QUEUE) == 0,
+            timeout=30,
+            what=f"the events of the submissions after the kill\n{hotpath.output()}",
+        )
+        events_kept = len(submitted_events(event_log) & set(submitted))
+
         # The retry kept its place and due time on the promoted replica and ran no earlier.
         wait_until(
             lambda: statuses(session_factory, [retried])[retried] == RecordStatus.COMPLETED,
@@ -191,12 +226,21 @@ def test_the_pipeline_follows_a_master_failover(
         )
         print(
             f"\nFAILOVER records={RECORDS} healed={len(healed)} not_queued={len(not_queued)} "
-            f"lost_writes={lost_writes} promoted_after_s={promoted_after:.1f} "
+            f"lost_writes={lost_writes} events_kept={events_kept} promoted_after_s={promoted_after:.1f} "
             f"all_completed_after_s={recovered_after:.1f}"
         )
     finally:
         worker.stop()
+        hotpath.stop()
         client.close()
+
+
+def submitted_events(engine: Engine) -> set[int]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(EventLogEntry.record_id).where(EventLogEntry.event_type == EventType.ANSWERS_SUBMITTED)
+        )
+        return {int(r) for (r,) in rows if r is not None}
 
 
 def _promoted(group: SentinelGroup, old_port: int) -> bool:
