@@ -20,6 +20,7 @@ from dramatiq.middleware import (
     TimeLimit,
 )
 
+from actors.adapters.redis_clients import redis_client
 from actors.broker import (
     DEFAULT_HEARTBEAT_INTERVAL_MS,
     DEFAULT_HEARTBEAT_TIMEOUT_MS,
@@ -70,6 +71,7 @@ def build_broker(settings: Settings | None = None) -> RedisListBroker:
     )
     return RedisListBroker(
         url=settings.redis_url,
+        client_factory=redis_client,  # a redis+sentinel:// URL too
         middleware=default_middleware(database_available),
         codecs={REPORT_QUEUE_NAME: ReportCodec(REPORT_QUEUE_NAME, REPORT_ACTOR_NAME)},
         heartbeat_timeout_ms=heartbeat_timeout,

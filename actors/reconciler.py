@@ -36,6 +36,7 @@ import redis
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters import RedisEventSink, RedisLock, RedisReportQueue
+from actors.adapters.redis_clients import redis_client
 from actors.constants import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
 from services import reconcile
 from services.config import Settings, env_int
@@ -218,7 +219,7 @@ def main() -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     settings = Settings.from_env()
-    client = redis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
+    client = redis_client(settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
     reconciler = Reconciler(client, session_factory(settings), ReconcilerSettings.from_env())
     stop = threading.Event()
 

@@ -42,6 +42,23 @@ if [[ ",$extras," == *",test,"* ]] && ! command -v chromium >/dev/null 2>&1; the
   fi
 fi
 
+# The scale-out tests start their own Redis Sentinels and PgBouncer (Debian's packages);
+# only what is missing is installed.
+if [[ ",$extras," == *",test,"* ]]; then
+  missing=""
+  command -v redis-sentinel >/dev/null 2>&1 || [ -x /usr/bin/redis-sentinel ] || missing="$missing redis-sentinel"
+  command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing="$missing pgbouncer"
+  if [ -n "$missing" ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "[bootstrap] installing$missing with apt-get (scale-out tests)" >&2
+      DEBIAN_FRONTEND=noninteractive apt-get update -q
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
+    else
+      echo "[bootstrap]$missing not found: the Sentinel / PgBouncer tests will be skipped" >&2
+    fi
+  fi
+fi
+
 if [ ! -x "$venv/bin/python" ]; then
   echo "[bootstrap] creating $venv with $("$python" --version)" >&2
   "$python" -m venv "$venv"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from services.errors import ConfigError
+from services.sentinel_url import SENTINEL_SCHEME, is_sentinel_url, parse_sentinel_url
 
 #: Local defaults, matching what `make run` prints when it starts its own servers.
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/mi_assessment"
@@ -23,6 +24,17 @@ DEFAULT_DISPLAY_TIMEZONE = "Asia/Shanghai"
 
 #: Size of the SQLAlchemy connection pool of one process.
 DEFAULT_DB_POOL_SIZE = 5
+
+
+def env_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"{name} must be 1/true/yes/on or 0/false/no/off, got {raw!r}")
 
 
 def env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
@@ -55,6 +67,16 @@ def time_zone(name: str, variable: str = "DISPLAY_TIMEZONE") -> ZoneInfo:
         ) from None
 
 
+def _redis_url(env: Mapping[str, str]) -> str:
+    url = _url(env, "REDIS_URL", DEFAULT_REDIS_URL, ("redis://", "rediss://", "unix://", SENTINEL_SCHEME))
+    if is_sentinel_url(url):
+        try:
+            parse_sentinel_url(url)  # refused at start-up rather than at the first connection
+        except ConfigError as exc:
+            raise ConfigError(f"REDIS_URL: {exc}") from None
+    return url
+
+
 def normalize_database_url(url: str) -> str:
     """Use psycopg 3 for plain postgresql:// URLs (SQLAlchemy would pick psycopg2)."""
     for prefix in ("postgresql://", "postgres://"):
@@ -68,6 +90,11 @@ class Settings:
     database_url: str = DEFAULT_DATABASE_URL
     redis_url: str = DEFAULT_REDIS_URL
     db_pool_size: int = DEFAULT_DB_POOL_SIZE
+    #: Connections opened beyond the pool under load (closed when given back); None: as many as the pool.
+    db_max_overflow: int | None = None
+    #: PostgreSQL is reached through a transaction-pooling proxy (PgBouncer `pool_mode =
+    #: transaction`): no server-side prepared statements, no session settings at connect.
+    db_transaction_pooling: bool = False
     #: Secret for signing user tokens (web tier).
     secret_key: str = ""
     #: Bearer tokens accepted on the admin API; empty means the admin API refuses every call.
@@ -87,8 +114,14 @@ class Settings:
             database_url=normalize_database_url(
                 _url(env, "DATABASE_URL", DEFAULT_DATABASE_URL, ("postgresql", "postgres"))
             ),
-            redis_url=_url(env, "REDIS_URL", DEFAULT_REDIS_URL, ("redis://", "rediss://", "unix://")),
+            redis_url=_redis_url(env),
             db_pool_size=env_int(env, "DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE, minimum=1),
+            db_max_overflow=(
+                env_int(env, "DB_MAX_OVERFLOW", 0, minimum=0)
+                if (env.get("DB_MAX_OVERFLOW") or "").strip()
+                else None
+            ),
+            db_transaction_pooling=env_bool(env, "DB_TRANSACTION_POOLING"),
             secret_key=env.get("SECRET_KEY", ""),
             admin_tokens=tokens,
             display_timezone=time_zone(

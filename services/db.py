@@ -24,14 +24,35 @@ _factories: dict[tuple[int, str], sessionmaker[Session]] = {}
 CONNECT_TIMEOUT_S = 5
 
 
-def make_engine(database_url: str, *, pool_size: int = 5) -> Engine:
+def make_engine(
+    database_url: str,
+    *,
+    pool_size: int = 5,
+    max_overflow: int | None = None,
+    transaction_pooling: bool = False,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    pool_timeout_s: float = 30,
+) -> Engine:
+    """An engine with `pool_size` kept connections and `max_overflow` more under load (default: as many).
+
+    `transaction_pooling`: behind PgBouncer in transaction mode consecutive transactions
+    may run on different server connections, so psycopg must not prepare statements on
+    the server (it does after 5 runs of one query; PgBouncer before 1.21 cannot follow
+    them): `prepare_threshold=None`. Nothing else of ours is session state: the
+    advisory lock of services/event_partitions.py is transaction-scoped, and timeouts
+    are set per transaction (services/event_store.py).
+    """
+    connect_args: dict[str, object] = {"connect_timeout": max(1, round(connect_timeout_s))}
+    if transaction_pooling:
+        connect_args["prepare_threshold"] = None
     return create_engine(
         normalize_database_url(database_url),
         pool_size=pool_size,
-        max_overflow=pool_size,
+        max_overflow=pool_size if max_overflow is None else max_overflow,
+        pool_timeout=pool_timeout_s,
         pool_pre_ping=True,
         pool_recycle=1800,
-        connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
+        connect_args=connect_args,
     )
 
 
@@ -53,6 +74,11 @@ def session_factory(settings: Settings | None = None) -> sessionmaker[Session]:
     with _lock:
         factory = _factories.get(key)
         if factory is None:
-            engine = make_engine(settings.database_url, pool_size=settings.db_pool_size)
+            engine = make_engine(
+                settings.database_url,
+                pool_size=settings.db_pool_size,
+                max_overflow=settings.db_max_overflow,
+                transaction_pooling=settings.db_transaction_pooling,
+            )
             factory = _factories[key] = make_session_factory(engine)
         return factory

@@ -36,8 +36,9 @@ MONTHS_AHEAD = 2
 #: After a failed creation, wait this long before trying that month again.
 RETRY_AFTER_S = 60.0
 
-#: Serialises partition creation between processes (a consumer taking over, a migration).
-_ADVISORY_LOCK_KEY = 0x6576_6C6F  # "evlo"
+#: Serialises partition creation between processes (a consumer taking over, a migration)
+#: and with the dropping of expired partitions (services/retention.py).
+PARTITION_LOCK_KEY = 0x6576_6C6F  # "evlo"
 
 
 def month_of(moment: datetime) -> date:
@@ -84,7 +85,7 @@ def create_month_partition(session: Session, month: date) -> bool:
 
     Runs in the caller's transaction; True if it was created, False if it existed.
     """
-    session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
+    session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": PARTITION_LOCK_KEY})
     if month in existing_months(session):
         return False
     # DDL takes no bind parameters: the name and bounds are built from a date's digits only.

@@ -13,10 +13,11 @@ import os
 import threading
 from collections.abc import Sequence
 
-from sqlalchemy import Engine, create_engine, func, select, text
+from sqlalchemy import Connection, Engine, event, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.config import Settings, normalize_database_url
+from services.config import Settings
+from services.db import make_engine
 from services.errors import ParamError, RecordNotFound
 from services.event_partitions import PartitionManager
 from services.events import Event
@@ -50,8 +51,11 @@ class DirectEventWriter:
         session_factory: sessionmaker[Session] | None = None,
         connect_timeout_s: int = DIRECT_CONNECT_TIMEOUT_S,
         statement_timeout_ms: int = DIRECT_STATEMENT_TIMEOUT_MS,
+        transaction_pooling: bool | None = None,
     ) -> None:
         self.database_url = database_url
+        #: None: DB_TRANSACTION_POOLING, read when the engine is built.
+        self.transaction_pooling = transaction_pooling
         self.connect_timeout_s = connect_timeout_s
         self.statement_timeout_ms = statement_timeout_ms
         self._given_factory = session_factory
@@ -66,20 +70,29 @@ class DirectEventWriter:
             return self._state[1], self._state[2]
 
     def _make_factory(self) -> sessionmaker[Session]:
-        url = self.database_url or Settings.from_env().database_url
-        engine = create_engine(
-            normalize_database_url(url),
+        settings = Settings.from_env()
+        pooling = (
+            settings.db_transaction_pooling if self.transaction_pooling is None else self.transaction_pooling
+        )
+        engine = make_engine(
+            self.database_url or settings.database_url,
             pool_size=1,
             max_overflow=4,
-            pool_timeout=self.connect_timeout_s,
-            pool_pre_ping=True,
-            pool_recycle=1800,
-            connect_args={
-                "connect_timeout": self.connect_timeout_s,
-                "options": f"-c statement_timeout={self.statement_timeout_ms}"
-                f" -c lock_timeout={self.statement_timeout_ms // 2}",
-            },
+            transaction_pooling=pooling,
+            connect_timeout_s=self.connect_timeout_s,
+            pool_timeout_s=self.connect_timeout_s,
         )
+        statement_ms, lock_ms = self.statement_timeout_ms, self.statement_timeout_ms // 2
+
+        # Per transaction, not as connection options: a transaction-pooling proxy
+        # (PgBouncer) refuses startup options and shares server sessions.
+        @event.listens_for(engine, "begin")
+        def short_timeouts(conn: Connection) -> None:
+            conn.exec_driver_sql(
+                f"SELECT set_config('statement_timeout', '{statement_ms}', true),"
+                f" set_config('lock_timeout', '{lock_ms}', true)"
+            )
+
         return sessionmaker(engine, expire_on_commit=False)
 
     def write(self, events: Sequence[Event]) -> tuple[int, list[Event]]:

@@ -112,7 +112,13 @@ def create_app(
             redis=client,
             autosave=autosave_store or RedisAutosaveStore(client),
             # Its fallback while Redis is down: the same database as the rest of the app.
-            events=event_sink or RedisEventSink(client, fallback=DirectEventWriter(settings.database_url)),
+            events=event_sink
+            or RedisEventSink(
+                client,
+                fallback=DirectEventWriter(
+                    settings.database_url, transaction_pooling=settings.db_transaction_pooling
+                ),
+            ),
             questions=ActiveQuestions(),
         ),
     )

@@ -24,6 +24,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from actors.adapters.redis_clients import connection_pool
+
 log = logging.getLogger(__name__)
 
 #: Time allowed to open a TCP connection to Redis, in seconds.
@@ -150,7 +152,7 @@ def guarded_redis(
     server; whoever calls decides what a failure means.
     """
     guard = guard or RedisGuard()
-    pool = redis.ConnectionPool.from_url(
+    pool = connection_pool(  # a redis+sentinel:// URL too: the guard wraps the Sentinel-managed class
         url,
         socket_connect_timeout=connect_timeout_s,
         socket_timeout=socket_timeout_s,

@@ -7,7 +7,8 @@
   (`services.events.DirectEventWriter`);
 - `RedisLock` (lock.py): the lease of the hot path's loops and of the reconciler;
 - `queue_figures` (figures.py): the report queue's figures;
-- the hot path's key layout (keys.py).
+- the hot path's key layout (keys.py);
+- `redis_client` / `connection_pool` (redis_clients.py): clients from REDIS_URL, Sentinel included.
 
 These modules import the broker library and the services, never the worker entry
 (actors.worker), the report actor or the hot path's loops: the web tier imports them.

@@ -19,6 +19,7 @@ Redis keys (all strings are the defaults; the key classes take a prefix for benc
 | `eventlog:backup` | list | the batch the consumer is inserting (replayed after a crash) |
 | `eventlog:invalid` | list | entries that could not be decoded, kept verbatim |
 | `eventlog:lock` | string | the event-log consumer's lock |
+| `hotpath:retention:lock` | string | the retention loop's lock (actors/hotpath/retention.py) |
 """
 
 from __future__ import annotations
@@ -95,3 +96,7 @@ class EventLogKeys:
     @classmethod
     def with_prefix(cls, prefix: str) -> EventLogKeys:
         return cls(*(f"{prefix}{name}" for name in ("queue", "backup", "invalid", "lock")))
+
+
+#: The retention loop's lease (event-log partitions, purges, trimming of the invalid lists).
+RETENTION_LOCK_KEY = f"{HOTPATH_PREFIX}retention:lock"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import dramatiq
@@ -69,6 +69,9 @@ class RedisListBroker(Broker):
     Parameters:
       url: Redis URL (ignored when `client` is given).
       client: a ready `redis.Redis`; the broker uses it from several threads.
+      client_factory: makes the client from `url` and the broker's connection settings
+        (timeouts, keepalive), default `redis.Redis.from_url`; an application passes its
+        own to reach Redis another way (e.g. through Sentinel) without the broker parsing it.
       middleware: as for every Dramatiq broker (default: Dramatiq's default set).
       codecs: queue name -> Codec for queues not in Dramatiq's own encoding.
       heartbeat_timeout_ms: silence after which a consumer is presumed dead.
@@ -83,6 +86,7 @@ class RedisListBroker(Broker):
         *,
         url: str | None = None,
         client: redis.Redis | None = None,
+        client_factory: Callable[..., redis.Redis] = redis.Redis.from_url,
         middleware: list[Middleware] | None = None,
         codecs: Mapping[str, Codec] | None = None,
         heartbeat_timeout_ms: int = DEFAULT_HEARTBEAT_TIMEOUT_MS,
@@ -92,7 +96,7 @@ class RedisListBroker(Broker):
         if heartbeat_interval_ms <= 0 or heartbeat_timeout_ms <= heartbeat_interval_ms:
             raise ValueError("need 0 < heartbeat_interval_ms < heartbeat_timeout_ms")
         super().__init__(middleware=middleware)
-        self.client = client or redis.Redis.from_url(
+        self.client = client or client_factory(
             url or "redis://127.0.0.1:6379/0",
             socket_timeout=DEFAULT_SOCKET_TIMEOUT,
             socket_connect_timeout=5,

@@ -24,16 +24,18 @@ import redis
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters.lock import RedisLock
+from actors.adapters.redis_clients import redis_client
 from actors.hotpath.autosave import AnswersFlusher
 from actors.hotpath.eventlog import EventLogConsumer
 from actors.hotpath.progress import ProgressFlusher
+from actors.hotpath.retention import RetentionJob
 from actors.hotpath.settings import HotpathSettings, SettingsSource
 from services.config import Settings
 from services.db import session_factory
 
 logger = logging.getLogger("actors.hotpath")
 
-LOOP_NAMES = ("answers", "progress", "events")
+LOOP_NAMES = ("answers", "progress", "events", "retention")
 
 #: Shortest pause after a cycle, whatever the settings say (keeps a failing loop from spinning).
 MIN_PAUSE_S = 0.01
@@ -142,6 +144,14 @@ def build_loops(
             return report.owner and (report.replayed or report.taken >= s.events_batch)
 
         specs.append(LoopSpec("events", consume, lambda s: s.events_interval_ms, events.lock, events.close))
+    if "retention" in names:
+        job = RetentionJob(client, factory)
+
+        def retain(s: HotpathSettings) -> bool:
+            job.run_once(lock_ttl_ms=s.lock_ttl_ms)
+            return False
+
+        specs.append(LoopSpec("retention", retain, lambda s: job.settings.interval_ms, job.lock, job.close))
     return specs
 
 
@@ -167,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     settings = Settings.from_env()
-    client = redis.Redis.from_url(
+    client = redis_client(
         settings.redis_url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=30
     )
     stop = threading.Event()

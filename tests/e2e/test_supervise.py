@@ -175,7 +175,10 @@ def test_a_killed_hotpath_is_started_again_while_the_others_keep_serving(
         restarted_in = time.monotonic() - killed_at
         # Its output, prefixed with its name, says it runs: the process is up, not only spawned.
         stack.wait_until(
-            lambda: f"hotpath running: answers, progress, events (pid {new_pid})" in stack.current.output(),
+            lambda: (
+                f"hotpath running: answers, progress, events, retention (pid {new_pid})"
+                in stack.current.output()
+            ),
             timeout=10,
             what="the new hotpath to run",
         )

@@ -1,0 +1,155 @@
+"""A private Redis Sentinel deployment for the failover tests: one master, one replica, three Sentinels.
+
+Debian's `redis-server` and `redis-sentinel`, each on a free loopback port, in a
+temporary folder, in sessions of their own; `stop` ends every process it started. The
+Sentinels are tuned for a test: a master silent for `DOWN_AFTER_MS` is down, and the
+quorum of two starts the failover at once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+from redis.sentinel import Sentinel
+
+from scripts.servers import free_port
+from tests.support.processes import wait_until
+
+SERVICE = "mymaster"
+#: How long a silent master takes to be judged down by a Sentinel.
+DOWN_AFTER_MS = 1_000
+FAILOVER_TIMEOUT_MS = 5_000
+
+
+def sentinel_binary() -> str | None:
+    found = shutil.which("redis-sentinel")
+    if found:
+        return found
+    return "/usr/bin/redis-sentinel" if os.access("/usr/bin/redis-sentinel", os.X_OK) else None
+
+
+@dataclass
+class _Server:
+    name: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+@dataclass
+class SentinelGroup:
+    directory: Path
+    servers: dict[str, _Server] = field(default_factory=dict)
+    sentinel_ports: list[int] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{SERVICE}/0"
+
+    def _start(self, name: str, binary: str, config: str) -> _Server:
+        folder = self.directory / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "redis.conf").write_text(config)  # Sentinels rewrite it: it must be writable
+        log = folder / "out.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [binary, str(folder / "redis.conf")],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=folder,
+            )
+        port = int(config.split("port ", 1)[1].split("\n", 1)[0])
+        server = self.servers[name] = _Server(name, port, process, log)
+        wait_until(lambda: _answers(port), timeout=10, what=f"{name} on port {port}")
+        return server
+
+    def start(self) -> SentinelGroup:
+        server_binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+        sentinel = sentinel_binary()
+        assert sentinel is not None
+        base = 'bind 127.0.0.1\nprotected-mode no\nsave ""\nappendonly no\ndaemonize no\n'
+        master = self._start("master", server_binary, f"port {free_port()}\n{base}")
+        self._start(
+            "replica", server_binary, f"port {free_port()}\n{base}replicaof 127.0.0.1 {master.port}\n"
+        )
+        wait_until(
+            lambda: (
+                redis.Redis(port=self.servers["replica"].port).info("replication").get("master_link_status")
+                == "up"
+            ),
+            timeout=15,
+            what="the replica to sync",
+        )
+        for index in range(3):
+            port = free_port()
+            self.sentinel_ports.append(port)
+            self._start(
+                f"sentinel-{index}",
+                sentinel,
+                f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n"
+                f"sentinel monitor {SERVICE} 127.0.0.1 {master.port} 2\n"
+                f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
+                f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
+                f"sentinel parallel-syncs {SERVICE} 1\n",
+            )
+        # Every Sentinel must know the replica and the other Sentinels before a failover can be voted.
+        wait_until(self._settled, timeout=30, what="the Sentinels to discover each other and the replica")
+        return self
+
+    def _replica_synced(self) -> bool:
+        with redis.Redis(port=self.servers["replica"].port) as client:
+            return bool(client.info("replication").get("master_link_status") == "up")
+
+    def _settled(self) -> bool:
+        for port in self.sentinel_ports:
+            with redis.Redis(port=port, decode_responses=True) as client:
+                state: dict[str, str] = client.sentinel_master(SERVICE)
+            if int(state["num-other-sentinels"]) < 2 or int(state["num-slaves"]) < 1:
+                return False
+        return True
+
+    def master_port(self) -> int:
+        manager = Sentinel([("127.0.0.1", p) for p in self.sentinel_ports], socket_timeout=1)
+        try:
+            return int(manager.discover_master(SERVICE)[1])
+        finally:
+            for client in manager.sentinels:
+                client.close()
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one server (no shutdown, no last replication)."""
+        server = self.servers[name]
+        os.killpg(server.process.pid, signal.SIGKILL)
+        server.process.wait(timeout=10)
+
+    def name_of(self, port: int) -> str:
+        return next(s.name for s in self.servers.values() if s.port == port)
+
+    def stop(self) -> None:
+        for server in self.servers.values():
+            if server.process.poll() is None:
+                os.killpg(server.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for server in self.servers.values():
+            try:
+                server.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(server.process.pid, signal.SIGKILL)
+                server.process.wait(timeout=5)
+
+
+def _answers(port: int) -> bool:
+    try:
+        with redis.Redis(port=port, socket_timeout=1) as client:
+            return bool(client.ping())
+    except redis.RedisError:
+        return False
