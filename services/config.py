@@ -17,6 +17,10 @@ from services.errors import ConfigError
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/mi_assessment"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
+#: Scheme of a Redis Cluster URL: `redis+cluster://[[user]:password@]host:port[,host:port...]`
+#: (any of the nodes; the client discovers the rest). It implies hash-tagged keys.
+REDIS_CLUSTER_SCHEME = "redis+cluster://"
+
 #: Size of the SQLAlchemy connection pool of one process.
 DEFAULT_DB_POOL_SIZE = 5
 
@@ -49,6 +53,23 @@ def normalize_database_url(url: str) -> str:
     return url
 
 
+def redis_hash_tags(env: Mapping[str, str], redis_url: str) -> bool:
+    """REDIS_HASH_TAGS: every Redis key in its hash-tagged form (`{report}:queue`, ...), one
+    slot per queue and per hot-path family, as a Redis Cluster needs. On by default for a
+    `redis+cluster://` URL (and cannot be turned off there); off otherwise, keeping the
+    names the .NET producer uses (`report:queue`)."""
+    raw = env.get("REDIS_HASH_TAGS", "").strip().lower()
+    cluster = redis_url.startswith(REDIS_CLUSTER_SCHEME)
+    if raw == "":
+        return cluster
+    if raw not in ("0", "1", "true", "false", "yes", "no", "on", "off"):
+        raise ConfigError(f"REDIS_HASH_TAGS must be 1 or 0, got {raw!r}")
+    value = raw in ("1", "true", "yes", "on")
+    if cluster and not value:
+        raise ConfigError("REDIS_HASH_TAGS=0 cannot work with a redis+cluster:// URL (keys would span slots)")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     database_url: str = DEFAULT_DATABASE_URL
@@ -58,19 +79,25 @@ class Settings:
     secret_key: str = ""
     #: Bearer tokens accepted on the admin API; empty means the admin API refuses every call.
     admin_tokens: tuple[str, ...] = field(default_factory=tuple)
+    #: Hash-tagged Redis keys (REDIS_HASH_TAGS, see `redis_hash_tags`).
+    redis_hash_tags: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
+        redis_url = _url(
+            env, "REDIS_URL", DEFAULT_REDIS_URL, ("redis://", "rediss://", "unix://", REDIS_CLUSTER_SCHEME)
+        )
         tokens = tuple(t.strip() for t in env.get("ADMIN_TOKENS", "").split(",") if t.strip())
         return cls(
             database_url=normalize_database_url(
                 _url(env, "DATABASE_URL", DEFAULT_DATABASE_URL, ("postgresql", "postgres"))
             ),
-            redis_url=_url(env, "REDIS_URL", DEFAULT_REDIS_URL, ("redis://", "rediss://", "unix://")),
+            redis_url=redis_url,
             db_pool_size=env_int(env, "DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE, minimum=1),
             secret_key=env.get("SECRET_KEY", ""),
             admin_tokens=tokens,
+            redis_hash_tags=redis_hash_tags(env, redis_url),
         )
 
     def with_overrides(self, **changes: object) -> Settings:
