@@ -57,10 +57,17 @@ def parse_cluster_url(url: str) -> ClusterURL:
 
 
 def cluster_client(url: str, **options: Any) -> redis.Redis:
-    """A `RedisCluster` for a `redis+cluster://` URL; `options` as for `redis.Redis`."""
+    """A `RedisCluster` for a `redis+cluster://` URL; `options` as for `redis.Redis`.
+
+    The first node is given to redis-py as a URL and the others as startup nodes: in its
+    URL form redis-py hands every option to each node's connection pool, so options of
+    the pool (e.g. the web tier's `connection_class`) reach every node, found later too.
+    """
     parsed = parse_cluster_url(url)
+    (host, port), *others = parsed.nodes
+    first = f"redis://[{host}]:{port}" if ":" in host else f"redis://{host}:{port}"
     settings: dict[str, Any] = {**parsed.credentials, **options}
-    client = RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in parsed.nodes], **settings)
+    client = RedisCluster(url=first, startup_nodes=[ClusterNode(h, p) for h, p in others], **settings)
     # RedisCluster is not a subclass of redis.Redis, but it offers the same commands,
     # scripts and pipelines (pipelines and scripts on one slot, which hash-tagged keys
     # guarantee); the pipeline's code is written against redis.Redis, so it is typed as one.
