@@ -34,6 +34,9 @@ def connection_errors() -> Iterator[None]:
         raise ConnectionClosed(exc) from exc
     except redis.TimeoutError as exc:
         raise ConnectionClosed(exc) from exc
+    except (redis.exceptions.ClusterDownError, redis.exceptions.SlotNotCoveredError) as exc:
+        # A cluster in failover (no master for a slot yet) is a Redis unavailable for now.
+        raise ConnectionClosed(exc) from exc
 
 
 def run_on(conn: AbstractConnection, command: tuple[Any, ...], script: Script | None = None) -> Any:
