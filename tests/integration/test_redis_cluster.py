@@ -27,9 +27,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from actors.adapters import QueueFigures, RedisReportQueue, queue_figures
 from actors.adapters.keys import Keyspace
 from actors.adapters.redis_client import redis_client
-from actors.broker import RedisListBroker
+from actors.broker import DEAD_MARK, RedisListBroker
 from actors.configure import default_middleware
 from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
+from actors.reconciler import Reconciler, ReconcilerSettings
 from actors.report_queue.codec import ReportCodec
 from actors.report_queue.message import ReportQueueMessage
 from scripts.processes import SessionProcess
@@ -115,7 +116,7 @@ def test_fetch_retry_dead_letter_and_reaper_on_the_cluster(
     def on_dead_letter(message: dramatiq.Message[Any]) -> None:
         dead.append(int(message.args[0]))
 
-    declare_actor(
+    actor = declare_actor(
         generate,
         cluster_broker,
         actor_name=REPORT_ACTOR_NAME,
@@ -129,8 +130,10 @@ def test_fetch_retry_dead_letter_and_reaper_on_the_cluster(
     cluster.lpush(lost, ReportQueueMessage.new(4).encode())
     cluster.zadd(report.heartbeats, {lost: 1})
     RedisReportQueue(cluster, key=report.queue, jobs_key=report.jobs).enqueue_many([1, 2, 3])
+    cluster.lpush(report.queue, b"not a job")  # quarantined, verbatim
+    actor.send_with_options(args=(5,), delay=300)  # the delayed set, then released on time
     assert queue_figures(cluster, hash_tag=True) == QueueFigures(
-        queued=3, dead=0, delayed=0, in_flight=1, invalid=0
+        queued=4, dead=0, delayed=1, in_flight=1, invalid=0
     )
 
     make_worker(cluster_broker)
@@ -141,16 +144,76 @@ def test_fetch_retry_dead_letter_and_reaper_on_the_cluster(
     assert len(runs[2]) == 2  # a failure, then the retry
     assert len(runs[3]) == 4  # the first attempt and three retries
     assert runs[4] == [1]  # one delivery lost with its worker
+    assert runs[5] == [0]
     assert dead == [3]
     [letter] = cluster.lrange(report.dead, 0, -1)
     assert ReportQueueMessage.decode(as_bytes(letter)).record_id == 3
+    assert cluster.lrange(report.invalid, 0, -1) == [b"not a job"]
     assert queue_figures(cluster, hash_tag=True) == QueueFigures(
-        queued=0, dead=1, delayed=0, in_flight=0, invalid=0
+        queued=0, dead=1, delayed=0, in_flight=0, invalid=1
     )
     assert not cluster.exists(lost)
     assert not cluster.exists(report.crashed)  # the lost delivery's count went with its ack
     assert cluster.hgetall(report.jobs) == {}  # every job ended
     assert not cluster.exists("report:queue", "report:queue:dead", "broker:heartbeats")  # no untagged key
+
+
+def test_a_closing_consumer_gives_its_prefetched_messages_back(
+    cluster: redis.Redis, cluster_broker: RedisListBroker
+) -> None:
+    """requeue.lua and release.lua on the cluster: what was fetched but never started returns."""
+    declare_actor(
+        lambda record_id: None, cluster_broker, actor_name=REPORT_ACTOR_NAME, queue_name=REPORT_QUEUE_NAME
+    )
+    report = KEYS.report
+    RedisReportQueue(cluster, key=report.queue, jobs_key=report.jobs).enqueue_many([1, 2, 3])
+    consumer = cluster_broker.consume(REPORT_QUEUE_NAME, prefetch=3, timeout=1000)
+    first = next(consumer)
+    assert first is not None
+    assert cluster.llen(consumer.processing_key) == 3
+    consumer.ack(first)
+    consumer.close()
+    queued = [ReportQueueMessage.decode(as_bytes(m)).record_id for m in cluster.lrange(report.queue, 0, -1)]
+    assert queued == [3, 2]  # `2` is next, as before
+    assert not cluster.exists(consumer.processing_key)
+    assert cluster.zcard(report.heartbeats) == 0
+    assert cluster.hgetall(report.jobs) == {b"2": b"1", b"3": b"1"}
+
+
+def test_the_reconciler_on_the_cluster(
+    cluster: redis.Redis, make_record: Callable[..., int], session_factory: sessionmaker[Session]
+) -> None:
+    """enqueue_missing.lua and clear_dead_marks.lua with hash-tagged keys, and its event log."""
+    lost, dead_lettered = make_record(status=3), make_record(status=3)
+    with session_factory() as session:
+        session.execute(
+            text(
+                "UPDATE assessment_records SET updated_at = now() - interval '1 minute' WHERE id = ANY(:ids)"
+            ),
+            {"ids": [lost, dead_lettered]},
+        )
+        session.commit()
+    report = KEYS.report
+    cluster.hset(report.jobs, str(dead_lettered), DEAD_MARK)  # its status-5 write had failed
+    healer = Reconciler(
+        cluster,
+        session_factory,
+        ReconcilerSettings(grace_ms=5_000),
+        queue_key=report.queue,
+        jobs_key=report.jobs,
+        events_keys=KEYS.eventlog,
+    )
+    try:
+        result = healer.run_once()
+    finally:
+        healer.close()
+    assert result.enqueued == [lost]
+    assert result.failed == [dead_lettered]
+    assert status_of(session_factory, dead_lettered) == RecordStatus.FAILED
+    [job] = cluster.lrange(report.queue, 0, -1)
+    assert ReportQueueMessage.decode(as_bytes(job)).record_id == lost
+    assert cluster.hgetall(report.jobs) == {str(lost).encode(): b"1"}  # the dead mark is cleared
+    assert cluster.llen(KEYS.eventlog.queue) == 2  # a requeue and a failure recorded
 
 
 @pytest.fixture
