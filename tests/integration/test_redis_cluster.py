@@ -1,6 +1,6 @@
 """The pipeline on a three-master Redis Cluster, keys hash-tagged (REDIS_HASH_TAGS).
 
-A private cluster (tests/support/cluster.py) is started for this module and stopped after
+A private cluster (scripts/cluster.py) is started for this module and stopped after
 it. Every Lua script and transaction must stay on one slot: a key of another slot would
 fail with CROSSSLOT, a key on another node with MOVED, so each step below passing is the
 proof. In-process: the broker's fetch, retry, dead letter and reaper. As processes: the
@@ -33,6 +33,7 @@ from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
 from actors.reconciler import Reconciler, ReconcilerSettings
 from actors.report_queue.codec import ReportCodec
 from actors.report_queue.message import ReportQueueMessage
+from scripts.cluster import redis_cluster
 from scripts.processes import SessionProcess
 from services.config import Settings
 from services.status import RecordStatus
@@ -41,7 +42,6 @@ from tests.integration.hotpath_support import QUESTION_IDS, stored_answers, trun
 from tests.integration.web_support import USER_PATH
 from tests.record_state import status_of
 from tests.support.actors import declare_actor
-from tests.support.cluster import redis_cluster
 from tests.support.envelope import data
 from tests.support.processes import WorkerProcess, wait_until
 from tests.support.redis_keys import as_bytes

@@ -1,4 +1,5 @@
-"""A private three-master Redis Cluster on loopback ports, for the hash-tagged mode's tests.
+"""A private three-master Redis Cluster on loopback ports, for the hash-tagged mode's tests
+and benchmarks (tests/integration/test_redis_cluster.py, bench/cluster.py).
 
 Debian's `redis-server --cluster-enabled yes`, three times, in a temporary folder, joined
 with `redis-cli --cluster create ... --cluster-yes`; stopped and removed afterwards.
@@ -7,13 +8,14 @@ Each node also needs its cluster bus port (port + 10000) free.
 
 from __future__ import annotations
 
+import functools
 import random
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -42,8 +44,7 @@ def free_cluster_ports(count: int) -> list[int]:
     return ports
 
 
-def _wait(check: object, what: str, timeout: float = READY_TIMEOUT_S) -> None:
-    assert callable(check)
+def _wait(check: Callable[[], bool], what: str, timeout: float = READY_TIMEOUT_S) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -52,7 +53,17 @@ def _wait(check: object, what: str, timeout: float = READY_TIMEOUT_S) -> None:
         except (redis.RedisError, OSError):
             pass
         time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+def _answers(port: int) -> bool:
+    with redis.Redis(port=port, socket_timeout=1) as client:
+        return bool(client.ping())
+
+
+def _sees_cluster_ok(port: int) -> bool:
+    with redis.Redis(port=port, socket_timeout=1) as client:
+        return bool(client.cluster("info")["cluster_state"] == "ok")
 
 
 @contextmanager
@@ -61,7 +72,7 @@ def redis_cluster(masters: int = 3) -> Iterator[str]:
     server = shutil.which("redis-server")
     cli = shutil.which("redis-cli")
     if server is None or cli is None:
-        raise AssertionError("redis-server and redis-cli are needed (apt-get install redis-server)")
+        raise RuntimeError("redis-server and redis-cli are needed (apt-get install redis-server)")
     base = Path(tempfile.mkdtemp(prefix="mi-cluster-"))
     ports = free_cluster_ports(masters)
     procs: list[subprocess.Popen[bytes]] = []
@@ -88,7 +99,7 @@ def redis_cluster(masters: int = 3) -> Iterator[str]:
                 )
             )  # fmt: skip
         for port in ports:
-            _wait(lambda p=port: redis.Redis(port=p, socket_timeout=1).ping(), f"node {port} to answer")
+            _wait(functools.partial(_answers, port), f"node {port} to answer")
         subprocess.run(
             [cli, "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports], "--cluster-yes"],
             check=True,
@@ -96,10 +107,7 @@ def redis_cluster(masters: int = 3) -> Iterator[str]:
             timeout=60,
         )
         for port in ports:
-            _wait(
-                lambda p=port: redis.Redis(port=p, socket_timeout=1).cluster("info")["cluster_state"] == "ok",
-                f"node {port} to see the cluster ok",
-            )
+            _wait(functools.partial(_sees_cluster_ok, port), f"node {port} to see the cluster ok")
         yield "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in ports)
     finally:
         for proc in procs:
