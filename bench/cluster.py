@@ -6,7 +6,8 @@ keys, and a private three-master Redis Cluster (REDIS_HASH_TAGS, docs/cluster.md
 Every mode runs against servers of its own, started here and stopped afterwards (a
 redis-server, and scripts/cluster.py's cluster), never the test servers. For each run, N
 messages are enqueued in batches of 1000 (timed), then drained by an in-process Dramatiq
-worker (timed: from starting the worker to the N-th call). Figures are medians.
+worker (timed: from starting the worker to the N-th call). Modes are interleaved run by
+run; figures are medians.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def one_run(url: str, hash_tags: bool, n: int, threads: int) -> tuple[float, flo
     return enqueue_s, drain_s
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="python -m bench.cluster", description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=5_000, help="messages per run (default 5000)")
     parser.add_argument("--threads", type=int, default=8, help="worker threads (default 8)")
@@ -78,21 +79,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             ("one Redis, hash-tagged keys", single, True),
             ("Redis Cluster, 3 masters", cluster, True),
         ]
-        for label, url, tags in modes:
-            runs = [one_run(url, tags, args.n, args.threads) for _ in range(args.runs)]
-            enqueue = statistics.median(r[0] for r in runs)
-            drain = statistics.median(r[1] for r in runs)
-            results["modes"][label] = {"enqueue_s": enqueue, "drain_s": drain}
+        # Interleaved run by run (A B C A B C ...), so a noisy moment hits every mode alike.
+        runs: dict[str, list[tuple[float, float]]] = {label: [] for label, _, _ in modes}
+        for _ in range(args.runs):
+            for label, url, tags in modes:
+                runs[label].append(one_run(url, tags, args.n, args.threads))
+        for label, _, _ in modes:
+            enqueue = statistics.median(r[0] for r in runs[label])
+            drain = statistics.median(r[1] for r in runs[label])
+            results["modes"][label] = {"enqueue_s": enqueue, "drain_s": drain, "runs": runs[label]}
             rows.append([label, f"{args.n / enqueue:,.0f}", f"{args.n / drain:,.0f}"])
             output.log(f"{label}: enqueue {args.n / enqueue:,.0f}/s, drain {args.n / drain:,.0f}/s")
-    output.print_table(
+    table = output.print_table(
         f"No-op throughput, {args.n} messages, {args.threads} threads, median of {args.runs}",
         ["mode", "enqueue (msg/s, batches of 1000)", "drain (msg/s)"],
         rows,
     )
+    results["tables"] = [table]
     output.write_results("cluster", results)
-    return 0
+    return results
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()
