@@ -24,6 +24,7 @@ from actors.adapters.redis_clients import redis_client
 from actors.broker import (
     DEFAULT_HEARTBEAT_INTERVAL_MS,
     DEFAULT_HEARTBEAT_TIMEOUT_MS,
+    DEFAULT_SOCKET_TIMEOUT,
     AvailabilityGate,
     ExactRetries,
     Probe,
@@ -69,9 +70,16 @@ def build_broker(settings: Settings | None = None) -> RedisListBroker:
     heartbeat_timeout = env_int(
         os.environ, "BROKER_HEARTBEAT_TIMEOUT_MS", DEFAULT_HEARTBEAT_TIMEOUT_MS, minimum=2_000
     )
+    client = redis_client(
+        settings.redis_url,
+        socket_timeout=DEFAULT_SOCKET_TIMEOUT,
+        socket_connect_timeout=5,
+        socket_keepalive=True,
+        health_check_interval=30,
+    )
     return RedisListBroker(
-        url=settings.redis_url,
-        client_factory=redis_client,  # a redis+sentinel:// URL too
+        client=client,
+        hash_tags=settings.redis_hash_tags,
         middleware=default_middleware(database_available),
         codecs={REPORT_QUEUE_NAME: ReportCodec(REPORT_QUEUE_NAME, REPORT_ACTOR_NAME)},
         heartbeat_timeout_ms=heartbeat_timeout,

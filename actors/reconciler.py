@@ -36,6 +36,7 @@ import redis
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters import RedisEventSink, RedisLock, RedisReportQueue
+from actors.adapters.keys import EventLogKeys, Keyspace
 from actors.adapters.redis_clients import redis_client
 from actors.constants import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
 from services import reconcile
@@ -100,6 +101,7 @@ class Reconciler:
         *,
         queue_key: str = REPORT_QUEUE_KEY,
         jobs_key: str = REPORT_JOBS_KEY,
+        events_keys: EventLogKeys | None = None,
     ) -> None:
         self.client = client
         self.factory = factory
@@ -107,7 +109,7 @@ class Reconciler:
         self.queue = RedisReportQueue(client, key=queue_key, jobs_key=jobs_key)
         self.jobs_key = jobs_key
         self.lock = RedisLock(client, LOCK_KEY)
-        self.events = RedisEventSink(client)
+        self.events = RedisEventSink(client, events_keys)
 
     def run_once(self) -> PassReport:
         """One pass over every record owed; raises on a Redis or database error (retried next pass)."""
@@ -220,7 +222,15 @@ def main() -> int:
     )
     settings = Settings.from_env()
     client = redis_client(settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
-    reconciler = Reconciler(client, session_factory(settings), ReconcilerSettings.from_env())
+    keys = Keyspace.of(settings.redis_hash_tags)
+    reconciler = Reconciler(
+        client,
+        session_factory(settings),
+        ReconcilerSettings.from_env(),
+        queue_key=keys.report.queue,
+        jobs_key=keys.report.jobs,
+        events_keys=keys.eventlog,
+    )
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

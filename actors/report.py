@@ -18,6 +18,7 @@ import dramatiq
 from dramatiq.middleware import CurrentMessage
 
 from actors.adapters.events import RedisEventSink
+from actors.adapters.keys import Keyspace
 from actors.adapters.redis_clients import redis_client
 from actors.broker import DependencyUnavailable, actor_spec
 from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, RETRY_DELAYS_MS
@@ -52,8 +53,11 @@ def _events() -> EventSink:
     with _sinks_lock:
         sink = _sinks.get(os.getpid())
         if sink is None:
-            client = redis_client(Settings.from_env().redis_url, socket_connect_timeout=2, socket_timeout=5)
-            sink = _sinks[os.getpid()] = RedisEventSink(client)
+            settings = Settings.from_env()
+            client = redis_client(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
+            sink = _sinks[os.getpid()] = RedisEventSink(
+                client, Keyspace.of(settings.redis_hash_tags).eventlog
+            )
         return sink
 
 

@@ -22,6 +22,10 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 #: The time zone in which users read times (pages and texts; the API's JSON carries offsets).
 DEFAULT_DISPLAY_TIMEZONE = "Asia/Shanghai"
 
+#: Scheme of a Redis Cluster URL: `redis+cluster://[[user]:password@]host:port[,host:port...]`
+#: (any of the nodes; the client discovers the rest). It implies hash-tagged keys.
+REDIS_CLUSTER_SCHEME = "redis+cluster://"
+
 #: Size of the SQLAlchemy connection pool of one process.
 DEFAULT_DB_POOL_SIZE = 5
 
@@ -68,7 +72,12 @@ def time_zone(name: str, variable: str = "DISPLAY_TIMEZONE") -> ZoneInfo:
 
 
 def _redis_url(env: Mapping[str, str]) -> str:
-    url = _url(env, "REDIS_URL", DEFAULT_REDIS_URL, ("redis://", "rediss://", "unix://", SENTINEL_SCHEME))
+    url = _url(
+        env,
+        "REDIS_URL",
+        DEFAULT_REDIS_URL,
+        ("redis://", "rediss://", "unix://", SENTINEL_SCHEME, REDIS_CLUSTER_SCHEME),
+    )
     if is_sentinel_url(url):
         try:
             parse_sentinel_url(url)  # refused at start-up rather than at the first connection
@@ -83,6 +92,23 @@ def normalize_database_url(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix) :]
     return url
+
+
+def redis_hash_tags(env: Mapping[str, str], redis_url: str) -> bool:
+    """REDIS_HASH_TAGS: every Redis key in its hash-tagged form (`{report}:queue`, ...), one
+    slot per queue and per hot-path family, as a Redis Cluster needs. On by default for a
+    `redis+cluster://` URL (and cannot be turned off there); off otherwise, keeping the
+    names the .NET producer uses (`report:queue`)."""
+    raw = env.get("REDIS_HASH_TAGS", "").strip().lower()
+    cluster = redis_url.startswith(REDIS_CLUSTER_SCHEME)
+    if raw == "":
+        return cluster
+    if raw not in ("0", "1", "true", "false", "yes", "no", "on", "off"):
+        raise ConfigError(f"REDIS_HASH_TAGS must be 1 or 0, got {raw!r}")
+    value = raw in ("1", "true", "yes", "on")
+    if cluster and not value:
+        raise ConfigError("REDIS_HASH_TAGS=0 cannot work with a redis+cluster:// URL (keys would span slots)")
+    return value
 
 
 @dataclass(frozen=True)
@@ -106,15 +132,19 @@ class Settings:
     def display_zone(self) -> ZoneInfo:
         return time_zone(self.display_timezone)
 
+    #: Hash-tagged Redis keys (REDIS_HASH_TAGS, see `redis_hash_tags`).
+    redis_hash_tags: bool = False
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
+        redis_url = _redis_url(env)
         tokens = tuple(t.strip() for t in env.get("ADMIN_TOKENS", "").split(",") if t.strip())
         return cls(
             database_url=normalize_database_url(
                 _url(env, "DATABASE_URL", DEFAULT_DATABASE_URL, ("postgresql", "postgres"))
             ),
-            redis_url=_redis_url(env),
+            redis_url=redis_url,
             db_pool_size=env_int(env, "DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE, minimum=1),
             db_max_overflow=(
                 env_int(env, "DB_MAX_OVERFLOW", 0, minimum=0)
@@ -127,6 +157,7 @@ class Settings:
             display_timezone=time_zone(
                 env.get("DISPLAY_TIMEZONE", "").strip() or DEFAULT_DISPLAY_TIMEZONE
             ).key,
+            redis_hash_tags=redis_hash_tags(env, redis_url),
         )
 
     def with_overrides(self, **changes: object) -> Settings:

@@ -15,6 +15,7 @@ import redis
 from flask import Flask
 
 from actors.adapters import RedisAutosaveStore, RedisEventSink, RedisReportQueue
+from actors.adapters.keys import Keyspace
 from services.autosave import ActiveQuestions, AutosaveStore
 from services.config import Settings
 from services.db import session_factory
@@ -103,18 +104,21 @@ def create_app(
     # Short timeouts and a fail-fast guard (web/redis_guard.py): a hung Redis must not
     # hold a request thread for more than about a second.
     client = redis_client or guarded_redis(settings.redis_url)
+    keys = Keyspace.of(settings.redis_hash_tags)
     deps.install(
         app,
         deps.Dependencies(
             settings=settings,
             session_factory=session_factory(settings),
-            report_queue=report_queue or RedisReportQueue(client),
+            report_queue=report_queue
+            or RedisReportQueue(client, key=keys.report.queue, jobs_key=keys.report.jobs),
             redis=client,
-            autosave=autosave_store or RedisAutosaveStore(client),
+            autosave=autosave_store or RedisAutosaveStore(client, keys.autosave),
             # Its fallback while Redis is down: the same database as the rest of the app.
             events=event_sink
             or RedisEventSink(
                 client,
+                keys.eventlog,
                 fallback=DirectEventWriter(
                     settings.database_url, transaction_pooling=settings.db_transaction_pooling
                 ),

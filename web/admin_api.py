@@ -17,6 +17,7 @@ from services.events import EventType
 from services.limits import MAX_ID
 from services.status import RecordStatus
 from services.views import RecordFilter
+from web import deps
 from web.auth import require_admin
 from web.deps import autosave_store, new_uow, redis_client, report_queue
 from web.envelope import ok
@@ -93,7 +94,7 @@ def record_events() -> Response:
 @bp.get("/queue/stats")
 def queue_stats() -> Response:
     try:
-        figures = queue_figures(redis_client())
+        figures = queue_figures(redis_client(), hash_tag=deps.current().settings.redis_hash_tags)
     except redis.RedisError as exc:
         raise QueueUnavailable(f"queue figures unavailable: {exc}") from exc
     return ok(figures)

@@ -25,6 +25,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from actors.adapters.redis_clients import connection_pool
+from actors.adapters.redis_cluster import cluster_client, is_cluster_url
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,16 @@ def guarded_redis(
     server; whoever calls decides what a failure means.
     """
     guard = guard or RedisGuard()
+    if is_cluster_url(url):
+        # One guard for the whole cluster: a node that hangs fails requests fast like a
+        # single server would (the client still follows MOVED redirections).
+        return cluster_client(
+            url,
+            connection_class=_guarded_connection_class(redis.Connection, guard),
+            socket_connect_timeout=connect_timeout_s,
+            socket_timeout=socket_timeout_s,
+            retry=Retry(NoBackoff(), 0),
+        )
     pool = connection_pool(  # a redis+sentinel:// URL too: the guard wraps the Sentinel-managed class
         url,
         socket_connect_timeout=connect_timeout_s,

@@ -11,6 +11,8 @@ from actors.constants import REPORT_QUEUE_NAME
 __all__ = ["QueueFigures", "queue_figures"]
 
 
-def queue_figures(client: redis.Redis, queue_name: str = REPORT_QUEUE_NAME) -> QueueFigures:
+def queue_figures(
+    client: redis.Redis, queue_name: str = REPORT_QUEUE_NAME, *, hash_tag: bool = False
+) -> QueueFigures:
     """One consistent reading of the report queue's figures (a single Lua call)."""
-    return broker_queue_figures(client, queue_name)
+    return broker_queue_figures(client, queue_name, hash_tag=hash_tag)

@@ -1,7 +1,9 @@
 """Redis keys and lifetimes of the hot path: shared by its adapters (autosave store, event
 sink) and its loops (actors/hotpath/).
 
-Redis keys (all strings are the defaults; the key classes take a prefix for benchmarks):
+Redis keys (all strings are the defaults; the key classes take a prefix for benchmarks;
+`Keyspace` gives every family in the layout REDIS_HASH_TAGS chooses, `{hotpath}:...` and
+`{eventlog}:...` when hash-tagged, so each family lives in one Redis Cluster slot):
 
 | key | type | what |
 |---|---|---|
@@ -25,6 +27,9 @@ Redis keys (all strings are the defaults; the key classes take a prefix for benc
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from actors.broker.keys import QueueKeys
+from actors.constants import REPORT_QUEUE_NAME
 
 #: Prefix of every hot-path key but the event log's.
 HOTPATH_PREFIX = "hotpath:"
@@ -100,3 +105,39 @@ class EventLogKeys:
 
 #: The retention loop's lease (event-log partitions, purges, trimming of the invalid lists).
 RETENTION_LOCK_KEY = f"{HOTPATH_PREFIX}retention:lock"
+
+
+def family_prefix(family: str, *, hash_tag: bool = False) -> str:
+    """`family:`, or `{family}:` when hash-tagged: every key of the family then shares one
+    Redis Cluster slot, so each of its Lua scripts and MULTI blocks runs on one node."""
+    return f"{{{family}}}:" if hash_tag else f"{family}:"
+
+
+@dataclass(frozen=True)
+class Keyspace:
+    """Every Redis key family of the pipeline, in the layout of REDIS_HASH_TAGS.
+
+    Default: today's names (`report:queue`, `hotpath:answers:dirty`, `eventlog:queue`);
+    hash-tagged: `{report}:queue`, `{hotpath}:answers:dirty`, `{eventlog}:queue`, one tag
+    per family whose keys a script or a transaction uses together. A new key goes into
+    one of these families (or a new one built with `family_prefix`), never spelled out.
+    """
+
+    hash_tags: bool
+    #: The report queue's broker keys (actors/broker/keys.py).
+    report: QueueKeys
+    autosave: AutosaveKeys
+    eventlog: EventLogKeys
+    #: The hot-path loops' run-time settings hash (actors/hotpath/settings.py).
+    hotpath_settings: str
+
+    @classmethod
+    def of(cls, hash_tags: bool = False) -> Keyspace:
+        hotpath = family_prefix("hotpath", hash_tag=hash_tags)
+        return cls(
+            hash_tags=hash_tags,
+            report=QueueKeys.for_queue(REPORT_QUEUE_NAME, hash_tag=hash_tags),
+            autosave=AutosaveKeys.default(hotpath),
+            eventlog=EventLogKeys.with_prefix(family_prefix("eventlog", hash_tag=hash_tags)),
+            hotpath_settings=hotpath + "settings",
+        )

@@ -1,4 +1,4 @@
-"""Redis clients from REDIS_URL, a single server's URL or a `redis+sentinel://` one.
+"""Redis clients from REDIS_URL: a single server, a `redis+sentinel://` or a `redis+cluster://` URL.
 
 Every process (web, workers, hotpath, reconciler) makes its clients here. With a
 Sentinel URL (services/sentinel_url.py) the pool is redis-py's `SentinelConnectionPool`:
@@ -16,6 +16,7 @@ from typing import Any
 import redis
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
+from actors.adapters.redis_cluster import cluster_client, is_cluster_url
 from services.sentinel_url import is_sentinel_url, parse_sentinel_url
 
 #: Settings that apply to the Sentinel connections too (the rest only to the master's).
@@ -40,7 +41,10 @@ def connection_pool(url: str, **kwargs: Any) -> redis.ConnectionPool:
 
 
 def redis_client(url: str, **kwargs: Any) -> redis.Redis:
-    """A client for `url` (a single server or a Sentinel-watched master); closing it closes its pool."""
+    """A client for `url` (a single server, a Sentinel-watched master or a Redis Cluster,
+    see redis_cluster.py); closing it closes its pool."""
+    if is_cluster_url(url):
+        return cluster_client(url, **kwargs)
     if not is_sentinel_url(url):
         return redis.Redis.from_url(url, **kwargs)
     return redis.Redis.from_pool(connection_pool(url, **kwargs))

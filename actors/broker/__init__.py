@@ -3,7 +3,8 @@
 It imports only the standard library, `dramatiq` and `redis`, and importing it builds
 nothing: an application builds a `RedisListBroker` and sets it with `dramatiq.set_broker`.
 
-- `RedisListBroker` (broker.py): queue `q` is the list `q:queue`; reliable fetch into
+- `RedisListBroker` (broker.py): queue `q` is the list `q:queue` (`{q}:queue` with
+  `hash_tags=True`, for Redis Cluster: keys.py); reliable fetch into
   per-consumer processing lists (consumer.py); heartbeats, the reaper and the release of
   delayed messages in one housekeeping thread per process (maintenance.py); hot-path
   connections (connections.py); one Lua file per atomic step (lua/, scripts.py).

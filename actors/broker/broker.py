@@ -32,9 +32,10 @@ from dramatiq.errors import QueueJoinTimeout, QueueNotFound
 from dramatiq.middleware import Middleware
 
 from actors.broker.codecs import Codec, DramatiqCodec, job_key_pattern
-from actors.broker.connections import DirectConnections, connection_errors
+from actors.broker.connections import connection_errors, hot_path_connections
 from actors.broker.consumer import MAX_BLOCK_SECONDS, RedisListConsumer
-from actors.broker.keys import HEARTBEATS_KEY, QueueKeys
+from actors.broker.figures import read_figures
+from actors.broker.keys import QueueKeys
 from actors.broker.maintenance import Maintenance
 from actors.broker.scripts import Scripts
 
@@ -68,7 +69,8 @@ class RedisListBroker(Broker):
 
     Parameters:
       url: Redis URL (ignored when `client` is given).
-      client: a ready `redis.Redis`; the broker uses it from several threads.
+      client: a ready `redis.Redis` (or `redis.cluster.RedisCluster`, with `hash_tags`);
+        the broker uses it from several threads.
       client_factory: makes the client from `url` and the broker's connection settings
         (timeouts, keepalive), default `redis.Redis.from_url`; an application passes its
         own to reach Redis another way (e.g. through Sentinel) without the broker parsing it.
@@ -77,6 +79,8 @@ class RedisListBroker(Broker):
       heartbeat_timeout_ms: silence after which a consumer is presumed dead.
       heartbeat_interval_ms: period of heartbeats and of the reaper.
       delay_poll_ms: longest sleep of the delay scheduler.
+      hash_tags: name every key of a queue `{q}:queue...` so it lands in one Redis
+        Cluster slot (see keys.py); the default keeps `q:queue...`.
     """
 
     queues: dict[str, QueueKeys]
@@ -92,6 +96,7 @@ class RedisListBroker(Broker):
         heartbeat_timeout_ms: int = DEFAULT_HEARTBEAT_TIMEOUT_MS,
         heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS,
         delay_poll_ms: int = DEFAULT_DELAY_POLL_MS,
+        hash_tags: bool = False,
     ) -> None:
         if heartbeat_interval_ms <= 0 or heartbeat_timeout_ms <= heartbeat_interval_ms:
             raise ValueError("need 0 < heartbeat_interval_ms < heartbeat_timeout_ms")
@@ -105,13 +110,14 @@ class RedisListBroker(Broker):
         )
         self.scripts = Scripts.register(self.client)
         #: Connections of the hot paths (enqueue, the consumers' fetches), see connections.run_on.
-        self.direct = DirectConnections(self.client)
+        self.direct = hot_path_connections(self.client)
+        #: Whether keys are hash-tagged (a Redis Cluster): see keys.py.
+        self.hash_tags = hash_tags
         self.codecs: dict[str, Codec] = dict(codecs or {})
         self.default_codec: Codec = DramatiqCodec()
         self.heartbeat_timeout_ms = heartbeat_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.delay_poll_ms = delay_poll_ms
-        self.heartbeats_key = HEARTBEATS_KEY
         self.queues = {}
         self._maintenance: Maintenance | None = None
         self._maintenance_lock = threading.Lock()
@@ -133,7 +139,7 @@ class RedisListBroker(Broker):
     def declare_queue(self, queue_name: str) -> None:
         if queue_name not in self.queues:
             self.emit_before("declare_queue", queue_name)
-            self.queues[queue_name] = QueueKeys.for_queue(queue_name)
+            self.queues[queue_name] = QueueKeys.for_queue(queue_name, hash_tag=self.hash_tags)
             self.emit_after("declare_queue", queue_name)
 
     def get_declared_delay_queues(self) -> set[str]:
@@ -163,7 +169,11 @@ class RedisListBroker(Broker):
         return message
 
     def enqueue_many(self, messages: Iterable[dramatiq.Message[Any]]) -> list[dramatiq.Message[Any]]:
-        """Enqueue several messages in one round trip (one LPUSH per queue), hooks included."""
+        """Enqueue several messages in one round trip (one LPUSH per queue), hooks included.
+
+        With hash-tagged keys (a cluster, where queues may live on different nodes) it is
+        one round trip per queue instead.
+        """
         by_queue: dict[str, list[str | bytes]] = {}
         sent = []
         for message in messages:
@@ -174,20 +184,33 @@ class RedisListBroker(Broker):
             sent.append(message)
         if by_queue:
             with connection_errors():
-                pipe = self.client.pipeline(transaction=False)
-                for queue_name, payloads in by_queue.items():
-                    keys = self.queue_keys(queue_name)
-                    pattern = job_key_pattern(self.codec_for(queue_name))
-                    if pattern:
-                        self.scripts.enqueue(
-                            keys=[keys.queue, keys.jobs], args=[pattern, *payloads], client=pipe
-                        )
-                    else:
-                        pipe.lpush(keys.queue, *payloads)
-                pipe.execute()
+                if self.hash_tags:
+                    self._enqueue_per_queue(by_queue)
+                else:
+                    self._enqueue_pipelined(by_queue)
         for message in sent:
             self.emit_after("enqueue", message, None)
         return sent
+
+    def _enqueue_pipelined(self, by_queue: Mapping[str, list[str | bytes]]) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        for queue_name, payloads in by_queue.items():
+            keys = self.queue_keys(queue_name)
+            pattern = job_key_pattern(self.codec_for(queue_name))
+            if pattern:
+                self.scripts.enqueue(keys=[keys.queue, keys.jobs], args=[pattern, *payloads], client=pipe)
+            else:
+                pipe.lpush(keys.queue, *payloads)
+        pipe.execute()
+
+    def _enqueue_per_queue(self, by_queue: Mapping[str, list[str | bytes]]) -> None:
+        for queue_name, payloads in by_queue.items():
+            keys = self.queue_keys(queue_name)
+            pattern = job_key_pattern(self.codec_for(queue_name))
+            if pattern:
+                self.direct.run_script(self.scripts.enqueue, [keys.queue, keys.jobs], [pattern, *payloads])
+            else:
+                self.direct.run("LPUSH", keys.queue, *payloads)
 
     def delay_scheduled(self, delay_ms: int) -> None:
         """A delayed message was stored: let this process's scheduler recompute its sleep."""
@@ -236,11 +259,7 @@ class RedisListBroker(Broker):
         """Messages queued, delayed or in flight on a queue (what `join` waits for), read atomically."""
         keys = self.queue_keys(queue_name)
         with connection_errors():
-            queued, _dead, delayed, _invalid, in_flight = self.scripts.figures(
-                keys=[self.heartbeats_key, keys.queue, keys.dead, keys.delayed, keys.invalid],
-                args=[keys.processing_prefix],
-            )
-        return int(queued) + int(delayed) + int(in_flight)
+            return read_figures(lambda k, a: self.scripts.figures(keys=k, args=a), keys).pending
 
     def join(self, queue_name: str, *, timeout: int | None = None) -> None:
         """Wait until nothing is queued, delayed or in flight on the queue."""

@@ -3,7 +3,9 @@
 `connection_errors` turns redis-py's connection failures into Dramatiq's
 `ConnectionClosed`, so its consumer threads log, pause and reconnect. `run_on`,
 `DirectConnections` and `ScriptChannel` send the hot-path commands (enqueue, a
-consumer's fetch) without redis-py's per-call machinery.
+consumer's fetch) without redis-py's per-call machinery. On a Redis Cluster client
+(which routes each command to the node of its keys' slot) `ClusterCommands` sends them
+through the client instead: `hot_path_connections` picks one.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import redis
 from dramatiq.errors import ConnectionClosed
+from redis.cluster import RedisCluster
 from redis.commands.core import Script
 from redis.connection import AbstractConnection
 
@@ -30,6 +33,9 @@ def connection_errors() -> Iterator[None]:
     except redis.ConnectionError as exc:
         raise ConnectionClosed(exc) from exc
     except redis.TimeoutError as exc:
+        raise ConnectionClosed(exc) from exc
+    except (redis.exceptions.ClusterDownError, redis.exceptions.SlotNotCoveredError) as exc:
+        # A cluster in failover (no master for a slot yet) is a Redis unavailable for now.
         raise ConnectionClosed(exc) from exc
 
 
@@ -75,6 +81,63 @@ def run_on(conn: AbstractConnection, command: tuple[Any, ...], script: Script | 
 
 #: A connection idle for longer than this is checked for a close by the server before use.
 IDLE_CHECK_SECONDS = 1.0
+
+
+class ScriptCaller(Protocol):
+    """Runs a consumer's fetch script, from the consumer thread and acking threads."""
+
+    def call(self, script: Script, keys: list[str], args: list[Any]) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class HotPathConnections(Protocol):
+    """What the broker's hot paths send their commands through (`DirectConnections` or
+    `ClusterCommands`)."""
+
+    def run(self, *command: Any) -> Any: ...
+
+    def run_script(self, script: Script, keys: list[str], args: list[Any]) -> Any: ...
+
+    def channel(self) -> ScriptCaller:
+        """A consumer's own way of calling its fetch script."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def hot_path_connections(client: redis.Redis) -> HotPathConnections:
+    """`ClusterCommands` for a `RedisCluster` client, else `DirectConnections`."""
+    if isinstance(client, RedisCluster):
+        return ClusterCommands(client)
+    return DirectConnections(client)
+
+
+class ClusterCommands:
+    """The hot paths on a Redis Cluster: every command through the client, which sends it
+    to the node serving its keys' slot and follows MOVED/ASK redirections.
+
+    The direct connections' shortcut needs one server; on a cluster the client's routing
+    is what makes the command land on the right node, so it is worth its cost here.
+    """
+
+    def __init__(self, client: RedisCluster) -> None:
+        self.client = client
+
+    def run(self, *command: Any) -> Any:
+        return self.client.execute_command(*command)
+
+    def run_script(self, script: Script, keys: list[str], args: list[Any]) -> Any:
+        return script(keys=keys, args=args, client=self.client)
+
+    def channel(self) -> ScriptCaller:
+        return self
+
+    def call(self, script: Script, keys: list[str], args: list[Any]) -> Any:
+        return self.run_script(script, keys, args)
+
+    def close(self) -> None:
+        """Nothing of its own: the connections are the client's."""
 
 
 class DirectConnections:
@@ -124,6 +187,9 @@ class DirectConnections:
             return run_on(conn, evalsha_command(script, keys, args), script)
         finally:
             self.give_back(conn)
+
+    def channel(self) -> ScriptCaller:
+        return ScriptChannel(self)
 
     def close(self) -> None:
         while self._idle:

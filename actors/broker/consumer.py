@@ -29,9 +29,9 @@ from dramatiq.broker import Consumer, MessageProxy
 from dramatiq.errors import ConnectionClosed
 
 from actors.broker.codecs import Codec, job_key_pattern
-from actors.broker.connections import DirectConnections, ScriptChannel, connection_errors
+from actors.broker.connections import HotPathConnections, connection_errors
 from actors.broker.errors import InvalidMessage
-from actors.broker.keys import PROCESSING_INFIX, QueueKeys
+from actors.broker.keys import QueueKeys
 from actors.broker.scripts import Scripts
 
 logger = logging.getLogger(__name__)
@@ -75,10 +75,7 @@ class ConsumerHost(Protocol):
     def scripts(self) -> Scripts: ...
 
     @property
-    def direct(self) -> DirectConnections: ...
-
-    @property
-    def heartbeats_key(self) -> str: ...
+    def direct(self) -> HotPathConnections: ...
 
     def queue_keys(self, queue_name: str) -> QueueKeys: ...
 
@@ -141,7 +138,9 @@ class RedisListConsumer(Consumer):
         self.keys: QueueKeys = broker.queue_keys(queue_name)
         self.codec: Codec = broker.codec_for(queue_name)
         self.consumer_id = uuid.uuid4().hex
-        self.processing_key = self.keys.queue + PROCESSING_INFIX + self.consumer_id
+        self.processing_key = self.keys.processing(self.consumer_id)
+        #: The heartbeat set this consumer beats in (see keys.py).
+        self.heartbeats_key = self.keys.heartbeats
         self.prefetch = max(1, prefetch)
         #: The prefetch in force: `self.prefetch` raised by `adaptive_prefetch` for fast actors.
         self.limit = self.prefetch
@@ -151,7 +150,7 @@ class RedisListConsumer(Consumer):
         self.client = broker.client
         self.scripts = broker.scripts
         #: The fetch script's own connection (consumer thread, and acking threads' flushes).
-        self.channel = ScriptChannel(broker.direct)
+        self.channel = broker.direct.channel()
         self._fetch_keys = [self.keys.queue, self.processing_key, self.keys.crashed, self.keys.jobs]
         #: The codec's job key pattern: the scripts keep `Q:jobs` with it ('' = no index).
         self.job_key_pattern = job_key_pattern(self.codec)
@@ -460,7 +459,7 @@ class RedisListConsumer(Consumer):
         try:
             with connection_errors():
                 self.scripts.release(
-                    keys=[self.processing_key, self.keys.queue, self.broker.heartbeats_key, self.keys.jobs],
+                    keys=[self.processing_key, self.keys.queue, self.heartbeats_key, self.keys.jobs],
                     args=[self.job_key_pattern, *acks],
                 )
         except ConnectionClosed:

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
-from actors.broker.keys import HEARTBEATS_KEY, QueueKeys
+from actors.broker.errors import BrokerError
+from actors.broker.keys import QueueKeys
 from actors.broker.scripts import source
+
+#: How many times a reading is tried again when consumers came or went during it.
+FIGURES_ATTEMPTS = 10
+
+#: Runs the figures script: (keys, args) -> reply.
+FiguresCall = Callable[[list[str], list[Any]], Any]
 
 
 @dataclass(frozen=True)
@@ -24,18 +33,36 @@ class QueueFigures:
         return self.queued + self.delayed + self.in_flight
 
 
-def queue_figures(client: redis.Redis, queue_name: str) -> QueueFigures:
+def read_figures(call: FiguresCall, keys: QueueKeys) -> QueueFigures:
+    """One consistent reading (figures.lua), declaring the processing lists it reads.
+
+    The script refuses a list of processing lists that is not the heartbeat set's and
+    answers with the right one, so a consumer that registers between two readings is
+    never missed; the next attempt declares it.
+    """
+    processing: list[str] = []
+    for _ in range(FIGURES_ATTEMPTS):
+        reply = call(
+            [keys.heartbeats, keys.queue, keys.dead, keys.delayed, keys.invalid, *processing],
+            [keys.processing_prefix],
+        )
+        if int(reply[0]) >= 0:
+            queued, dead, delayed, invalid, in_flight = reply
+            return QueueFigures(
+                queued=int(queued),
+                dead=int(dead),
+                delayed=int(delayed),
+                in_flight=int(in_flight),
+                invalid=int(invalid),
+            )
+        processing = [p.decode() if isinstance(p, bytes) else str(p) for p in reply[1]]
+    raise BrokerError(f"consumers of {keys.queue} kept coming and going; no consistent figures")
+
+
+def queue_figures(client: redis.Redis, queue_name: str, *, hash_tag: bool = False) -> QueueFigures:
     """One consistent reading of a queue's figures (a single Lua call), on any client:
-    a web process reads them without building a broker."""
-    keys = QueueKeys.for_queue(queue_name)
-    queued, dead, delayed, invalid, in_flight = client.register_script(source("figures"))(
-        keys=[HEARTBEATS_KEY, keys.queue, keys.dead, keys.delayed, keys.invalid],
-        args=[keys.processing_prefix],
-    )
-    return QueueFigures(
-        queued=int(queued),
-        dead=int(dead),
-        delayed=int(delayed),
-        in_flight=int(in_flight),
-        invalid=int(invalid),
+    a web process reads them without building a broker. `hash_tag`: the broker's key layout."""
+    script = client.register_script(source("figures"))
+    return read_figures(
+        lambda keys, args: script(keys=keys, args=args), QueueKeys.for_queue(queue_name, hash_tag=hash_tag)
     )

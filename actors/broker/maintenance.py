@@ -1,9 +1,13 @@
 """The broker's housekeeping thread, one per worker process.
 
-- Heartbeats: every interval, one ZADD per process for all its consumers' processing lists.
+- Heartbeats: every interval, one ZADD per process and heartbeat set for all its
+  consumers' processing lists (one set in the default layout, one per queue when
+  hash-tagged, see keys.py).
 - Reaper: every interval, consumers silent for longer than the heartbeat timeout are
   declared dead and their messages returned to the queue (each counted as a lost
-  delivery). Every worker runs it, on a fixed period: recovery takes at most
+  delivery): one call lists the silent consumers of a heartbeat set, then one call per
+  consumer moves its messages, every key declared (so each call stays on one slot).
+  Every worker runs it, on a fixed period: recovery takes at most
   timeout + interval, however quiet the queue (Dramatiq's RedisBroker reaps on a 0.1 %
   dice roll per fetch, issue #527).
 - Delay scheduler: due messages of every declared queue are moved from its delayed set
@@ -22,7 +26,7 @@ from typing import Protocol
 
 import redis
 
-from actors.broker.keys import QueueKeys
+from actors.broker.keys import QueueKeys, owner_of_processing
 from actors.broker.scripts import Scripts
 
 logger = logging.getLogger(__name__)
@@ -47,7 +51,7 @@ class MaintainedBroker(Protocol):
     def scripts(self) -> Scripts: ...
 
     @property
-    def heartbeats_key(self) -> str: ...
+    def client(self) -> redis.Redis: ...
 
     @property
     def heartbeat_interval_ms(self) -> int: ...
@@ -66,6 +70,9 @@ class Heartbeating(Protocol):
 
     @property
     def processing_key(self) -> str: ...
+
+    @property
+    def heartbeats_key(self) -> str: ...
 
     @property
     def closed(self) -> bool: ...
@@ -89,8 +96,8 @@ class Maintenance(threading.Thread):
         # Beat at once: a consumer must be visible to the reaper before it takes anything.
         # Beat *before* adding it: if Redis is down, `consume` fails and Dramatiq forgets
         # this consumer; registered anyway, it would be heartbeated forever once Redis is
-        # back, an empty entry in broker:heartbeats per failed restart.
-        self.broker.scripts.heartbeat(keys=[self.broker.heartbeats_key], args=[consumer.processing_key])
+        # back, an empty entry in the heartbeat set per failed restart.
+        self.broker.scripts.heartbeat(keys=[consumer.heartbeats_key], args=[consumer.processing_key])
         with self._lock:
             self._consumers.add(consumer)
 
@@ -143,21 +150,37 @@ class Maintenance(threading.Thread):
         for consumer in consumers:
             if consumer.closed:
                 consumer.try_release()
+        by_set: dict[str, list[str]] = {}
         with self._lock:
-            keys = [c.processing_key for c in self._consumers]
-        if keys:
-            self.broker.scripts.heartbeat(keys=[self.broker.heartbeats_key], args=keys)
+            for c in self._consumers:
+                by_set.setdefault(c.heartbeats_key, []).append(c.processing_key)
+        for heartbeats, keys in by_set.items():
+            self.broker.scripts.heartbeat(keys=[heartbeats], args=keys)
 
     def reap(self) -> int:
         """Return the messages of dead consumers to their queues; the number of messages moved."""
-        consumers, moved = self.broker.scripts.reap(
-            keys=[self.broker.heartbeats_key], args=[self.broker.heartbeat_timeout_ms, REAP_BATCH]
-        )
+        consumers = moved = 0
+        timeout = self.broker.heartbeat_timeout_ms
+        for heartbeats in dict.fromkeys(k.heartbeats for k in self.broker.declared_queue_keys()):
+            for member in self.broker.scripts.silent(keys=[heartbeats], args=[timeout, REAP_BATCH]):
+                processing = member.decode() if isinstance(member, bytes) else str(member)
+                owner = owner_of_processing(processing)
+                if owner is None:
+                    # Not a processing list: nothing to return, only a stray entry to drop.
+                    self.broker.client.zrem(heartbeats, member)
+                    continue
+                queue, crashed = owner
+                n = int(
+                    self.broker.scripts.reap(keys=[heartbeats, processing, queue, crashed], args=[timeout])
+                )
+                if n >= 0:
+                    consumers += 1
+                    moved += n
         if consumers:
             logger.warning(
                 "Reaped %d dead consumer(s): %d message(s) returned to their queues.", consumers, moved
             )
-        return int(moved)
+        return moved
 
     def promote_due(self) -> float | None:
         """Release due delayed messages; seconds until the next one is due (None: none waiting)."""

@@ -10,7 +10,8 @@ Layout of a queue `Q` (e.g. `report:queue`):
 - `Q:delayed`         sorted set of `<16 hex>|<payload>` scored by due time in ms
                       (the prefix keeps equal payloads apart);
 - `Q:dead`, `Q:invalid` lists; `Q:crashed` hash payload -> deliveries lost to dead workers;
-- `broker:heartbeats` sorted set of processing lists scored by last heartbeat in ms;
+- `broker:heartbeats` sorted set of processing lists scored by last heartbeat in ms
+                      (hash-tagged layout: `Q:heartbeats`, one per queue, see keys.py);
 - `Q:jobs`            hash job key -> number of jobs alive for it (queued, in flight or
                       delayed), or `dead` (see below). Kept only for a queue whose codec
                       names a job key (a Lua pattern capturing it from the payload, passed
@@ -20,6 +21,10 @@ Layout of a queue `Q` (e.g. `report:queue`):
                       the index with the jobs. A dead letter whose follow-up (e.g. a
                       record's status) could not be confirmed leaves `dead` behind once no
                       other job is alive for the key, for a reconciler to finish.
+
+Every script declares every key it touches (KEYS), none is built inside Lua, and each
+touches the keys of one queue only: with hash-tagged keys (keys.py) every call runs on
+one Redis Cluster slot.
 
 All times come from the Redis server's clock (TIME), so workers on different hosts agree.
 """
@@ -69,6 +74,7 @@ class Scripts:
     promote: Script
     delay: Script
     heartbeat: Script
+    silent: Script
     reap: Script
     figures: Script
     enqueue: Script

@@ -23,6 +23,7 @@ from types import FrameType
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors.adapters.keys import Keyspace
 from actors.adapters.lock import RedisLock
 from actors.adapters.redis_clients import redis_client
 from actors.hotpath.autosave import AnswersFlusher
@@ -109,11 +110,15 @@ class Loop(threading.Thread):
 
 
 def build_loops(
-    client: redis.Redis, factory: sessionmaker[Session], names: Sequence[str] = LOOP_NAMES
+    client: redis.Redis,
+    factory: sessionmaker[Session],
+    names: Sequence[str] = LOOP_NAMES,
+    keyspace: Keyspace | None = None,
 ) -> list[LoopSpec]:
+    keyspace = keyspace or Keyspace.of()
     specs: list[LoopSpec] = []
     if "answers" in names:
-        answers = AnswersFlusher(client, factory)
+        answers = AnswersFlusher(client, factory, keys=keyspace.autosave)
 
         def flush_answers(s: HotpathSettings) -> bool:
             # A cycle takes every dirty record: what is marked meanwhile waits for the next.
@@ -124,7 +129,7 @@ def build_loops(
             LoopSpec("answers", flush_answers, lambda s: s.answers_interval_ms, answers.lock, answers.close)
         )
     if "progress" in names:
-        progress = ProgressFlusher(client, factory)
+        progress = ProgressFlusher(client, factory, keys=keyspace.autosave)
 
         def flush_progress(s: HotpathSettings) -> bool:
             progress.run_once(batch=s.progress_batch, lock_ttl_ms=s.lock_ttl_ms)
@@ -136,7 +141,7 @@ def build_loops(
             )
         )
     if "events" in names:
-        events = EventLogConsumer(client, factory)
+        events = EventLogConsumer(client, factory, keys=keyspace.eventlog)
 
         def consume(s: HotpathSettings) -> bool:
             report = events.run_once(batch=s.events_batch, lock_ttl_ms=s.lock_ttl_ms)
@@ -180,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     client = redis_client(
         settings.redis_url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=30
     )
+    keyspace = Keyspace.of(settings.redis_hash_tags)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -189,8 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    source = SettingsSource(client)
-    loops = [Loop(spec, source, stop) for spec in build_loops(client, session_factory(settings), args.only)]
+    source = SettingsSource(client, key=keyspace.hotpath_settings)
+    specs = build_loops(client, session_factory(settings), args.only, keyspace)
+    loops = [Loop(spec, source, stop) for spec in specs]
     for loop in loops:
         loop.start()
     logger.info("hotpath running: %s (pid %d)", ", ".join(args.only), os.getpid())

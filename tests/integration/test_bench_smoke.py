@@ -92,6 +92,12 @@ def _memory(data: dict[str, Any]) -> None:
     assert [s["processed"] for s in data["samples"]] == [0, 200, 400]
 
 
+@case("cluster", "--n", "50", "--runs", "1", "--threads", "2")
+def _cluster(data: dict[str, Any]) -> None:
+    assert len(data["modes"]) == 3
+    assert all(mode["drain_s"] > 0 for mode in data["modes"].values())
+
+
 @pytest.mark.parametrize(("name", "args", "check"), CASES, ids=[c[0] for c in CASES])
 def test_benchmark_runs_and_reports(
     name: str,

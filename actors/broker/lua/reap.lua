@@ -1,23 +1,21 @@
 -- uses: _now
--- KEYS: heartbeats. ARGV: timeout ms, limit.
--- Returns the messages of consumers silent for longer than the timeout to the head of
--- their queues (oldest first) and counts one lost delivery for each. Returns
--- {consumers reaped, messages returned}.
-local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]),
-                        'LIMIT', 0, tonumber(ARGV[2]))
-local moved = 0
-for _, p in ipairs(dead) do
-  local at = string.find(p, ':processing:', 1, true)
-  if at then
-    local q = string.sub(p, 1, at - 1)
-    local crashed = q .. ':crashed'
-    while true do
-      local m = redis.call('LMOVE', p, q, 'LEFT', 'RIGHT')
-      if not m then break end
-      redis.call('HINCRBY', crashed, m, 1)
-      moved = moved + 1
-    end
-  end
-  redis.call('ZREM', KEYS[1], p)
+-- KEYS: heartbeats, processing, queue, crashed. ARGV: timeout ms.
+-- If the consumer of this processing list is still silent for longer than the timeout
+-- (it was listed by silent.lua; checked again here, in the same atomic step as the move),
+-- returns its messages to the head of their queue (oldest first), counts one lost
+-- delivery for each and forgets the consumer. Returns the number of messages moved, or
+-- -1 if the consumer beat meanwhile or another reaper got there first.
+local p, q, crashed = KEYS[2], KEYS[3], KEYS[4]
+local beat = redis.call('ZSCORE', KEYS[1], p)
+if not beat or tonumber(beat) > now - tonumber(ARGV[1]) then
+  return -1
 end
-return {#dead, moved}
+local moved = 0
+while true do
+  local m = redis.call('LMOVE', p, q, 'LEFT', 'RIGHT')
+  if not m then break end
+  redis.call('HINCRBY', crashed, m, 1)
+  moved = moved + 1
+end
+redis.call('ZREM', KEYS[1], p)
+return moved
