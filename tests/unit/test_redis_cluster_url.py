@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from redis.cluster import RedisCluster
 
-from actors.adapters.redis_cluster import ClusterURL, parse_cluster_url
 from actors.adapters.redis_clients import redis_client
+from actors.adapters.redis_cluster import ClusterURL, parse_cluster_url
 from services.errors import ConfigError
 
 
