@@ -1,8 +1,8 @@
 """The Flask web tier: ``create_app()`` is the WSGI entry point (``gunicorn 'web:create_app()'``).
 
 Blueprints, one per area: the user API (/api/assessment/), the admin API (/api/admin/),
-the health probes and the OpenAPI document. Errors become the JSON envelope in
-web/errors.py only.
+the health probes, the OpenAPI document, and the admin console's pages (/admin/,
+web/console/). API errors become the JSON envelope in web/errors.py only.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from services.errors import ConfigError
 from services.event_store import DirectEventWriter
 from services.events import EventSink
 from services.queue import ReportQueue
-from web import admin_api, deps, health, openapi, user_api
+from web import admin_api, console, deps, health, openapi, user_api
 from web.auth import issue_user_token
 from web.cli import issue_user_token_command
 from web.errors import register_error_handlers
@@ -95,7 +95,8 @@ def create_app(
     `ConfigError` here, so gunicorn refuses to start rather than serve with them.
     """
     settings = settings or Settings.from_env()
-    check_production_secrets(settings, environment or app_env())
+    environment = environment or app_env()
+    check_production_secrets(settings, environment)
     app = Flask(__name__, static_folder=None)
     app.config.update(MAX_CONTENT_LENGTH=MAX_CONTENT_LENGTH, SECRET_KEY=settings.secret_key or None)
     app.json = JSONProvider(app)
@@ -120,6 +121,7 @@ def create_app(
     register_error_handlers(app)
     for blueprint in (user_api.bp, admin_api.bp, health.bp, openapi.bp):
         app.register_blueprint(blueprint)
+    console.init_app(app, production=environment == PRODUCTION)
     app.cli.add_command(issue_user_token_command)
 
     if not settings.secret_key:

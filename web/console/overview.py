@@ -1,0 +1,45 @@
+"""The overview page: where the report jobs are, which processes are alive, the last hour.
+
+Each panel reads on its own: Redis down blanks the queue panels with a message, the
+page itself still answers.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from flask import render_template
+
+from actors.adapters import queue_figures
+from actors.adapters.queue_peek import delayed_jobs, oldest_waiting_age_s
+from web.console.blueprint import bp
+from web.console.display import admin_timezone
+from web.deps import current, redis_client
+
+log = logging.getLogger(__name__)
+
+MSG_REDIS_DOWN = "无法读取队列数据（Redis 不可用）"
+
+
+@bp.get("/")
+def overview() -> str:
+    client = redis_client()
+    tz = admin_timezone(current().settings)
+    figures = delayed = oldest = None
+    queue_error: str | None = None
+    try:
+        figures = queue_figures(client)
+        delayed = delayed_jobs(client)
+        oldest = oldest_waiting_age_s(client)
+    except redis.RedisError as exc:
+        log.warning("console overview: queue figures unavailable: %s", exc)
+        queue_error = MSG_REDIS_DOWN
+    return render_template(
+        "console/overview.html",
+        figures=figures,
+        delayed=delayed,
+        oldest_age_s=oldest,
+        queue_error=queue_error,
+        tz=tz,
+    )
