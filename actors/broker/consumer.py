@@ -91,6 +91,10 @@ class ListMessageProxy(MessageProxy):
         self.redeliveries = redeliveries
         self._origin = origin
         self._finished = False
+        #: How its outcome was recorded, for observers (after_process_message): "delay" (a
+        #: retry scheduled), "push" (dead-lettered), "ack"; None until then, or when the
+        #: message was no longer ours (reaped) and nothing was recorded.
+        self.settled_as: str | None = None
 
     def retry_later(self, message: dramatiq.Message[Any], delay_ms: int) -> bool:
         """Atomically drop this delivery and schedule `message` to be queued after `delay_ms`."""
@@ -317,6 +321,8 @@ class RedisListConsumer(Consumer):
         with self._cond:
             if not proxy._finished:
                 self._finish_locked(proxy)
+            if held:
+                proxy.settled_as = mode
         if mode == "delay":
             self.broker.delay_scheduled(delay_ms)
         self._release_if_done()
