@@ -12,7 +12,8 @@ from typing import Protocol
 
 from markupsafe import Markup, escape
 
-WIDTH = 760
+#: The console's content width in CSS pixels, so the chart is drawn at about 1:1.
+WIDTH = 1130
 HEIGHT = 220
 LEFT = 44  # room for the y labels
 BOTTOM = 26  # room for the x labels
@@ -60,10 +61,11 @@ def throughput_svg(points: Sequence[MinutePoint], tz: tzinfo) -> Markup:
         'xmlns="http://www.w3.org/2000/svg">',
         f"<title>{escape(title)}</title>",
     ]
-    for fraction in (0, 0.5, 1):
+    # Counts are whole: a middle line only where it falls on one (top 2, 10, 20 ...; not 1 or 5).
+    fractions = (0, 0.5, 1) if top % 2 == 0 else (0, 1)
+    for fraction in fractions:
         y = TOP + plot_h * (1 - fraction)
-        value = top * fraction
-        label = f"{value:g}"
+        label = str(int(top * fraction))
         parts.append(
             f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#e3e6ec" />'
             f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11" '

@@ -35,6 +35,15 @@ EVENT_NAMES = {
 }
 
 
+#: The process registry's kinds (actors/adapters/liveness.py).
+PROCESS_KINDS = {
+    "worker": "报告生成 worker",
+    "hotpath": "热路径 hotpath",
+    "reconciler": "对账 reconciler",
+    "web": "Web",
+}
+
+
 @bp.context_processor
 def console_context() -> dict[str, Any]:
     tz = admin_timezone(current().settings)
@@ -48,5 +57,6 @@ def console_context() -> dict[str, Any]:
         "fmt_time": fmt_time,
         "fmt_duration": duration,
         "tz_name": str(tz),
+        "process_kinds": PROCESS_KINDS,
         "event_names": {str(k): v for k, v in EVENT_NAMES.items()},
     }

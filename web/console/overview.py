@@ -12,8 +12,11 @@ import redis
 from flask import render_template
 
 from actors.adapters import queue_figures
+from actors.adapters.liveness import BEAT_TIMEOUT_S, live_processes
 from actors.adapters.queue_peek import delayed_jobs, oldest_waiting_age_s
+from actors.adapters.throughput import last_hour
 from web.console.blueprint import bp
+from web.console.chart import throughput_svg
 from web.console.display import admin_timezone
 from web.deps import current, redis_client
 
@@ -35,11 +38,25 @@ def overview() -> str:
     except redis.RedisError as exc:
         log.warning("console overview: queue figures unavailable: %s", exc)
         queue_error = MSG_REDIS_DOWN
+    processes = minutes = None
+    if queue_error is None:
+        try:
+            processes = live_processes(client)
+            minutes = last_hour(client)
+        except redis.RedisError as exc:
+            log.warning("console overview: processes or throughput unavailable: %s", exc)
+            queue_error = MSG_REDIS_DOWN
     return render_template(
         "console/overview.html",
         figures=figures,
         delayed=delayed,
         oldest_age_s=oldest,
         queue_error=queue_error,
-        tz=tz,
+        processes=processes,
+        beat_timeout_s=BEAT_TIMEOUT_S,
+        chart=throughput_svg(minutes, tz) if minutes is not None else None,
+        totals={
+            name: sum(getattr(m, name) for m in minutes or [])
+            for name in ("processed", "failed", "retried", "dead")
+        },
     )

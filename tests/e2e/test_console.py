@@ -1,0 +1,158 @@
+"""The admin console in a real headless Chromium, against the stack started from the Procfile.
+
+An admin signs in, sees a record fail (three retries, the schedule shortened through
+REPORT_RETRY_DELAYS_MS) and its reasons on the record's timeline, batch-regenerates a
+selection and reads the outcome per id, signs out and is refused. Every page is saved as a
+screenshot under build/artifacts/screenshots/console-*.png for a reviewer to look at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+import requests
+from playwright.sync_api import Locator, Page, expect
+from sqlalchemy import Engine
+
+from actors.adapters import RedisReportQueue
+from services.config import Settings
+from services.status import RecordStatus
+from tests.e2e.stack_support import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
+from tests.support.browser import screenshot
+from tests.support.records import RecordSpec, insert_records
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+#: Three quick retries instead of 10/30/60 s: the test watches the whole failure in seconds.
+SHORT_SCHEDULE = "300,300,300"
+
+
+@pytest.fixture(scope="module")
+def stack(
+    settings: Settings,
+    engine: Engine,
+    redis_url: str,
+    redis_conn: redis.Redis,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:
+    logs = tmp_path_factory.mktemp("console-stack")
+    extra = {"REPORT_RETRY_DELAYS_MS": SHORT_SCHEDULE}
+    with running_stack(settings, engine, redis_url, redis_conn, logs, extra=extra) as stack:
+        yield stack
+
+
+def sign_in(page: Page, stack: Stack, *, name: str = "值班管理员") -> None:
+    page.goto(f"{stack.base_url}/admin/")
+    expect(page).to_have_url(f"{stack.base_url}/admin/login?next=/admin/")
+    screenshot(page, "console-login")
+    page.get_by_label("您的称呼").fill(name)
+    page.get_by_label("管理员凭证").fill(ADMIN_TOKEN)
+    page.get_by_role("button", name="登录").click()
+    expect(page).to_have_url(f"{stack.base_url}/admin/")
+    expect(page.locator("header .who")).to_contain_text(name)
+
+
+def test_an_admin_follows_a_failure_regenerates_and_signs_out(
+    stack: Stack, engine: Engine, redis_conn: redis.Redis, page: Page
+) -> None:
+    # A submission whose answers were lost: every attempt fails, then it is dead-lettered.
+    failing = insert_record(engine, 31, answers=False)
+    RedisReportQueue(redis_conn).enqueue(failing)
+    stack.wait_until(
+        lambda: db_status(engine, failing) == RecordStatus.FAILED, timeout=30, what="the record to fail"
+    )
+
+    sign_in(page, stack)
+    figures = page.locator("[data-figure]")
+    expect(figures.first).to_be_visible()
+    expect(page.locator('[data-figure="dead"]')).to_have_text("1")
+    expect(page.locator('tr[data-process="worker"][data-alive="yes"]').first).to_be_visible()
+    expect(page.locator('[data-total="dead"]')).to_have_text("1")
+    expect(page.locator('[data-total="retried"]')).to_have_text("3")
+    screenshot(page, "console-overview")
+
+    # The records list, filtered to the failed ones, leads to the record's timeline.
+    page.get_by_role("link", name="测评记录").click()
+    page.get_by_label("状态").select_option(str(int(RecordStatus.FAILED)))
+    page.get_by_role("button", name="筛选").click()
+    row = page.locator(f'tr[data-record="{failing}"]')
+    expect(row).to_contain_text("生成失败")
+    screenshot(page, "console-records-failed")
+    row.get_by_role("link", name="详情").click()
+    expect(page.locator("h1")).to_contain_text(f"记录 {failing}")
+    failures = page.locator('li[data-event="report.generation_failed"]')
+    stack.wait_until(lambda: _reload_count(page, failures) == 4, timeout=15, what="four failed attempts")
+    expect(failures.first.locator(".reason")).to_contain_text("失败原因")
+    expect(page.locator('li[data-event="report.dead_lettered"]')).to_have_count(1)
+    screenshot(page, "console-record-failed")
+
+    # The data is repaired; one click regenerates it from its page.
+    add_answers(engine, failing)
+    page.get_by_role("button", name="重新生成报告").click()
+    expect(page.locator(".flash.ok")).to_contain_text(f"记录 {failing} 已重新加入生成队列")
+    stack.wait_until(
+        lambda: db_status(engine, failing) == RecordStatus.COMPLETED,
+        timeout=15,
+        what="the regenerated report",
+    )
+    page.reload()
+    expect(page.locator("table.dimensions tbody tr")).to_have_count(8)
+    screenshot(page, "console-record-completed")
+
+    # A selection of four: two failed (regenerated), one completed and one pending (skipped, 2005).
+    failed_a, failed_b, completed, pending = insert_records(
+        engine,
+        [
+            RecordSpec(status=RecordStatus.FAILED, user_id=32),
+            RecordSpec(status=RecordStatus.FAILED, user_id=32),
+            RecordSpec(status=RecordStatus.COMPLETED, user_id=32, results=True),
+            RecordSpec(status=RecordStatus.PENDING, user_id=32),
+        ],
+    )
+    for record_id in (failed_a, failed_b):
+        add_answers(engine, record_id)
+    page.goto(f"{stack.base_url}/admin/records?user=32")
+    for record_id in (failed_a, failed_b, completed, pending):
+        page.get_by_label(f"选择记录 {record_id}").check()
+    screenshot(page, "console-records-selected")
+    page.get_by_role("button", name="重新生成所选记录").click()
+    expect(page.locator("h1")).to_have_text("批量重新生成结果")
+    for record_id in (failed_a, failed_b):
+        expect(page.locator(f'tr[data-outcome-id="{record_id}"]')).to_have_attribute(
+            "data-outcome", "regenerated"
+        )
+    for record_id in (completed, pending):
+        outcome = page.locator(f'tr[data-outcome-id="{record_id}"]')
+        expect(outcome).to_have_attribute("data-outcome", "skipped")
+    expect(page.locator('[data-count="success"]')).to_have_text("2")
+    expect(page.locator('[data-count="skipped"]')).to_have_text("2")
+    screenshot(page, "console-batch-outcome")
+    stack.wait_until(
+        lambda: {db_status(engine, r) for r in (failed_a, failed_b)} == {RecordStatus.COMPLETED},
+        timeout=15,
+        what="both regenerated reports",
+    )
+
+    # Signed out, the console is closed: pages send to the sign-in, forms are refused.
+    page.get_by_role("button", name="退出登录").click()
+    expect(page).to_have_url(f"{stack.base_url}/admin/login")
+    expect(page.locator(".flash")).to_contain_text("已退出登录")
+    page.goto(f"{stack.base_url}/admin/records")
+    expect(page).to_have_url(f"{stack.base_url}/admin/login?next=/admin/records")
+    screenshot(page, "console-signed-out")
+    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+    forged = requests.post(
+        f"{stack.base_url}/admin/records/{failing}/regenerate",
+        cookies=cookies,
+        timeout=10,
+        allow_redirects=False,
+    )
+    assert forged.status_code == 401
+
+
+def _reload_count(page: Page, locator: Locator) -> int:
+    """Reload (events reach the log within about a second) and count."""
+    page.reload()
+    return locator.count()
