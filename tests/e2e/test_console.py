@@ -1,8 +1,10 @@
 """The admin console in a real headless Chromium, against the stack started from the Procfile.
 
 An admin signs in, sees a record fail (three retries, the schedule shortened through
-REPORT_RETRY_DELAYS_MS) and its reasons on the record's timeline, batch-regenerates a
-selection and reads the outcome per id, signs out and is refused. Every page is saved as a
+REPORT_RETRY_DELAYS_MS) with its reasons on the record's timeline and in the dead letters,
+requeues it and watches it complete, regenerates one record and a selection (the outcome
+per id), deletes and purges quarantined payloads, reads the audit of all of it, signs out
+and is refused. Every page is saved as a
 screenshot under build/artifacts/screenshots/console-*.png for a reviewer to look at.
 """
 
@@ -17,6 +19,7 @@ from playwright.sync_api import Locator, Page, expect
 from sqlalchemy import Engine
 
 from actors.adapters import RedisReportQueue
+from actors.constants import INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
 from services.config import Settings
 from services.status import RecordStatus
 from tests.e2e.stack_support import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
@@ -54,7 +57,7 @@ def sign_in(page: Page, stack: Stack, *, name: str = "值班管理员") -> None:
     expect(page.locator("header .who")).to_contain_text(name)
 
 
-def test_an_admin_follows_a_failure_regenerates_and_signs_out(
+def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
     stack: Stack, engine: Engine, redis_conn: redis.Redis, page: Page
 ) -> None:
     # A submission whose answers were lost: every attempt fails, then it is dead-lettered.
@@ -65,8 +68,6 @@ def test_an_admin_follows_a_failure_regenerates_and_signs_out(
     )
 
     sign_in(page, stack)
-    figures = page.locator("[data-figure]")
-    expect(figures.first).to_be_visible()
     expect(page.locator('[data-figure="dead"]')).to_have_text("1")
     expect(page.locator('tr[data-process="worker"][data-alive="yes"]').first).to_be_visible()
     expect(page.locator('[data-total="dead"]')).to_have_text("1")
@@ -84,50 +85,68 @@ def test_an_admin_follows_a_failure_regenerates_and_signs_out(
     expect(page.locator("h1")).to_contain_text(f"记录 {failing}")
     failures = page.locator('li[data-event="report.generation_failed"]')
     stack.wait_until(lambda: _reload_count(page, failures) == 4, timeout=15, what="four failed attempts")
-    expect(failures.first.locator(".reason")).to_contain_text("失败原因")
+    expect(failures.first.locator(".reason")).to_contain_text("答案不完整")
     expect(page.locator('li[data-event="report.dead_lettered"]')).to_have_count(1)
     screenshot(page, "console-record-failed")
 
-    # The data is repaired; one click regenerates it from its page.
+    # The dead letter, with its error; once the data is repaired, requeued from its row.
+    page.get_by_role("link", name="死信队列").click()
+    letter = page.locator(f'tr[data-record="{failing}"]')
+    expect(letter).to_have_count(1)
+    expect(letter.locator("td").nth(2)).to_have_text("4")  # attempts: the first and three retries
+    expect(letter.locator(".error-text code")).to_contain_text("答案不完整")
+    screenshot(page, "console-dead-letters")
     add_answers(engine, failing)
-    page.get_by_role("button", name="重新生成报告").click()
-    expect(page.locator(".flash.ok")).to_contain_text(f"记录 {failing} 已重新加入生成队列")
+    letter.get_by_role("button", name="重新入队").click()
+    expect(page.locator("h1")).to_have_text("死信重新入队结果")
+    expect(page.locator("tr[data-outcome]")).to_have_attribute("data-outcome", "requeued")
+    screenshot(page, "console-requeue-outcome")
     stack.wait_until(
-        lambda: db_status(engine, failing) == RecordStatus.COMPLETED,
-        timeout=15,
-        what="the regenerated report",
+        lambda: db_status(engine, failing) == RecordStatus.COMPLETED, timeout=15, what="the requeued report"
     )
-    page.reload()
+    page.goto(f"{stack.base_url}/admin/records/{failing}")
     expect(page.locator("table.dimensions tbody tr")).to_have_count(8)
     screenshot(page, "console-record-completed")
+    page.get_by_role("link", name="总览").click()
+    expect(page.locator('[data-figure="dead"]')).to_have_text("0")
 
-    # A selection of four: two failed (regenerated), one completed and one pending (skipped, 2005).
-    failed_a, failed_b, completed, pending = insert_records(
+    # A selection of five: two failed (regenerated), one completed and one pending (2005),
+    # one regenerated on its own first with the row's button (so no longer eligible).
+    failed_a, failed_b, completed, pending, single = insert_records(
         engine,
         [
             RecordSpec(status=RecordStatus.FAILED, user_id=32),
             RecordSpec(status=RecordStatus.FAILED, user_id=32),
             RecordSpec(status=RecordStatus.COMPLETED, user_id=32, results=True),
             RecordSpec(status=RecordStatus.PENDING, user_id=32),
+            RecordSpec(status=RecordStatus.FAILED, user_id=32),
         ],
     )
-    for record_id in (failed_a, failed_b):
+    for record_id in (failed_a, failed_b, single):
         add_answers(engine, record_id)
     page.goto(f"{stack.base_url}/admin/records?user=32")
-    for record_id in (failed_a, failed_b, completed, pending):
+    page.locator(f'tr[data-record="{single}"]').get_by_role("button", name="重新生成").click()
+    expect(page.locator(".flash.ok")).to_contain_text(f"记录 {single} 已重新加入生成队列")
+    stack.wait_until(
+        lambda: db_status(engine, single) == RecordStatus.COMPLETED,
+        timeout=15,
+        what="the single regeneration",
+    )
+    page.reload()
+    for record_id in (failed_a, failed_b, completed, pending, single):
         page.get_by_label(f"选择记录 {record_id}").check()
     screenshot(page, "console-records-selected")
     page.get_by_role("button", name="重新生成所选记录").click()
     expect(page.locator("h1")).to_have_text("批量重新生成结果")
     for record_id in (failed_a, failed_b):
-        expect(page.locator(f'tr[data-outcome-id="{record_id}"]')).to_have_attribute(
-            "data-outcome", "regenerated"
-        )
-    for record_id in (completed, pending):
+        outcome = page.locator(f'tr[data-outcome-id="{record_id}"]')
+        expect(outcome).to_have_attribute("data-outcome", "regenerated")
+    for record_id in (completed, pending, single):
         outcome = page.locator(f'tr[data-outcome-id="{record_id}"]')
         expect(outcome).to_have_attribute("data-outcome", "skipped")
-    expect(page.locator('[data-count="success"]')).to_have_text("2")
-    expect(page.locator('[data-count="skipped"]')).to_have_text("2")
+        expect(outcome).to_contain_text("2005")
+    expect(page.locator('[data-count="done"]')).to_have_text("2")
+    expect(page.locator('[data-count="skipped"]')).to_have_text("3")
     screenshot(page, "console-batch-outcome")
     stack.wait_until(
         lambda: {db_status(engine, r) for r in (failed_a, failed_b)} == {RecordStatus.COMPLETED},
@@ -135,16 +154,54 @@ def test_an_admin_follows_a_failure_regenerates_and_signs_out(
         what="both regenerated reports",
     )
 
+    # Payloads the worker could not read are quarantined: shown verbatim, deleted, purged.
+    garbage = [b'{"RecordId":"x"}', b"not json \xff", b"[1,2,3]"]
+    redis_conn.lpush(REPORT_QUEUE_KEY, *garbage)
+    stack.wait_until(lambda: redis_conn.llen(INVALID_QUEUE_KEY) == 3, timeout=15, what="3 quarantined")
+    page.get_by_role("link", name="无效消息").click()
+    expect(page.locator("tr[data-invalid] pre")).to_have_count(3)
+    expect(page.locator("tr[data-invalid] pre").filter(has_text='{"RecordId":"x"}')).to_have_count(1)
+    expect(page.locator("tr[data-invalid] pre").filter(has_text="not json \\xff")).to_have_count(1)
+    screenshot(page, "console-invalid")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("tr[data-invalid]").filter(has_text="[1,2,3]").get_by_role("button", name="删除").click()
+    expect(page.locator("tr[data-outcome]")).to_have_attribute("data-outcome", "deleted")
+    assert redis_conn.llen(INVALID_QUEUE_KEY) == 2
+    page.get_by_role("link", name="返回").click()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="全部清空").click()
+    expect(page.locator(".flash.ok")).to_contain_text("共删除 2 条")
+    assert redis_conn.llen(INVALID_QUEUE_KEY) == 0
+
+    # Every action is in the audit, under this admin's name, filterable.
+    page.get_by_role("link", name="操作审计").click()
+    actions = page.locator("table.audit tbody tr[data-action]")
+    expect(actions).to_have_count(5)
+    assert [actions.nth(i).get_attribute("data-action") for i in range(5)] == [
+        "purge_invalid",
+        "delete_invalid",
+        "batch_regenerate",
+        "regenerate",
+        "requeue",
+    ]
+    expect(actions.first).to_contain_text("console:值班管理员")
+    screenshot(page, "console-audit")
+    page.locator('select[name="action"]').select_option("requeue")
+    page.get_by_role("button", name="筛选").click()
+    expect(actions).to_have_count(1)
+    expect(actions.first).to_contain_text("1 requeued, 0 skipped")
+
     # Signed out, the console is closed: pages send to the sign-in, forms are refused.
     page.get_by_role("button", name="退出登录").click()
     expect(page).to_have_url(f"{stack.base_url}/admin/login")
     expect(page.locator(".flash")).to_contain_text("已退出登录")
-    page.goto(f"{stack.base_url}/admin/records")
-    expect(page).to_have_url(f"{stack.base_url}/admin/login?next=/admin/records")
+    page.goto(f"{stack.base_url}/admin/dead")
+    expect(page).to_have_url(f"{stack.base_url}/admin/login?next=/admin/dead")
     screenshot(page, "console-signed-out")
     cookies = {c["name"]: c["value"] for c in page.context.cookies()}
     forged = requests.post(
-        f"{stack.base_url}/admin/records/{failing}/regenerate",
+        f"{stack.base_url}/admin/dead/requeue",
+        data={"all": "1"},
         cookies=cookies,
         timeout=10,
         allow_redirects=False,

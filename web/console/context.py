@@ -16,7 +16,19 @@ from web.deps import current
 NAVIGATION = (
     ("console.overview", "总览"),
     ("console.records", "测评记录"),
+    ("console.dead_letters", "死信队列"),
+    ("console.invalid_payloads", "无效消息"),
+    ("console.audit", "操作审计"),
 )
+#: An item's outcome of a batch action (services/opsmodel.py), in words.
+OUTCOME_NAMES = {
+    "regenerated": "已重新生成",
+    "requeued": "已重新入队",
+    "deleted": "已删除",
+    "skipped": "已跳过",
+}
+#: An audit entry's outcome, in words.
+OUTCOME_WORDS = {"ok": "成功", "partial": "部分成功", "failed": "失败"}
 
 
 #: The event log's types in the words of the record's timeline.
@@ -58,5 +70,7 @@ def console_context() -> dict[str, Any]:
         "fmt_duration": duration,
         "tz_name": str(tz),
         "process_kinds": PROCESS_KINDS,
+        "outcome_names": OUTCOME_NAMES,
+        "outcome_words": OUTCOME_WORDS,
         "event_names": {str(k): v for k, v in EVENT_NAMES.items()},
     }

@@ -22,6 +22,7 @@ from services.limits import MAX_ID
 from services.record_detail import admin_record_detail
 from services.status import REGENERATABLE, STATUS_TEXT, RecordStatus
 from services.views import RecordFilter
+from web.console.acting import actor, audit_log, queue_operations
 from web.console.blueprint import bp
 from web.console.display import admin_timezone, day_after, day_start
 from web.deps import current, new_uow, report_queue
@@ -134,7 +135,14 @@ def _back_to_list() -> str:
 @bp.post("/records/<int:record_id>/regenerate")
 def regenerate_one(record_id: int) -> WerkzeugResponse:
     try:
-        admin.regenerate_report(new_uow(), report_queue(), record_id)
+        admin.regenerate_report(
+            new_uow(),
+            report_queue(),
+            record_id,
+            actor=actor(),
+            audit=audit_log(),
+            dead_letters=queue_operations(),
+        )
     except ServiceError as exc:
         flash(f"记录 {record_id} 未能重新生成：{exc.message}", "error")
     else:
@@ -152,20 +160,12 @@ def regenerate_selected() -> str | WerkzeugResponse:
     if not ids:
         flash("请先勾选要重新生成的记录", "error")
         return redirect(_back_to_list())
-    outcome = admin.batch_regenerate(new_uow(), report_queue(), ids)
+    outcome = admin.batch_regenerate(
+        new_uow(), report_queue(), ids, actor=actor(), audit=audit_log(), dead_letters=queue_operations()
+    )
     log_events(EventType.REPORT_REGENERATED, outcome.queued, batch=True, requested=len(ids))
-    queued = set(outcome.queued)
-    items = [
-        {"id": i, "outcome": "regenerated"}
-        if i in queued
-        else {"id": i, "outcome": "skipped", "code": None, "reason": "记录不存在、已删除或状态不允许"}
-        for i in ids
-    ]
     return render_template(
-        "console/batch_result.html",
-        items=items,
-        result=outcome.result,
-        back=_back_to_list(),
+        "console/outcomes.html", title="批量重新生成结果", items=outcome.items, back=_back_to_list()
     )
 
 
