@@ -20,7 +20,7 @@ from dramatiq.middleware import CurrentMessage
 
 from actors.adapters.events import RedisEventSink
 from actors.broker import DependencyUnavailable, actor_spec
-from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, RETRY_DELAYS_MS
+from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, retry_delays_ms
 from services import reports
 from services.config import Settings
 from services.db import session_factory
@@ -99,7 +99,7 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> None:
     actor_name=REPORT_ACTOR_NAME,
     queue_name=REPORT_QUEUE_NAME,
     max_retries=MAX_RETRY_COUNT,
-    retry_delays=RETRY_DELAYS_MS,
+    retry_delays=retry_delays_ms(os.environ),
     on_dead_letter=mark_record_failed,
     time_limit=GENERATION_TIME_LIMIT_MS,
 )
