@@ -22,7 +22,7 @@ from services.errors import ConfigError
 from services.event_store import DirectEventWriter
 from services.events import EventSink
 from services.queue import ReportQueue
-from web import admin_api, deps, health, openapi, user_api
+from web import admin_api, deps, health, http_metrics, metrics, openapi, user_api
 from web.auth import issue_user_token
 from web.cli import issue_user_token_command
 from web.errors import register_error_handlers
@@ -118,7 +118,8 @@ def create_app(
     )
 
     register_error_handlers(app)
-    for blueprint in (user_api.bp, admin_api.bp, health.bp, openapi.bp):
+    http_metrics.install(app)
+    for blueprint in (user_api.bp, admin_api.bp, health.bp, metrics.bp, openapi.bp):
         app.register_blueprint(blueprint)
     app.cli.add_command(issue_user_token_command)
 
