@@ -21,6 +21,7 @@ from dramatiq.middleware import CurrentMessage
 from actors.adapters.events import RedisEventSink
 from actors.broker import DependencyUnavailable, actor_spec
 from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, retry_delays_ms
+from actors.observe import metrics
 from services import reports
 from services.config import Settings
 from services.db import session_factory
@@ -114,6 +115,18 @@ def generate_report(record_id: int) -> None:
         error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
         _log_event(EventType.REPORT_GENERATION_FAILED, record_id, attempt=_attempt(), error=error)
         raise
+    # The outcome's log line is services.reports' (one line per report, with its reason).
     if outcome is reports.GenerationOutcome.GENERATED:
         _log_event(EventType.REPORT_GENERATED, record_id, attempt=_attempt())
-    logger.info("Report of record %d: %s.", record_id, outcome)
+        _observe_latency(record_id)
+
+
+def _observe_latency(record_id: int) -> None:
+    """Never raises: a report must not fail for want of a metric."""
+    try:
+        latency = reports.submit_to_report_seconds(_uow(), record_id)
+    except Exception:
+        logger.warning("submit-to-report latency of record %s not measured", record_id, exc_info=True)
+        return
+    if latency is not None:
+        metrics.report_latency_s.observe(latency)

@@ -58,11 +58,14 @@ class Settings:
     secret_key: str = ""
     #: Bearer tokens accepted on the admin API; empty means the admin API refuses every call.
     admin_tokens: tuple[str, ...] = field(default_factory=tuple)
+    #: Bearer tokens that may only scrape GET /metrics (Prometheus' credential); admin tokens may too.
+    metrics_tokens: tuple[str, ...] = field(default_factory=tuple)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         tokens = tuple(t.strip() for t in env.get("ADMIN_TOKENS", "").split(",") if t.strip())
+        scrapers = tuple(t.strip() for t in env.get("METRICS_TOKENS", "").split(",") if t.strip())
         return cls(
             database_url=normalize_database_url(
                 _url(env, "DATABASE_URL", DEFAULT_DATABASE_URL, ("postgresql", "postgres"))
@@ -71,6 +74,7 @@ class Settings:
             db_pool_size=env_int(env, "DB_POOL_SIZE", DEFAULT_DB_POOL_SIZE, minimum=1),
             secret_key=env.get("SECRET_KEY", ""),
             admin_tokens=tokens,
+            metrics_tokens=scrapers,
         )
 
     def with_overrides(self, **changes: object) -> Settings:

@@ -131,6 +131,20 @@ def generate_report(uow: UnitOfWork, record_id: int) -> GenerationOutcome:
     return GenerationOutcome.GENERATED
 
 
+def submit_to_report_seconds(uow: UnitOfWork, record_id: int) -> float | None:
+    """Seconds from the record's submission to its report (completed_at - submitted_at), None if
+    either is missing: the latency operators watch, measured by the database's own clock."""
+    with uow:
+        row = uow.session.execute(
+            select(AssessmentRecord.submitted_at, AssessmentRecord.completed_at).where(
+                AssessmentRecord.id == record_id
+            )
+        ).one_or_none()
+    if row is None or row.submitted_at is None or row.completed_at is None:
+        return None
+    return max(0.0, float((row.completed_at - row.submitted_at).total_seconds()))
+
+
 def mark_generation_failed(uow: UnitOfWork, record_id: int) -> bool:
     """Set a record from 3 to 5 (生成失败); True if it changed, False if it was not in 3."""
     if not 1 <= record_id <= MAX_ID:

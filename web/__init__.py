@@ -22,7 +22,7 @@ from services.errors import ConfigError
 from services.event_store import DirectEventWriter
 from services.events import EventSink
 from services.queue import ReportQueue
-from web import admin_api, console, deps, health, openapi, user_api
+from web import admin_api, console, deps, health, http_metrics, metrics, openapi, user_api
 from web.auth import issue_user_token
 from web.cli import issue_user_token_command
 from web.errors import register_error_handlers
@@ -119,7 +119,8 @@ def create_app(
     )
 
     register_error_handlers(app)
-    for blueprint in (user_api.bp, admin_api.bp, health.bp, openapi.bp):
+    http_metrics.install(app)
+    for blueprint in (user_api.bp, admin_api.bp, health.bp, metrics.bp, openapi.bp):
         app.register_blueprint(blueprint)
     console.init_app(app, production=environment == PRODUCTION)
     app.cli.add_command(issue_user_token_command)

@@ -158,6 +158,13 @@ SCHEMAS: dict[str, Schema] = {
         invalid={"type": "integer", "description": "undecodable messages kept aside"},
     ),
     "Health": _all(status={"type": "string", "const": "ok"}),
+    "ProcessCount": _all(alive=INTEGER, gone=INTEGER),
+    "Processes": _all(
+        worker=_ref("ProcessCount"),
+        hotpath=_ref("ProcessCount"),
+        reconciler=_ref("ProcessCount"),
+        web=_ref("ProcessCount"),
+    ),
     "Readiness": _all(
         database={"type": "string", "enum": ["ok", "unavailable"]},
         redis={"type": "string", "enum": ["ok", "unavailable"]},
@@ -521,6 +528,37 @@ PATHS: dict[str, dict[str, Schema]] = {
                     "description": "5003: a dependency is unavailable; data names which",
                     "content": {"application/json": {"schema": _ref("Envelope")}},
                     "headers": RETRY_AFTER_HEADER,
+                },
+            },
+        },
+    },
+    "/healthz/workers": {
+        "get": {
+            **_operation(
+                "Processes beating in the registry, per kind (live, gone); counts only",
+                tag="health",
+                data=_ref("Processes"),
+            ),
+            "responses": {
+                "200": _success(_ref("Processes")),
+                "503": {
+                    "description": "5003: no live worker or hotpath process (data: the counts) or Redis down",
+                    "content": {"application/json": {"schema": _ref("Envelope")}},
+                    "headers": RETRY_AFTER_HEADER,
+                },
+            },
+        },
+    },
+    "/metrics": {
+        "get": {
+            "summary": "Prometheus metrics (text format); an admin token or a METRICS_TOKENS token",
+            "tags": ["health"],
+            "security": ADMIN,
+            "responses": {
+                "200": {"description": "the metrics", "content": {"text/plain": {}}},
+                **{
+                    str(status): {"$ref": f"#/components/responses/{ERROR_RESPONSE_NAMES[status]}"}
+                    for status in AUTH_ERRORS
                 },
             },
         },

@@ -17,6 +17,8 @@ arrival (its attempts used up by crashed workers) is skipped, and counted dead h
 from __future__ import annotations
 
 import collections
+import contextlib
+import contextvars
 import logging
 import threading
 import time
@@ -31,6 +33,7 @@ from actors.broker import DependencyUnavailable, ListMessageProxy
 from actors.constants import REPORT_ACTOR_NAME
 from actors.observe import metrics
 from actors.observe.heartbeat import Activity, Heartbeat
+from actors.observe.logs import JobContext, job_context
 
 logger = logging.getLogger(__name__)
 
@@ -44,11 +47,18 @@ def describe(message: dramatiq.Message[Any]) -> str:
     return f"{name} {message.args[0]}" if message.args else name
 
 
-class _Running:
-    __slots__ = ("started", "token")
+def job_of(message: dramatiq.Message[Any]) -> JobContext:
+    """The ids a job's log lines carry: its message id and, for the report actor, the record id."""
+    record_id = message.args[0] if message.actor_name == REPORT_ACTOR_NAME and message.args else None
+    return JobContext(message.message_id, record_id if isinstance(record_id, int) else None)
 
-    def __init__(self, token: int) -> None:
+
+class _Running:
+    __slots__ = ("context", "started", "token")
+
+    def __init__(self, token: int, context: contextvars.Token[JobContext | None]) -> None:
         self.token = token
+        self.context = context
         self.started = time.perf_counter()
 
 
@@ -94,7 +104,7 @@ class JobObserver(Middleware):
         labels = (message.queue_name, message.actor_name)
         metrics.messages_total.labels(*labels).inc()
         metrics.messages_inprogress.labels(*labels).inc()
-        running = _Running(self.activity.begin(describe(message)))
+        running = _Running(self.activity.begin(describe(message)), job_context.set(job_of(message)))
         with self._lock:
             self._running[message.message_id] = running
 
@@ -139,6 +149,8 @@ class JobObserver(Middleware):
         if running is None:
             return None  # skipped before this middleware's before_process_message ran
         self.activity.end(running.token)
+        with contextlib.suppress(ValueError):  # set in another thread's context: nothing to undo here
+            job_context.reset(running.context)
         metrics.messages_inprogress.labels(message.queue_name, message.actor_name).dec()
         return running
 

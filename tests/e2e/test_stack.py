@@ -114,7 +114,7 @@ def test_every_process_of_the_stack_is_in_the_procfile(stack: Stack) -> None:
     # `sh -c 'exec LINE'`: the shell became the program, so supervisord watches the program itself.
     assert "gunicorn web:create_app()" in commands["web"]
     assert f"127.0.0.1:{stack.env['PORT']}" in commands["web"]  # loopback unless BIND says otherwise
-    assert "dramatiq actors.worker --processes 1 --threads 2" in commands["worker"]
+    assert "python -m actors.run_worker --processes 1 --threads 2" in commands["worker"]
     assert "actors.hotpath" in commands["hotpath"]
 
 

@@ -224,6 +224,8 @@ CASES: list[Bad] = [
     *method_only(get(f"{ADMIN_PATH}/queue/stats")),
     *method_only(get("/healthz")),
     *method_only(get("/readyz")),
+    *method_only(get("/healthz/workers")),
+    *method_only(get("/metrics")),
     *method_only(get("/openapi.json")),
 ]
 

@@ -87,7 +87,7 @@ def test_every_reference_resolves() -> None:
 def test_operations_state_security_and_errors(path: str, method: str, op: dict[str, Any]) -> None:
     assert op["summary"]
     assert "200" in op["responses"]
-    if path.startswith("/api/admin/"):
+    if path.startswith("/api/admin/") or path == "/metrics":
         assert op["security"] == [{"adminToken": []}]
     elif path.startswith("/api/assessment/"):
         assert op["security"] == [{"userToken": []}]
