@@ -60,18 +60,24 @@ def sign_in(page: Page, stack: Stack, *, name: str = "值班管理员") -> None:
 def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
     stack: Stack, engine: Engine, redis_conn: redis.Redis, page: Page
 ) -> None:
-    # A submission whose answers were lost: every attempt fails, then it is dead-lettered.
+    # Six submissions that succeed, and one whose answers were lost: every attempt fails,
+    # then it is dead-lettered.
+    fine = [insert_record(engine, 30) for _ in range(6)]
     failing = insert_record(engine, 31, answers=False)
-    RedisReportQueue(redis_conn).enqueue(failing)
+    RedisReportQueue(redis_conn).enqueue_many([*fine, failing])
     stack.wait_until(
         lambda: db_status(engine, failing) == RecordStatus.FAILED, timeout=30, what="the record to fail"
     )
+    assert {db_status(engine, r) for r in fine} == {RecordStatus.COMPLETED}
 
     sign_in(page, stack)
     expect(page.locator('[data-figure="dead"]')).to_have_text("1")
-    expect(page.locator('tr[data-process="worker"][data-alive="yes"]').first).to_be_visible()
-    expect(page.locator('[data-total="dead"]')).to_have_text("1")
+    for kind in ("worker", "hotpath", "reconciler"):
+        expect(page.locator(f'tr[data-process="{kind}"][data-alive="yes"]').first).to_be_visible()
+    expect(page.locator('[data-total="processed"]')).to_have_text("6")
+    expect(page.locator('[data-total="failed"]')).to_have_text("4")
     expect(page.locator('[data-total="retried"]')).to_have_text("3")
+    expect(page.locator('[data-total="dead"]')).to_have_text("1")
     screenshot(page, "console-overview")
 
     # The records list, filtered to the failed ones, leads to the record's timeline.
