@@ -94,7 +94,8 @@ def test_the_overview_shows_delayed_jobs_and_the_oldest_wait(
         REPORT_QUEUE_KEY, ReportQueueMessage.new(42, now=enqueued + timedelta(minutes=5)).encode()
     )
     due = datetime(2026, 12, 1, 2, 0, 30, tzinfo=UTC)
-    redis_client.zadd(REPORT_DELAYED_KEY, {job.retried(2).encode(): due.timestamp() * 1000, b"garbage": 1})
+    delayed: dict[bytes, float] = {job.retried(2).encode().encode(): due.timestamp() * 1000, b"garbage": 1}
+    redis_client.zadd(REPORT_DELAYED_KEY, delayed)
 
     # The consumer's end of the list holds the oldest job; a retry keeps its first EnqueueTime.
     assert oldest_waiting_age_s(redis_client, now=enqueued + timedelta(seconds=90)) == 90
@@ -166,3 +167,16 @@ def test_a_regeneration_in_the_console_is_audited_with_the_admin(
     assert [(e.action, e.ids, e.outcome) for e in entries] == [("regenerate", [record_id], "ok")]
     assert entries[0].credential.startswith("admin-token ")
     assert ADMIN_TOKEN not in entries[0].credential
+
+
+def test_records_are_paged_with_their_filters_kept(client: FlaskClient, records: Records) -> None:
+    ids = records.insert(*[RecordSpec(status=RecordStatus.FAILED, user_id=9) for _ in range(25)])
+    records.insert(RecordSpec(status=RecordStatus.FAILED, user_id=10))
+    assert sign_in(client) == 302
+    first = client.get("/admin/records?user=9").get_data(as_text=True)
+    assert listed_ids(first) == sorted(ids, reverse=True)[:20]
+    assert "共 25 条，第 1 / 2 页" in first
+    assert 'href="/admin/records?user=9&amp;page=2"' in first
+    second = client.get("/admin/records?user=9&page=2").get_data(as_text=True)
+    assert listed_ids(second) == sorted(ids, reverse=True)[20:]
+    assert "下一页" not in second

@@ -30,7 +30,7 @@ def _path(rule: Rule) -> str:
 
 def console_routes(app: Flask = APP) -> list[tuple[str, str, str]]:
     """(endpoint, path, method) of every console rule, from the URL map."""
-    found = []
+    found: list[tuple[str, str, str]] = []
     for rule in app.url_map.iter_rules():
         if rule.endpoint.startswith("console."):
             methods = sorted((rule.methods or set()) - IMPLICIT_METHODS)
