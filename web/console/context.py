@@ -47,6 +47,15 @@ EVENT_NAMES = {
 }
 
 
+#: Fields of the events' data, in words (others are shown by their name).
+EVENT_DATA_NAMES = {
+    "attempt": "第几次尝试",
+    "retries": "重试次数",
+    "statusSet": "已置为生成失败",
+    "batch": "批量",
+    "requested": "请求数",
+}
+
 #: The process registry's kinds (actors/adapters/liveness.py).
 PROCESS_KINDS = {
     "worker": "报告生成 worker",
@@ -70,6 +79,7 @@ def console_context() -> dict[str, Any]:
         "fmt_duration": duration,
         "tz_name": str(tz),
         "process_kinds": PROCESS_KINDS,
+        "event_data_names": EVENT_DATA_NAMES,
         "outcome_names": OUTCOME_NAMES,
         "outcome_words": OUTCOME_WORDS,
         "event_names": {str(k): v for k, v in EVENT_NAMES.items()},

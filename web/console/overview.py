@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 import redis
-from flask import render_template
+from flask import render_template, request
 
 from actors.adapters import queue_figures
 from actors.adapters.liveness import BEAT_TIMEOUT_S, live_processes
@@ -23,6 +23,10 @@ from web.deps import current, redis_client
 log = logging.getLogger(__name__)
 
 MSG_REDIS_DOWN = "无法读取队列数据（Redis 不可用）"
+
+
+#: Refresh intervals an admin may pick for the overview (seconds; none by default).
+REFRESH_CHOICES = (5, 10, 30)
 
 
 @bp.get("/")
@@ -46,8 +50,11 @@ def overview() -> str:
         except redis.RedisError as exc:
             log.warning("console overview: processes or throughput unavailable: %s", exc)
             queue_error = MSG_REDIS_DOWN
+    refresh = request.args.get("refresh", "")
     return render_template(
         "console/overview.html",
+        refresh=int(refresh) if refresh.isdigit() and int(refresh) in REFRESH_CHOICES else None,
+        refresh_choices=REFRESH_CHOICES,
         figures=figures,
         delayed=delayed,
         oldest_age_s=oldest,
