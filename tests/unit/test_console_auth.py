@@ -199,3 +199,15 @@ def test_the_api_keeps_its_bearer_tokens_and_needs_no_csrf() -> None:
     assert response.status_code == 400  # a bad id, past auth and without a CSRF token
     assert response.json is not None
     assert response.json["code"] == 1001
+
+
+@pytest.mark.parametrize("overrides", [{"secret_key": ""}, {"admin_tokens": ()}])
+@pytest.mark.parametrize(
+    ("endpoint", "path", "method"), [r for r in console_routes() if r[0] != "console.static"]
+)
+def test_without_secret_key_or_admin_tokens_the_console_is_closed(
+    overrides: dict[str, object], endpoint: str, path: str, method: str
+) -> None:
+    response = make_app(**overrides).test_client().open(path, method=method, data={"token": ADMIN_TOKEN})
+    assert response.status_code == 503, endpoint
+    assert "管理后台未启用" in response.get_data(as_text=True)

@@ -46,9 +46,11 @@ def csrf_refused(error: CSRFError) -> Page:
 @bp.errorhandler(HTTPException)
 def http_error(error: HTTPException) -> Page:
     status = error.code or 500
+    custom = error.description if error.description != type(error).description else None
+    if status == 503 and custom:
+        return _page(status, custom)  # the console's own "not enabled" message
     if status >= 500:
         return _page(status, MSG_INTERNAL)
-    custom = error.description if error.description != type(error).description else None
     default = MSG_UNAUTHORIZED if status == 401 else HTTP_ERROR_MESSAGE.get(status, error.name)
     return _page(status, custom or default)
 

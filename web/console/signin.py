@@ -77,9 +77,13 @@ def console_admin() -> ConsoleAdmin:
 def guard() -> WerkzeugResponse | None:
     """Every console request: a user token is 403; no session is a redirect (pages) or 401
     (forms); then, for a form, its CSRF token (Flask-WTF; refused with 400)."""
+    settings = current().settings
     token = bearer_token()
-    if token is not None and verify_user_token(current().settings.secret_key, token) is not None:
+    if token is not None and verify_user_token(settings.secret_key, token) is not None:
         abort(403, MSG_USER_TOKEN)
+    if not (settings.secret_key and settings.admin_tokens) and request.endpoint != "console.static":
+        # No key to sign the session and the CSRF tokens with, or no token to sign in with.
+        abort(503, MSG_DISABLED)
     if request.endpoint not in PUBLIC_ENDPOINTS:
         admin = signed_in_admin()
         if admin is None:
@@ -130,18 +134,15 @@ def _count_failure() -> None:
 @bp.route("/login", methods=["GET", "POST"])
 def sign_in() -> ResponseReturnValue:
     settings = current().settings
-    enabled = bool(settings.admin_tokens and settings.secret_key)
     next_url = _safe_next(request.values.get("next"))
     if request.method == "GET":
-        if enabled and signed_in_admin() is not None:
+        if signed_in_admin() is not None:
             return redirect(next_url)
-        return render_template("console/login.html", error=None if enabled else MSG_DISABLED, next=next_url)
+        return render_template("console/login.html", error=None, next=next_url)
     token = request.form.get("token", "").strip()
     name = " ".join(request.form.get("name", "").split())[:MAX_NAME_LENGTH] or "管理员"
     error: str | None = None
-    if not enabled:
-        error = MSG_DISABLED
-    elif _too_many_failures():
+    if _too_many_failures():
         error = MSG_TOO_MANY
     elif not is_admin_token(settings.admin_tokens, token):
         _count_failure()
