@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from services.errors import ConfigError
 
@@ -19,6 +20,9 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 #: Size of the SQLAlchemy connection pool of one process.
 DEFAULT_DB_POOL_SIZE = 5
+
+#: Time zone of the admins (the product's users are in China): ADMIN_TIMEZONE's default.
+DEFAULT_ADMIN_TIMEZONE = "Asia/Shanghai"
 
 
 def env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
@@ -41,6 +45,15 @@ def _url(env: Mapping[str, str], name: str, default: str, schemes: tuple[str, ..
     return value
 
 
+def _timezone(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name, "").strip() or default
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"{name} must be an IANA time zone such as Asia/Shanghai, got {value!r}") from None
+    return value
+
+
 def normalize_database_url(url: str) -> str:
     """Use psycopg 3 for plain postgresql:// URLs (SQLAlchemy would pick psycopg2)."""
     for prefix in ("postgresql://", "postgres://"):
@@ -60,6 +73,8 @@ class Settings:
     admin_tokens: tuple[str, ...] = field(default_factory=tuple)
     #: Bearer tokens that may only scrape GET /metrics (Prometheus' credential); admin tokens may too.
     metrics_tokens: tuple[str, ...] = field(default_factory=tuple)
+    #: IANA time zone in which an admin's date/time without an offset is read (ADMIN_TIMEZONE).
+    admin_timezone: str = DEFAULT_ADMIN_TIMEZONE
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -75,7 +90,12 @@ class Settings:
             secret_key=env.get("SECRET_KEY", ""),
             admin_tokens=tokens,
             metrics_tokens=scrapers,
+            admin_timezone=_timezone(env, "ADMIN_TIMEZONE", DEFAULT_ADMIN_TIMEZONE),
         )
+
+    @property
+    def admin_zone(self) -> ZoneInfo:
+        return ZoneInfo(self.admin_timezone)
 
     def with_overrides(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]

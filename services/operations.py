@@ -14,6 +14,7 @@ reconciler finishes it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from sqlalchemy import select
@@ -60,6 +61,8 @@ MAX_PAGE_SIZE = 200
 #: Handles accepted in one call.
 MAX_IDS = 1000
 
+#: A handle as the queue adapters make them (a hex digest, ".2" for a repeat), with room to spare.
+_HANDLE = re.compile(r"[0-9A-Za-z._-]{1,64}")
 _GONE = (RecordNotFound.code, "死信不存在（已被处理或删除）")
 _GONE_INVALID = (RecordNotFound.code, "无效消息不存在（已被删除）")
 _UNREADABLE = (ParamError.code, "死信中没有可用的记录ID")
@@ -74,8 +77,8 @@ def _page_args(offset: int, limit: int) -> None:
 def _handles(values: Sequence[str], name: str) -> list[str]:
     if not values:
         raise ParamError(f"{name}列表不能为空")
-    if len(values) > MAX_IDS or any(not isinstance(v, str) or not v for v in values):
-        raise ParamError(f"{name}必须是 1 到 {MAX_IDS} 个非空字符串")
+    if len(values) > MAX_IDS or any(not isinstance(v, str) or not _HANDLE.fullmatch(v) for v in values):
+        raise ParamError(f"{name}必须是 1 到 {MAX_IDS} 个由字母、数字、点、下划线或连字符组成的字符串")
     return list(dict.fromkeys(values))
 
 

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 import redis
 from flask import Flask
 
-from actors.adapters import RedisAutosaveStore, RedisEventSink, RedisReportQueue
+from actors.adapters import RedisAutosaveStore, RedisEventSink, RedisQueueOperations, RedisReportQueue
+from services.audit import DatabaseAuditLog
 from services.autosave import ActiveQuestions, AutosaveStore
 from services.config import Settings
 from services.db import session_factory
@@ -24,7 +25,7 @@ from services.events import EventSink
 from services.queue import ReportQueue
 from web import admin_api, console, deps, health, http_metrics, metrics, openapi, user_api
 from web.auth import issue_user_token
-from web.cli import issue_user_token_command
+from web.cli import audit_command, issue_user_token_command, queue_command
 from web.errors import register_error_handlers
 from web.jsonify import JSONProvider
 from web.redis_guard import guarded_redis
@@ -104,17 +105,20 @@ def create_app(
     # Short timeouts and a fail-fast guard (web/redis_guard.py): a hung Redis must not
     # hold a request thread for more than about a second.
     client = redis_client or guarded_redis(settings.redis_url)
+    factory = session_factory(settings)
     deps.install(
         app,
         deps.Dependencies(
             settings=settings,
-            session_factory=session_factory(settings),
+            session_factory=factory,
             report_queue=report_queue or RedisReportQueue(client),
             redis=client,
             autosave=autosave_store or RedisAutosaveStore(client),
             # Its fallback while Redis is down: the same database as the rest of the app.
             events=event_sink or RedisEventSink(client, fallback=DirectEventWriter(settings.database_url)),
             questions=ActiveQuestions(),
+            queue_ops=RedisQueueOperations(client),
+            audit=DatabaseAuditLog(factory),
         ),
     )
 
@@ -124,6 +128,8 @@ def create_app(
         app.register_blueprint(blueprint)
     console.init_app(app, production=environment == PRODUCTION)
     app.cli.add_command(issue_user_token_command)
+    app.cli.add_command(queue_command)
+    app.cli.add_command(audit_command)
 
     if not settings.secret_key:
         log.warning("SECRET_KEY is empty: every call to the user API is refused (401)")

@@ -128,11 +128,15 @@ def test_a_dead_lettered_record_is_regenerated_by_an_admin(
 
     stack.wait_for_status(token, record_id, RecordStatus.FAILED)
     assert stack.status(token, record_id)["description"] == "报告生成失败，请联系客服"
-    assert job.encode() in redis_conn.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1)  # verbatim
+    # The .NET fields as they came, then why and when it died.
+    [entry] = [e for e in redis_conn.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1) if e.startswith(job[:-1].encode())]
+    assert entry.startswith(job[:-1].encode() + b',"DeadAt":')
+    assert b'"LastError":"ServiceError: ' in entry
 
     add_answers(engine, record_id)  # the data is repaired; an admin triggers the report again
     regenerate = "/api/admin/assessmentRecord/regenerateReport"
     assert stack.ok("POST", regenerate, ADMIN_TOKEN, {"id": record_id}) is None
+    assert entry not in redis_conn.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1)  # superseded by the new job
     stack.wait_for_status(token, record_id, RecordStatus.COMPLETED)
     assert stack.ok("GET", f"/api/assessment/report?recordId={record_id}", token)["recordId"] == record_id
     assert report_rows(engine, record_id) == (8, 1)

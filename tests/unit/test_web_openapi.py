@@ -9,7 +9,7 @@ import openapi_spec_validator
 import pytest
 
 from actors.adapters import QueueFigures
-from services import views
+from services import opsmodel, views
 from tests.unit.web_unit_support import make_app, routes
 from web.jsonify import camel_case
 from web.openapi import document
@@ -32,6 +32,13 @@ VIEW_SCHEMAS: dict[str, type] = {
     "SaveAnswersResult": views.SaveAnswersResult,
     "Event": views.EventView,
     "EventPage": views.Page,
+    "ItemOutcome": opsmodel.ItemOutcome,
+    "DeadLetter": opsmodel.DeadLetter,
+    "DeadLetterPage": opsmodel.Page,
+    "InvalidPayload": opsmodel.InvalidPayload,
+    "InvalidPayloadPage": opsmodel.Page,
+    "AuditEntry": opsmodel.AuditEntry,
+    "AuditPage": opsmodel.Page,
 }
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 

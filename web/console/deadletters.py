@@ -10,9 +10,9 @@ from flask import flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
 from services import operations
-from web.console.acting import actor, audit_log, queue_operations
+from web.console.acting import actor
 from web.console.blueprint import bp
-from web.deps import new_uow
+from web.deps import audit_log, new_uow, queue_operations
 
 PAGE_SIZE = 50
 #: Most handles one form may carry (a page shows `PAGE_SIZE`).

@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta, tzinfo
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from services.config import Settings
-from services.errors import ConfigError
-
-#: The product's admins work in China; ADMIN_TIMEZONE changes it.
-DEFAULT_ADMIN_TIMEZONE = "Asia/Shanghai"
 
 
 def admin_timezone(settings: Settings) -> tzinfo:
-    """The zone dates are shown and typed in (ADMIN_TIMEZONE, default Asia/Shanghai)."""
-    name = str(getattr(settings, "admin_timezone", "") or DEFAULT_ADMIN_TIMEZONE)
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"ADMIN_TIMEZONE is not a known time zone: {name!r}") from None
+    """The zone dates are shown and typed in (ADMIN_TIMEZONE, default Asia/Shanghai; checked
+    when the settings are read)."""
+    return settings.admin_zone
 
 
 def local_time(value: datetime | None, tz: tzinfo) -> str:

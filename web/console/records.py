@@ -22,10 +22,10 @@ from services.limits import MAX_ID
 from services.record_detail import admin_record_detail
 from services.status import REGENERATABLE, STATUS_TEXT, RecordStatus
 from services.views import RecordFilter
-from web.console.acting import actor, audit_log, queue_operations
+from web.console.acting import actor
 from web.console.blueprint import bp
 from web.console.display import admin_timezone, day_after, day_start
-from web.deps import current, new_uow, report_queue
+from web.deps import audit_log, current, new_uow, queue_operations, report_queue
 from web.events import log_event, log_events
 
 PAGE_SIZE = 20
