@@ -1,7 +1,7 @@
 """One logging setup for every process: plain text for a terminal, or JSON lines.
 
 `LOG_FORMAT=json` makes every record one JSON object on one line (python-json-logger:
-a maintained formatter, no hand-written escaping): `time`, `level`, `logger`, `message`,
+a maintained formatter, no hand-written escaping): `time` (ISO 8601, UTC), `level`, `logger`, `message`,
 `process_kind`, `pid`, `thread`, and, inside a worker's job, `message_id` and
 `record_id`; a traceback is the string field `exc_info` of the same line. Anything
 else (unset, `text`) keeps plain text, one format for all processes, with the job's
@@ -29,9 +29,8 @@ from services.errors import ConfigError
 
 LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s [%(process_kind)s %(process)d] %(name)s: %(message)s%(job)s"
-JSON_FIELDS = ("asctime", "levelname", "name", "message", "process_kind", "process", "threadName")
+JSON_FIELDS = ("levelname", "name", "message", "process_kind", "process", "threadName")
 JSON_RENAMES = {
-    "asctime": "time",
     "levelname": "level",
     "name": "logger",
     "process": "pid",
@@ -81,6 +80,7 @@ def formatter(fmt: str) -> logging.Formatter:
         return JsonFormatter(
             list(JSON_FIELDS),
             rename_fields=JSON_RENAMES,
+            timestamp="time",  # ISO 8601 in UTC, first in the line
             json_ensure_ascii=False,
             # `job` is the text format's suffix: JSON has the ids as fields.
             reserved_attrs=[*RESERVED_ATTRS, "job"],

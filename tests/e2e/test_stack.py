@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 import redis
+import requests
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, func, select
 
 from actors.adapters import RedisReportQueue, queue_figures
@@ -99,6 +101,40 @@ def test_a_user_takes_the_assessment_and_gets_the_report(stack: Stack) -> None:
     )
     assert (status, envelope["code"]) == (409, 2005)
     assert stack.status(token, record_id)["status"] == RecordStatus.COMPLETED
+
+
+def test_metrics_sum_the_stacks_processes_and_every_process_beats(stack: Stack) -> None:
+    """/metrics of one gunicorn worker shows the job counters of the Dramatiq worker processes
+    (PROMETHEUS_MULTIPROC_DIR, set by make run); workers, hotpath and reconciler beat."""
+    token = stack.user(8)
+    record_id = stack.ok("POST", "/api/assessment/createRecord", token)["id"]
+    stack.ok("POST", "/api/assessment/startAssessment", token, {"recordId": record_id})
+    questions = stack.ok("GET", "/api/assessment/questions", token)
+    answers = [{"questionId": q["id"], "value": 3} for q in questions]
+    stack.ok("POST", "/api/assessment/submitAnswers", token, {"recordId": record_id, "answers": answers})
+    stack.wait_for_status(token, record_id, RecordStatus.COMPLETED)
+    response = requests.get(
+        f"{stack.base_url}/metrics", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=10
+    )
+    assert response.status_code == 200
+    found = {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+    labels = frozenset({"queue_name": "report", "actor_name": "generate_report"}.items())
+    assert found[("dramatiq_messages_total", labels)] >= 1
+    assert found[("mi_report_latency_seconds_count", frozenset())] >= 1
+    submit = {"method": "POST", "endpoint": "/api/assessment/submitAnswers", "status": "200"}
+    assert found[("http_requests_total", frozenset(submit.items()))] >= 1
+    stack.wait_until(
+        lambda: requests.get(f"{stack.base_url}/healthz/workers", timeout=10).status_code == 200,
+        timeout=30,
+        what="worker and hotpath beating",
+    )
+    counts = requests.get(f"{stack.base_url}/healthz/workers", timeout=10).json()["data"]
+    assert counts["worker"]["alive"] >= 1
+    assert counts["reconciler"]["alive"] == 1
 
 
 def test_every_process_of_the_stack_is_in_the_procfile(stack: Stack) -> None:

@@ -168,3 +168,42 @@ def test_a_killed_worker_shows_as_gone_after_the_heartbeat_timeout(
     assert worker_beats(redis_client)[0].doing != "stopped"  # no clean exit was recorded
     later = time.time() + BEAT_TIMEOUT_S + 1
     assert [b.alive for b in worker_beats(redis_client, now=later)] == [False]
+
+
+def test_healthz_workers_passes_once_worker_and_hotpath_beat(
+    workers: Callable[..., SessionProcess],
+    settings: Settings,
+    redis_url: str,
+    redis_client: redis.Redis,
+    client: FlaskClient,
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "DATABASE_URL": settings.database_url, "REDIS_URL": redis_url, "LOG_FORMAT": "json"}
+    assert client.get("/healthz/workers").status_code == 503
+    others = [
+        SessionProcess([sys.executable, "-m", f"actors.{kind}"], env=env, log_path=tmp_path / f"{kind}.log")
+        for kind in ("hotpath", "reconciler")
+    ]
+    try:
+        workers(processes=1)
+        wait_until(lambda: client.get("/healthz/workers").status_code == 200, timeout=30, what="all beating")
+        response = client.get("/healthz/workers")
+        assert response.json is not None
+        data = response.json["data"]
+        assert {kind: data[kind]["alive"] for kind in ("worker", "hotpath", "reconciler", "web")} == {
+            "worker": 1,
+            "hotpath": 1,
+            "reconciler": 1,
+            "web": 0,
+        }
+        doing = {b.kind: b.doing for b in live_processes(redis_client)}
+        assert doing["hotpath"] in {"idle", "flushing answers", "flushing progress", "consuming events"}
+    finally:
+        for process in others:
+            process.stop()
+    beats = {b.kind: b for b in live_processes(redis_client)}
+    assert (beats["hotpath"].doing, beats["reconciler"].doing) == ("stopped", "stopped")
+    for process in others:  # with LOG_FORMAT=json, their every line is JSON too
+        lines = [line for line in process.output().splitlines() if line.strip()]
+        assert lines
+        assert all(json.loads(line)["process_kind"] in {"hotpath", "reconciler"} for line in lines)
