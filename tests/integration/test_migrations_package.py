@@ -146,3 +146,15 @@ def test_a_malformed_database_url_is_a_configuration_error(installed: Path, tmp_
     assert done.returncode == 2
     assert "DATABASE_URL" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_wheel_holds_the_console_pages(wheel: Path) -> None:
+    """The admin console's templates and style sheet are package data (web/console/)."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    pages = {
+        f"web/console/templates/console/{p.name}"
+        for p in (ROOT / "web/console/templates/console").glob("*.html")
+    }
+    assert "web/console/templates/console/base.html" in pages
+    assert pages | {"web/console/static/console.css", "web/console/__init__.py"} <= names
