@@ -71,9 +71,9 @@ def audit_event(entry: AuditEntry) -> Event:
 
 
 def summarize(items: Sequence[ItemOutcome], done: str) -> str:
-    """ "ok" when every id got `done`, "failed" when none did, else "partial"."""
+    """ "ok" when every id got `done` (or there was none), "failed" when none did, else "partial"."""
     hits = sum(1 for item in items if item.outcome == done)
-    if items and hits == len(items):
+    if hits == len(items):
         return "ok"
     return "failed" if hits == 0 else "partial"
 
