@@ -12,14 +12,14 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, func, select, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.errors import DatabaseUnavailable, ParamError
 from services.event_store import DirectEventWriter
 from services.events import MAX_ACTOR_LENGTH, Event
-from services.models import EventLogEntry
+from services.models import AUDIT_EVENTS, EventLogEntry
 from services.opsmodel import AUDIT_PREFIX, AdminActor, AuditEntry, AuditLog, ItemOutcome, Page
 from services.uow import UnitOfWork
 
@@ -71,9 +71,9 @@ def audit_event(entry: AuditEntry) -> Event:
 
 
 def summarize(items: Sequence[ItemOutcome], done: str) -> str:
-    """ "ok" when every id got `done`, "failed" when none did, else "partial"."""
+    """ "ok" when every id got `done` (or there was none), "failed" when none did, else "partial"."""
     hits = sum(1 for item in items if item.outcome == done)
-    if items and hits == len(items):
+    if hits == len(items):
         return "ok"
     return "failed" if hits == 0 else "partial"
 
@@ -131,9 +131,7 @@ def list_audit(
     until = _aware(until)
     if since and until and since > until:
         raise ParamError("开始时间不能晚于结束时间")
-    conditions: list[ColumnElement[bool]] = [
-        EventLogEntry.event_type.startswith(AUDIT_PREFIX, autoescape=True)
-    ]
+    conditions: list[ColumnElement[bool]] = [text(AUDIT_EVENTS)]  # type: ignore[list-item]
     if action:
         conditions.append(EventLogEntry.event_type == AUDIT_PREFIX + action)
     if actor:

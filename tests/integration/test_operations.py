@@ -346,3 +346,12 @@ def test_no_action_without_its_audit(
     assert (redis_client.llen(DEAD_LETTER_QUEUE_KEY), redis_client.llen(INVALID_QUEUE_KEY)) == (1, 1)
     assert redis_client.llen(REPORT_QUEUE_KEY) == 0
     assert status_of(session_factory, record_id) == RecordStatus.FAILED
+
+
+def test_requeue_all_of_nothing_is_an_audited_no_op(
+    uow: UnitOfWork, ops: RedisQueueOperations, audit: DatabaseAuditLog, redis_client: redis.Redis
+) -> None:
+    assert operations.requeue_dead_letters(uow, ops, audit, ACTOR, None) == []
+    [entry] = operations.list_audit(uow).items
+    assert (entry.action, entry.ids, entry.outcome) == ("requeue", [], "ok")
+    assert redis_client.llen(REPORT_QUEUE_KEY) == 0
