@@ -5,6 +5,7 @@ queue, a record's detail, the sign-in limit, and an audited action."""
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime, timedelta
 
 import redis
@@ -12,6 +13,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors.adapters.liveness import BEAT_TIMEOUT_S, ProcessIdentity, write_beat
 from actors.adapters.queue_peek import delayed_jobs, oldest_waiting_age_s
 from actors.constants import REPORT_DELAYED_KEY, REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
@@ -180,3 +182,20 @@ def test_records_are_paged_with_their_filters_kept(client: FlaskClient, records:
     second = client.get("/admin/records?user=9&page=2").get_data(as_text=True)
     assert listed_ids(second) == sorted(ids, reverse=True)[20:]
     assert "下一页" not in second
+
+
+def test_a_process_silent_past_the_timeout_shows_as_gone(
+    client: FlaskClient, redis_client: redis.Redis
+) -> None:
+    now = time.time()
+    alive = ProcessIdentity("worker", "host-a", 101, "0.1.0", now - 600)
+    silent = ProcessIdentity("hotpath", "host-b", 202, "0.1.0", now - 600)
+    write_beat(redis_client, alive, "report 42", now=now - 1)
+    write_beat(redis_client, silent, "flushing answers", now=now - BEAT_TIMEOUT_S - 5)
+    assert sign_in(client) == 302
+    html = client.get("/admin/").get_data(as_text=True)
+    rows = dict(re.findall(r'<tr data-process="(\w+)" data-alive="(\w+)">', html))
+    assert rows == {"worker": "yes", "hotpath": "no"}
+    assert "已失联" in html
+    assert "report 42" in html
+    assert "host-b" in html
