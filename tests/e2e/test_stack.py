@@ -31,6 +31,7 @@ from services.models import DimensionResult, ReportSummary
 from services.status import RecordStatus
 from tests.e2e.stack_support import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
 from tests.support.processes import procfile, row_locked, sessions_waiting_for_a_lock
+from tests.support.redis_keys import bytes_list
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -165,7 +166,8 @@ def test_a_dead_lettered_record_is_regenerated_by_an_admin(
     stack.wait_for_status(token, record_id, RecordStatus.FAILED)
     assert stack.status(token, record_id)["description"] == "报告生成失败，请联系客服"
     # The .NET fields as they came, then why and when it died.
-    [entry] = [e for e in redis_conn.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1) if e.startswith(job[:-1].encode())]
+    dead_letters = bytes_list(redis_conn.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1))
+    [entry] = [e for e in dead_letters if e.startswith(job[:-1].encode())]
     assert entry.startswith(job[:-1].encode() + b',"DeadAt":')
     assert b'"LastError":"ServiceError: ' in entry
 

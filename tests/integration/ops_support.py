@@ -21,6 +21,8 @@ from services.opsmodel import AdminActor
 from tests.broker_fixtures import BrokerFactory
 from tests.conftest import default_answer
 from tests.record_state import status_of
+from tests.support.actors import declare_actor
+from tests.support.redis_keys import as_bytes
 
 MakeRecord = Callable[..., int]
 ACTOR = AdminActor(name="admin:test", credential="admin-token …test")
@@ -30,9 +32,9 @@ ACTOR = AdminActor(name="admin:test", credential="admin-token …test")
 def report_broker(make_broker: BrokerFactory) -> RedisListBroker:
     """A fresh broker with the real report actor (its function and options) declared on it."""
     broker = make_broker()
-    dramatiq.actor(  # type: ignore[call-overload]  # options pass through as **kwargs
+    declare_actor(
         generate_report.fn,
-        broker=broker,
+        broker,
         actor_name=generate_report.actor_name,
         queue_name=generate_report.queue_name,
         **generate_report.options,
@@ -67,7 +69,7 @@ def dead_letter_by_worker(broker: RedisListBroker, redis_client: redis.Redis, re
     redis_client.lpush(REPORT_QUEUE_KEY, last.encode())
     broker.join(REPORT_QUEUE_NAME, timeout=10_000)
     assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == before + 1
-    return bytes(redis_client.lindex(DEAD_LETTER_QUEUE_KEY, 0))  # type: ignore[arg-type]
+    return as_bytes(redis_client.lindex(DEAD_LETTER_QUEUE_KEY, 0))
 
 
 def add_answers(session_factory: sessionmaker[Session], record_id: int) -> None:

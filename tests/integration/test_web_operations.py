@@ -15,8 +15,9 @@ from sqlalchemy import Engine, text
 from actors.constants import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_JOBS_KEY, REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
 from services.config import Settings
-from tests.integration.web_support import ADMIN_PATH, ADMIN_TOKEN, Records, RecordSpec
+from tests.integration.web_support import ADMIN_PATH, ADMIN_TOKEN, Records
 from tests.support.envelope import data, error
+from tests.support.records import RecordSpec
 from tests.support.urls import CLOSED_DATABASE_URL
 from web import create_app
 from web.auth import token_fingerprint
