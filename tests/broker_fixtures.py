@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import dramatiq
 import pytest
@@ -57,7 +58,7 @@ def broker(make_broker: BrokerFactory) -> RedisListBroker:
 def make_worker() -> Iterator[WorkerFactory]:
     started: list[dramatiq.Worker] = []
 
-    def make(broker: dramatiq.Broker, threads: int = 2, **options: object) -> dramatiq.Worker:
+    def make(broker: dramatiq.Broker, threads: int = 2, **options: Any) -> dramatiq.Worker:
         worker = dramatiq.Worker(broker, worker_threads=threads, worker_timeout=100, **options)
         worker.start()
         started.append(worker)

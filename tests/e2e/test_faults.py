@@ -176,7 +176,13 @@ def burst(
     token = issue_user_token(settings.secret_key, USER_ID)
     answers = all_answers(engine)
     done = threading.Semaphore(0)
-    fault_thread = threading.Thread(target=lambda: ([done.acquire() for _ in range(at)], fault()))
+
+    def fault_after_submissions() -> None:
+        for _ in range(at):
+            done.acquire()
+        fault()
+
+    fault_thread = threading.Thread(target=fault_after_submissions)
     fault_thread.start()
 
     def one(record_id: int) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,8 +26,9 @@ import pytest
 import redis
 import requests
 
+from scripts import servers
 from tests.e2e.stack_support import STACK_SETTINGS
-from tests.support.processes import RunStack, servers, wait_until
+from tests.support.processes import RunStack, wait_until
 from web import issue_user_token
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -82,15 +84,19 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Run]]:
             # A folder the postgres account can reach (pytest's own is 0700 under root).
             state = cleanup.enter_context(servers.temporary_directory(f"mi-run-safe-{name}-")) / "state"
             port_env = dict(env, PORT=str(servers.free_port()))
-            run = RunStack(env=port_env, state=state, log_path=logs / f"{name}.log")
-            cleanup.callback(run.stop)
-            runs.append(Run(run, state))
+            stack = RunStack(env=port_env, state=state, log_path=logs / f"{name}.log")
+            cleanup.callback(stack.stop)
+            runs.append(Run(stack, state))
         for run in runs:
             wait_until(run.ready, timeout=150, what=f"make run in {run.state} to be ready", interval=0.2)
         yield runs
         for run in runs:
             run.run.stop()
             assert run.run.pids() == []
+
+
+def says_ready(stack: RunStack) -> bool:
+    return "ready: " in stack.output()
 
 
 def test_two_make_runs_started_at_once_each_use_servers_of_their_own(stacks: list[Run]) -> None:
@@ -101,10 +107,10 @@ def test_two_make_runs_started_at_once_each_use_servers_of_their_own(stacks: lis
         assert row is not None
         assert Path(str(row[0])).resolve() == (run.state / "pg" / "data").resolve()
         client = redis.Redis.from_url(info["redis_url"], decode_responses=True)
-        assert Path(client.config_get("dir")["dir"]).resolve() == (run.state / "redis").resolve()
+        assert Path(str(client.config_get("dir")["dir"])).resolve() == (run.state / "redis").resolve()
         client.close()
     for run in stacks:  # each announced its own web process, not the other's
-        wait_until(lambda run=run: "ready: " in run.run.output(), timeout=15, what="the ready line")
+        wait_until(partial(says_ready, run.run), timeout=15, what="the ready line")
         assert "not this stack's" not in run.run.output()
     a, b = (run.info() for run in stacks)
     assert urlsplit(a["database_url"]).port != urlsplit(b["database_url"]).port

@@ -16,7 +16,9 @@ from dramatiq.errors import ConnectionClosed
 from actors.broker import HEARTBEATS_KEY, RedisListBroker
 from scripts.faults import FaultProxy
 from tests.broker_fixtures import BrokerFactory, WorkerFactory
+from tests.support.actors import declare_actor
 from tests.support.processes import wait_until
+from tests.support.redis_keys import as_bytes
 
 
 @pytest.fixture
@@ -39,9 +41,7 @@ def test_a_pickle_encoded_queue_round_trips_bytes_that_are_not_utf8(
         if fail:
             raise RuntimeError("fails on purpose")
 
-    actor = dramatiq.actor(
-        handle, broker=broker, queue_name="pickled", max_retries=1, min_backoff=10, max_backoff=10
-    )
+    actor = declare_actor(handle, broker, queue_name="pickled", max_retries=1, min_backoff=10, max_backoff=10)
     assert b"\x80" in pickle.dumps(value)  # not UTF-8 once pickled
     actor.send(value, False)
     actor.send_with_options(args=(value, False), delay=50)
@@ -50,7 +50,7 @@ def test_a_pickle_encoded_queue_round_trips_bytes_that_are_not_utf8(
     broker.join("pickled", timeout=20_000)
     assert seen == [value] * 4  # two successes, one failure and its retry
     (dead,) = redis_client.lrange("pickled:queue:dead", 0, -1)
-    assert dramatiq.Message.decode(dead).args == (value, True)
+    assert dramatiq.Message[Any].decode(as_bytes(dead)).args == (value, True)
 
 
 def test_no_heartbeat_is_left_for_a_consumer_that_failed_to_start(

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from actors.broker import HEARTBEATS_KEY, InvalidMessage, ListMessageProxy, RedisListBroker, RedisListConsumer
 from tests.broker_fixtures import BrokerFactory, WorkerFactory
+from tests.support.redis_keys import as_bytes
 from tests.support.urls import CLOSED_REDIS_URL
 
 RAW_QUEUE = "raw"
@@ -24,10 +25,10 @@ RAW_QUEUE = "raw"
 class RawCodec:
     """Any bytes are a message: lets the tests push arbitrary strings like any producer."""
 
-    def encode(self, message: dramatiq.Message) -> str:
+    def encode(self, message: dramatiq.Message[Any]) -> str:
         return str(message.args[0])
 
-    def decode(self, payload: bytes) -> dramatiq.Message:
+    def decode(self, payload: bytes) -> dramatiq.Message[Any]:
         if payload == b"\x00poison":
             raise InvalidMessage("poison")
         return dramatiq.Message(
@@ -201,7 +202,7 @@ def test_delayed_message_waits_in_redis_and_is_released_on_time(
     raw_broker: RedisListBroker, redis_client: redis.Redis
 ) -> None:
     raw_broker.maintenance()
-    message = dramatiq.Message(
+    message: dramatiq.Message[Any] = dramatiq.Message(
         queue_name=RAW_QUEUE, actor_name="take", args=("later",), kwargs={}, options={}
     )
     raw_broker.enqueue(message, delay=400)
@@ -219,7 +220,9 @@ def test_delayed_message_waits_in_redis_and_is_released_on_time(
 def test_equal_delayed_payloads_are_kept_apart(
     raw_broker: RedisListBroker, redis_client: redis.Redis
 ) -> None:
-    message = dramatiq.Message(queue_name=RAW_QUEUE, actor_name="take", args=("same",), kwargs={}, options={})
+    message: dramatiq.Message[Any] = dramatiq.Message(
+        queue_name=RAW_QUEUE, actor_name="take", args=("same",), kwargs={}, options={}
+    )
     raw_broker.enqueue(message, delay=60_000)
     raw_broker.enqueue(message, delay=60_000)
     assert redis_client.zcard("raw:queue:delayed") == 2
@@ -247,7 +250,9 @@ def test_declare_and_enqueue_emit_dramatiq_hooks(broker: RedisListBroker) -> Non
     broker.add_middleware(recorder)
     broker.declare_queue("hooked")
     broker.declare_queue("hooked")  # idempotent
-    message = dramatiq.Message(queue_name="hooked", actor_name="x", args=(), kwargs={}, options={})
+    message: dramatiq.Message[Any] = dramatiq.Message(
+        queue_name="hooked", actor_name="x", args=(), kwargs={}, options={}
+    )
     broker.enqueue(message)
     broker.enqueue(message, delay=10_000)
     assert recorder.calls == [
@@ -299,7 +304,7 @@ def test_generic_actor_keeps_dramatiq_retries_and_dead_letters(
     dead = redis_client.lrange("flaky:queue:dead", 0, -1)
     assert len(dead) == 1
     # Dead-lettered verbatim: the payload of its last delivery.
-    assert dramatiq.Message.decode(dead[0]).options["retries"] == 2
+    assert dramatiq.Message[Any].decode(as_bytes(dead[0])).options["retries"] == 2
 
 
 def test_join_times_out_while_messages_wait(raw_broker: RedisListBroker, redis_client: redis.Redis) -> None:
@@ -315,7 +320,9 @@ def test_redis_errors_surface_as_connection_closed() -> None:
 
     dead = RedisListBroker(url=CLOSED_REDIS_URL, **FAST_BROKER)  # type: ignore[arg-type]
     dead.declare_queue("q")
-    message = dramatiq.Message(queue_name="q", actor_name="x", args=(), kwargs={}, options={})
+    message: dramatiq.Message[Any] = dramatiq.Message(
+        queue_name="q", actor_name="x", args=(), kwargs={}, options={}
+    )
     with pytest.raises(ConnectionClosed):
         dead.enqueue(message)
     with pytest.raises(ConnectionClosed):

@@ -88,7 +88,7 @@ def test_release_after_submission_drops_the_autosave(
     store.seal(3, USER)
     store.release(3, submitted=True)
     assert store.load(3) == {}
-    assert not redis_client.sismember(KEYS.answers.dirty, 3)
+    assert not redis_client.sismember(KEYS.answers.dirty, "3")
     assert store.save(USER, 3, [(101, 4)]).outcome is SaveOutcome.WRONG_STATUS
     store.release(3, submitted=False)  # a failed submission: the next save asks the database
     assert store.save(USER, 3, [(101, 4)]).outcome is SaveOutcome.CACHE_MISS
@@ -228,7 +228,7 @@ def test_a_syncing_set_left_by_a_crashed_flusher_is_merged_back(
     save(store, crashed, {101: 4})
     save(store, fresh, {101: 5})
     # What a flusher killed after its RENAME leaves: the id only in the syncing set.
-    redis_client.smove(KEYS.answers.dirty, KEYS.answers.syncing, crashed)
+    redis_client.smove(KEYS.answers.dirty, KEYS.answers.syncing, str(crashed))
     report = flusher.run_once()
     assert report.claimed == 2
     assert stored_answers(engine, [crashed, fresh]) == {crashed: {101: 4}, fresh: {101: 5}}
@@ -246,7 +246,7 @@ def test_one_flusher_at_a_time_and_a_dead_owners_lock_expires(
     assert first.run_once(lock_ttl_ms=300).owner
     save(store, record_id, {101: 1})
     assert not second.run_once(lock_ttl_ms=300).owner  # standby: the dirty set is left alone
-    assert redis_client.sismember(KEYS.answers.dirty, record_id)
+    assert redis_client.sismember(KEYS.answers.dirty, str(record_id))
     time.sleep(0.4)  # `first` died without releasing
     assert second.run_once(lock_ttl_ms=300).owner
     assert stored_answers(engine, [record_id]) == {record_id: {101: 1}}

@@ -34,7 +34,7 @@ from services.db import make_engine, make_session_factory
 from services.events import Event, EventType
 from services.progress import ProgressState
 from tests.integration.hotpath_support import QUESTION_IDS, insert_records, progress_row, stored_answers
-from tests.support.redis_keys import clean_redis
+from tests.support.redis_keys import bytes_list, clean_redis
 from tests.support.urls import CLOSED_DATABASE_URL
 
 EVENTS = EventLogKeys()
@@ -53,7 +53,7 @@ def stored_event_ids(engine: Engine) -> set[str]:
 
 
 def invalid_list(client: redis.Redis, key: str) -> list[bytes]:
-    return list(client.lrange(key, 0, -1))
+    return bytes_list(client.lrange(key, 0, -1))
 
 
 def drain(consumer: EventLogConsumer, cycles: int = 10) -> None:
@@ -256,7 +256,7 @@ bad_answer_fields = st.one_of(
 
 
 def hset_raw(client: redis.Redis, key: str, fields: dict[bytes, bytes]) -> None:
-    client.hset(key, mapping=fields)
+    client.hset(key, mapping=dict(fields.items()))
 
 
 def test_invalid_utf8_and_an_out_of_range_time_no_longer_wedge_the_answer_flusher(

@@ -17,6 +17,7 @@ from services.errors import ServiceError
 from services.events import Event
 from services.status import RecordStatus
 from tests.broker_fixtures import BrokerFactory, WorkerFactory
+from tests.support.actors import declare_actor
 
 QUEUE = EventLogKeys().queue
 
@@ -51,9 +52,9 @@ def test_a_worker_logs_the_attempt_that_failed_and_the_dead_letter(
     redis_client: redis.Redis,
 ) -> None:
     broker: RedisListBroker = make_broker()
-    dramatiq.actor(
+    declare_actor(
         generate_report.fn,
-        broker=broker,
+        broker,
         actor_name=generate_report.actor_name,
         queue_name=generate_report.queue_name,
         **generate_report.options,

@@ -34,22 +34,23 @@ from actors.constants import (
 )
 from actors.report_queue.message import ReportQueueMessage
 from tests.broker_fixtures import BrokerFactory
+from tests.support.redis_keys import bytes_list, bytes_map
 
 OUTCOMES = ("ack", "retry", "dead", "dead_unconfirmed", "give_back", "hold")
 
 
 def jobs_alive(client: redis.Redis) -> Counter[int]:
     """Count the jobs per RecordId by reading every list and set that holds live jobs."""
-    payloads = list(client.lrange(REPORT_QUEUE_KEY, 0, -1))
-    for key in client.zrange(HEARTBEATS_KEY, 0, -1):
+    payloads = bytes_list(client.lrange(REPORT_QUEUE_KEY, 0, -1))
+    for key in bytes_list(client.zrange(HEARTBEATS_KEY, 0, -1)):
         if key.decode().startswith(REPORT_QUEUE_KEY + PROCESSING_INFIX):
-            payloads += client.lrange(key, 0, -1)
-    payloads += [m[DELAYED_PREFIX_LEN:] for m in client.zrange(REPORT_DELAYED_KEY, 0, -1)]
+            payloads += bytes_list(client.lrange(key, 0, -1))
+    payloads += [m[DELAYED_PREFIX_LEN:] for m in bytes_list(client.zrange(REPORT_DELAYED_KEY, 0, -1))]
     return Counter(ReportQueueMessage.decode(p).record_id for p in payloads)
 
 
 def index(client: redis.Redis) -> dict[int, str]:
-    return {int(k): v.decode() for k, v in client.hgetall(REPORT_JOBS_KEY).items()}
+    return {int(k): v.decode() for k, v in bytes_map(client.hgetall(REPORT_JOBS_KEY)).items()}
 
 
 def report_consumer(broker: RedisListBroker) -> RedisListConsumer:
@@ -206,7 +207,7 @@ def test_no_payload_stops_the_report_consumer(
     redis_client.lpush(REPORT_QUEUE_KEY, *garbage, ReportQueueMessage.new(424242).encode())
     consumer = report_consumer(broker)
     try:
-        handed_out = []
+        handed_out: list[int] = []
         while not handed_out or handed_out[-1] != 424242:
             message = take(consumer)
             handed_out.append(int(message.args[0]))

@@ -25,6 +25,7 @@ from services import reconcile
 from services.uow import UnitOfWork
 from tests.broker_fixtures import WorkerFactory
 from tests.record_state import status_of
+from tests.support.actors import declare_actor
 
 GRACE_MS = 5_000
 
@@ -147,9 +148,9 @@ def test_a_job_dead_lettered_while_the_database_is_down_ends_in_status_5(
     def generate(record_id: int) -> None:
         raise RuntimeError("generation failed")
 
-    dramatiq.actor(
+    declare_actor(
         generate,
-        broker=broker,
+        broker,
         actor_name=REPORT_ACTOR_NAME,
         queue_name=REPORT_QUEUE_NAME,
         retry_delays=(10, 10, 10),

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 import dramatiq
 import pytest
 import redis
+from dramatiq.broker import MessageProxy
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters import QueueFigures, RedisReportQueue, queue_figures
@@ -25,6 +26,7 @@ from actors.report_queue.message import ReportQueueMessage
 from services.status import RecordStatus
 from tests.broker_fixtures import BrokerFactory
 from tests.record_state import report_rows, status_of
+from tests.support.actors import declare_actor
 
 MakeRecord = Callable[..., int]
 
@@ -33,9 +35,9 @@ MakeRecord = Callable[..., int]
 def report_broker(make_broker: BrokerFactory) -> RedisListBroker:
     """A fresh broker with the real actor (its function and options) declared on it."""
     broker = make_broker()
-    dramatiq.actor(
+    declare_actor(
         generate_report.fn,
-        broker=broker,
+        broker,
         actor_name=generate_report.actor_name,
         queue_name=generate_report.queue_name,
         **generate_report.options,
@@ -158,13 +160,13 @@ class AttemptClock(dramatiq.Middleware):
         self.starts: list[tuple[int, float]] = []
         self.ends: list[float] = []
 
-    def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.Message) -> None:
+    def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
         self.starts.append((message.options["retry_count"], time.monotonic()))
 
     def after_process_message(
         self,
         broker: dramatiq.Broker,
-        message: dramatiq.Message,
+        message: MessageProxy,
         *,
         result: object = None,
         exception: BaseException | None = None,

@@ -5,10 +5,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any, cast
 
 import dramatiq
 import pytest
 import redis
+from dramatiq.broker import MessageProxy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +26,8 @@ from actors.constants import (
 )
 from actors.report_queue.message import MAX_RECORD_ID, ReportQueueMessage
 from tests.broker_fixtures import WorkerFactory
+from tests.support.actors import declare_actor
+from tests.support.redis_keys import as_bytes
 
 DotnetMessage = st.builds(
     ReportQueueMessage,
@@ -38,12 +42,12 @@ def declare_report_actor(
     fn: Callable[[int], None],
     *,
     delays: tuple[int, ...] = RETRY_DELAYS_MS,
-    on_dead_letter: Callable[[dramatiq.Message], None] | None = None,
+    on_dead_letter: Callable[[dramatiq.Message[Any]], None] | None = None,
 ) -> dramatiq.Actor[[int], None]:
     """A stand-in for actors.report.generate_report with the same name, queue and retry options."""
-    return dramatiq.actor(
+    return declare_actor(
         fn,
-        broker=broker,
+        broker,
         actor_name=REPORT_ACTOR_NAME,
         queue_name=REPORT_QUEUE_NAME,
         retry_delays=delays,
@@ -56,9 +60,10 @@ def retries_middleware(broker: RedisListBroker) -> ExactRetries:
 
 
 def delayed_entries(client: redis.Redis) -> list[tuple[ReportQueueMessage, float]]:
+    entries = cast(list[tuple[bytes, float]], client.zrange(REPORT_DELAYED_KEY, 0, -1, withscores=True))
     return [
-        (ReportQueueMessage.decode(member[DELAYED_PREFIX_LEN:]), score)
-        for member, score in client.zrange(REPORT_DELAYED_KEY, 0, -1, withscores=True)
+        (ReportQueueMessage.decode(as_bytes(member)[DELAYED_PREFIX_LEN:]), float(score))
+        for member, score in entries
     ]
 
 
@@ -106,11 +111,11 @@ def test_schedule_through_a_worker_then_dead_letter(
 ) -> None:
     delays = (300, 600, 900)
     attempts: list[tuple[int, float, float]] = []  # (retry count seen, start, end)
-    dead: list[dramatiq.Message] = []
+    dead: list[dramatiq.Message[Any]] = []
     current: dict[str, int] = {}
 
     class SeeRetryCount(dramatiq.Middleware):
-        def before_process_message(self, broker: dramatiq.Broker, message: dramatiq.Message) -> None:
+        def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
             current["retry_count"] = message.options["retry_count"]
 
     def always_fails(record_id: int) -> None:
@@ -163,7 +168,7 @@ def test_other_messages_run_during_a_backoff(
 def test_failing_dead_letter_hook_still_dead_letters(
     broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
 ) -> None:
-    def broken_hook(message: dramatiq.Message) -> None:
+    def broken_hook(message: dramatiq.Message[Any]) -> None:
         raise ConnectionError("database down while setting status 5")
 
     def always_fails(record_id: int) -> None:
@@ -181,7 +186,7 @@ def test_crashed_deliveries_share_the_attempt_budget(
     broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
 ) -> None:
     ran: list[int] = []
-    dead: list[dramatiq.Message] = []
+    dead: list[dramatiq.Message[Any]] = []
     declare_report_actor(broker, ran.append, on_dead_letter=dead.append)
     # RetryCount 3 and one delivery lost with a killed worker: four deliveries already.
     spent = ReportQueueMessage(11, MAX_RETRY_COUNT, "2025-01-15T10:30:00").encode()

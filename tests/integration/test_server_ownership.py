@@ -17,8 +17,8 @@ import psycopg
 import pytest
 import redis
 
+from scripts import servers
 from services.config import Settings
-from tests.support.processes import servers
 
 pytestmark = pytest.mark.slow
 

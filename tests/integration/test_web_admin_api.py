@@ -14,8 +14,9 @@ from sqlalchemy import Engine, text
 
 from actors.constants import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_DELAYED_KEY, REPORT_QUEUE_KEY
 from services.config import Settings
-from tests.integration.web_support import ADMIN_PATH, USER_PATH, Records, RecordSpec
-from tests.support.envelope import data, error
+from tests.integration.web_support import ADMIN_PATH, USER_PATH, Records
+from tests.support.envelope import data, error, json_body
+from tests.support.records import RecordSpec
 from tests.support.urls import CLOSED_DATABASE_URL
 from web import create_app
 
@@ -194,13 +195,13 @@ def test_readyz(client: FlaskClient) -> None:
 def test_readyz_names_redis_when_it_is_down(redis_down_app: Flask) -> None:
     response = redis_down_app.test_client().get("/readyz")
     assert response.status_code == 503
-    assert response.json["data"] == {"database": "ok", "redis": "unavailable"}
-    assert response.json["message"] == "not ready: redis"
+    assert json_body(response)["data"] == {"database": "ok", "redis": "unavailable"}
+    assert json_body(response)["message"] == "not ready: redis"
 
 
 def test_readyz_names_the_database_when_it_is_down(settings: Settings, redis_client: redis.Redis) -> None:
     app = create_app(settings.with_overrides(database_url=CLOSED_DATABASE_URL), redis_client=redis_client)
     response = app.test_client().get("/readyz")
     assert response.status_code == 503
-    assert response.json["data"] == {"database": "unavailable", "redis": "ok"}
-    assert response.json["message"] == "not ready: database"
+    assert json_body(response)["data"] == {"database": "unavailable", "redis": "ok"}
+    assert json_body(response)["message"] == "not ready: database"

@@ -18,8 +18,10 @@ from actors.constants import REPORT_QUEUE_KEY
 from actors.hotpath.autosave import AnswersFlusher
 from actors.hotpath.eventlog import EventLogConsumer
 from tests.integration.hotpath_support import QUESTION_IDS, stored_answers
-from tests.integration.web_support import ADMIN_PATH, ADMIN_TOKEN, USER_PATH, Records, RecordSpec
+from tests.integration.web_support import ADMIN_PATH, ADMIN_TOKEN, USER_PATH, Records
 from tests.support.envelope import data, error
+from tests.support.records import RecordSpec
+from tests.support.redis_keys import as_bytes
 
 Headers = Callable[[int], dict[str, str]]
 ALICE, BOB = 1001, 2002
@@ -89,7 +91,7 @@ def test_someone_elses_record_is_not_found(
     stored = redis_client.hget(KEYS.answers.item(record_id), "101")
     if cached:
         assert stored is not None
-        assert stored.startswith(b"2:")
+        assert as_bytes(stored).startswith(b"2:")
     else:
         assert stored is None
 

@@ -20,7 +20,9 @@ from flask.testing import FlaskClient
 
 from actors.constants import REPORT_QUEUE_KEY
 from services.errors import MSG_EMPTY_ID_LIST
-from tests.integration.web_support import ADMIN_PATH, USER_PATH, Records, RecordSpec
+from tests.integration.web_support import ADMIN_PATH, USER_PATH, Records
+from tests.support.envelope import json_body
+from tests.support.records import RecordSpec
 from web.validation import MAX_BATCH_IDS, MAX_CONTENT_LENGTH
 
 Headers = Callable[[int], dict[str, str]]
@@ -250,7 +252,7 @@ def world(records: Records, redis_client: redis.Redis) -> Records:
     return records
 
 
-def redis_state(client: redis.Redis) -> dict[bytes, Any]:
+def redis_state(client: redis.Redis) -> dict[bytes | str, Any]:
     return {key: client.dump(key) for key in sorted(client.keys())}
 
 
@@ -274,7 +276,7 @@ def test_bad_input_is_refused_and_changes_nothing(
     if case.content_type is not None and "data" in kwargs:
         kwargs["content_type"] = case.content_type
     response = client.open(path, method=case.method or method, **kwargs)
-    body = response.json
+    body = json_body(response)
     assert response.status_code == case.status, body
     assert body["code"] == case.code
     assert body["data"] is None

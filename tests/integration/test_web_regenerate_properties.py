@@ -22,7 +22,9 @@ from werkzeug.test import TestResponse
 from actors.constants import REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
 from services.errors import MSG_REGENERATE_NOT_ALLOWED
-from tests.integration.web_support import ADMIN_PATH, Records, RecordSpec
+from tests.integration.web_support import ADMIN_PATH, Records
+from tests.support.envelope import json_body
+from tests.support.records import RecordSpec
 
 PROPERTY = settings(
     max_examples=100,
@@ -150,7 +152,7 @@ def test_property_6_batch_regenerate_filters_by_status(
         order = data.draw(st.permutations(ids))
         response = env.post(BATCH, {"ids": order})
         assert response.status_code == 200, response.json
-        assert response.json["data"] == {"successCount": len(chosen), "skippedCount": len(skipped)}
+        assert json_body(response)["data"] == {"successCount": len(chosen), "skippedCount": len(skipped)}
         env.assert_reset(chosen)
         assert env.records.snapshot(skipped) == before
         messages = env.queued()
@@ -177,7 +179,7 @@ def test_property_7_batch_count_invariant(
         chosen = data.draw(st.lists(st.sampled_from(pool), min_size=1, unique=True))
         response = env.post(BATCH, {"ids": chosen})
         assert response.status_code == 200, response.json
-        counts = response.json["data"]
+        counts = json_body(response)["data"]
         assert counts["successCount"] >= 0
         assert counts["skippedCount"] >= 0
         assert counts["successCount"] + counts["skippedCount"] == len(chosen)

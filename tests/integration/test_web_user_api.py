@@ -14,8 +14,9 @@ from actors.constants import REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
 from services import reports
 from services.uow import UnitOfWork
-from tests.integration.web_support import USER_PATH, Records, RecordSpec
+from tests.integration.web_support import USER_PATH, Records
 from tests.support.envelope import data, error
+from tests.support.records import RecordSpec
 
 Headers = Callable[[int], dict[str, str]]
 ALICE, BOB = 1001, 2002
@@ -208,11 +209,12 @@ def test_submit_with_redis_down_still_succeeds(
     client = redis_down_app.test_client()
     alice = user_headers(ALICE)
     (record_id,) = records.insert(RecordSpec(status=2, user_id=ALICE))
-    body = {"recordId": record_id, "answers": all_answers(client, alice)}
+    answers = all_answers(client, alice)
+    body = {"recordId": record_id, "answers": answers}
     result = data(client.post(f"{USER_PATH}/submitAnswers", json=body, headers=alice))
     assert result == {"recordId": record_id, "status": 3, "enqueued": False}
     assert records.status(record_id) == 3
-    assert len(records.snapshot([record_id])["answers"]) == len(body["answers"])
+    assert len(records.snapshot([record_id])["answers"]) == len(answers)
     assert "could not be queued" in caplog.text
 
 

@@ -35,7 +35,8 @@ class Records:
     def status(self, record_id: int) -> int | None:
         with self.engine.connect() as conn:
             query = text("SELECT status FROM assessment_records WHERE id = :id")
-            return conn.scalar(query, {"id": record_id})
+            status: int | None = conn.scalar(query, {"id": record_id})
+            return status
 
     def result_counts(self, record_id: int) -> tuple[int, int]:
         """(dimension_results rows, report_summaries rows) of a record."""

@@ -18,3 +18,10 @@ def error(response: Any, status: int, code: int) -> str:
     body = response.json
     assert (response.status_code, body["code"], body["data"]) == (status, code, None), body
     return str(body["message"])
+
+
+def json_body(response: Any) -> Any:
+    """The whole JSON envelope, whatever the status; fails the test when the body is not JSON."""
+    body = response.json
+    assert body is not None, response.data
+    return body

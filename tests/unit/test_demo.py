@@ -130,7 +130,12 @@ def test_no_stack_found_is_exit_code_2(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_options_are_checked_and_demo_args_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Any] = []
-    monkeypatch.setattr(demo, "run", lambda args: seen.append(args) or 0)
+
+    def run(args: Any) -> int:
+        seen.append(args)
+        return 0
+
+    monkeypatch.setattr(demo, "run", run)
     monkeypatch.setenv("DEMO_ARGS", "--records 200 --users 8 --timeout 30 --seed 7")
     assert demo.main(["--seed", "8"]) == 0  # the command line comes after DEMO_ARGS, so it wins
     assert [(a.records, a.users, a.timeout, a.seed) for a in seen] == [(200, 8, 30.0, 8)]

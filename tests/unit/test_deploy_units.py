@@ -65,7 +65,7 @@ def procfile_lines() -> dict[str, str]:
 
 
 def long_running_types() -> list[str]:
-    return [name for name, _ in procfile_supervisor.long_running(procfile_lines().items())]
+    return [name for name, _ in procfile_supervisor.long_running(list(procfile_lines().items()))]
 
 
 def exec_start(unit: Unit, instance: str) -> list[str]:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy import CheckConstraint, Table
 
 from services.limits import MAX_ID, is_id, is_strict_int
 from services.models import AssessmentRecord
@@ -48,8 +49,14 @@ def test_status_bounds_come_from_the_enum() -> None:
 
 
 def test_the_models_check_constraint_uses_the_bounds() -> None:
-    checks = [c for c in AssessmentRecord.__table__.constraints if c.name == "ck_assessment_records_status"]
-    assert [str(c.sqltext) for c in checks] == ["status BETWEEN 1 AND 5"]  # type: ignore[attr-defined]
+    table = AssessmentRecord.__table__
+    assert isinstance(table, Table)
+    checks = [
+        c
+        for c in table.constraints
+        if isinstance(c, CheckConstraint) and c.name == "ck_assessment_records_status"
+    ]
+    assert [str(c.sqltext) for c in checks] == ["status BETWEEN 1 AND 5"]
 
 
 def test_the_api_schema_and_the_wire_format_use_the_same_limits() -> None:

@@ -30,10 +30,7 @@ BODY = {"id": 1, "ids": [1], "recordId": 1, "answers": [{"questionId": 1, "value
 def call(
     client: FlaskClient, path: str, method: str, headers: dict[str, str]
 ) -> tuple[int, dict[str, object]]:
-    kwargs: dict[str, object] = {"headers": headers}
-    if method == "POST":
-        kwargs["json"] = BODY
-    response = client.open(path, method=method, **kwargs)
+    response = client.open(path, method=method, headers=headers, json=BODY if method == "POST" else None)
     assert response.json is not None
     return response.status_code, response.json
 

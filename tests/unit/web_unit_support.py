@@ -42,7 +42,7 @@ ADMIN_AUTH = bearer(ADMIN_TOKEN)
 
 def routes(app: Flask, blueprint: str | None = None) -> list[tuple[str, str]]:
     """(path, method) of every rule of the app (of one blueprint), implicit methods left out."""
-    found = []
+    found: list[tuple[str, str]] = []
     for rule in app.url_map.iter_rules():
         if blueprint is not None and not rule.endpoint.startswith(blueprint + "."):
             continue
