@@ -101,9 +101,9 @@ class JobObserver(Middleware):
     # ------------------------------------------------------------------ jobs
 
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
-        labels = (message.queue_name, message.actor_name)
-        metrics.messages_total.labels(*labels).inc()
-        metrics.messages_inprogress.labels(*labels).inc()
+        series = metrics.for_actor(message.queue_name, message.actor_name)
+        series.messages.inc()
+        series.inprogress.inc()
         running = _Running(self.activity.begin(describe(message)), job_context.set(job_of(message)))
         with self._lock:
             self._running[message.message_id] = running
@@ -117,30 +117,30 @@ class JobObserver(Middleware):
         exception: BaseException | None = None,
     ) -> None:
         running = self._finish(message)
-        labels = (message.queue_name, message.actor_name)
+        series = metrics.for_actor(message.queue_name, message.actor_name)
         if running is not None:
             elapsed_ms = (time.perf_counter() - running.started) * 1000
-            metrics.message_duration_ms.labels(*labels).observe(elapsed_ms)
+            series.duration_ms.observe(elapsed_ms)
         if exception is None:
             self._count(broker, Outcome.PROCESSED)
             return
         if isinstance(exception, DependencyUnavailable):
             return  # not an attempt: the job went back to its queue uncounted (actors/broker/gate.py)
-        metrics.message_errors_total.labels(*labels).inc()
+        series.errors.inc()
         outcomes = [Outcome.FAILED]
         settled_as = message.settled_as if isinstance(message, ListMessageProxy) else None
         if settled_as == "delay":
-            metrics.message_retries_total.labels(*labels).inc()
+            series.retries.inc()
             outcomes.append(Outcome.RETRIED)
         elif settled_as == "push":
-            metrics.message_rejects_total.labels(*labels).inc()
+            series.rejects.inc()
             outcomes.append(Outcome.DEAD)
         self._count(broker, *outcomes)
 
     def after_skip_message(self, broker: dramatiq.Broker, message: Any) -> None:
         self._finish(message)
         if isinstance(message, ListMessageProxy) and message.settled_as == "push":
-            metrics.message_rejects_total.labels(message.queue_name, message.actor_name).inc()
+            metrics.for_actor(message.queue_name, message.actor_name).rejects.inc()
             self._count(broker, Outcome.DEAD)
 
     def _finish(self, message: Any) -> _Running | None:
@@ -151,7 +151,7 @@ class JobObserver(Middleware):
         self.activity.end(running.token)
         with contextlib.suppress(ValueError):  # set in another thread's context: nothing to undo here
             job_context.reset(running.context)
-        metrics.messages_inprogress.labels(message.queue_name, message.actor_name).dec()
+        metrics.for_actor(message.queue_name, message.actor_name).inprogress.dec()
         return running
 
     def _count(self, broker: dramatiq.Broker, *outcomes: Outcome) -> None:

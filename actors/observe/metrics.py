@@ -17,6 +17,10 @@ only (tests). The variable must be set before `prometheus_client` is first impor
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+from typing import Any
+
 from prometheus_client import Counter, Gauge, Histogram
 
 LABELS = ("queue_name", "actor_name")
@@ -51,3 +55,28 @@ report_latency_s = Histogram(
     "Time from a record's submission to its report (submitted_at to completed_at).",
     buckets=LATENCY_BUCKETS_S,
 )
+
+
+@dataclass(frozen=True)
+class ActorMetrics:
+    """The labelled series of one actor: looked up once, not at every job."""
+
+    messages: Any
+    errors: Any
+    retries: Any
+    rejects: Any
+    inprogress: Any
+    duration_ms: Any
+
+
+@functools.cache
+def for_actor(queue_name: str, actor_name: str) -> ActorMetrics:
+    labels = (queue_name, actor_name)
+    return ActorMetrics(
+        messages=messages_total.labels(*labels),
+        errors=message_errors_total.labels(*labels),
+        retries=message_retries_total.labels(*labels),
+        rejects=message_rejects_total.labels(*labels),
+        inprogress=messages_inprogress.labels(*labels),
+        duration_ms=message_duration_ms.labels(*labels),
+    )

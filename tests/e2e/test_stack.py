@@ -136,11 +136,12 @@ def test_metrics_sum_the_stacks_processes_and_every_process_beats(stack: Stack) 
     counts = requests.get(f"{stack.base_url}/healthz/workers", timeout=10).json()["data"]
     assert counts["worker"]["alive"] >= 1
     assert counts["reconciler"]["alive"] == 1
+    assert counts["web"]["alive"] >= 1  # the gunicorn workers beat too
 
 
 def test_every_process_of_the_stack_is_in_the_procfile(stack: Stack) -> None:
     """What runs is what the Procfile says, every long-running type under supervisord:
-    gunicorn for web (on $PORT), `dramatiq actors.worker` for worker, and so on."""
+    gunicorn for web (on $PORT), `python -m actors.run_worker` (Dramatiq) for worker, and so on."""
     lines = procfile()
     supervised = {info["name"]: info for info in stack.current.supervisor().getAllProcessInfo()}
     assert sorted(name for name in supervised if name != "output") == sorted(set(lines) - {"release"})

@@ -32,6 +32,8 @@ from tests.support.processes import wait_until
 
 #: Good records (reports generated) and records without answers (every attempt fails).
 GOOD, BAD = 4, 2
+#: The process kinds of the background (not web).
+BACKGROUND_KINDS = ("worker", "hotpath", "reconciler")
 #: The documented setting that shortens the retry schedule (actors/constants.py).
 FAST_SCHEDULE = {"REPORT_RETRY_DELAYS_MS": "50,50,50"}
 
@@ -186,8 +188,13 @@ def test_healthz_workers_passes_once_worker_and_hotpath_beat(
     ]
     try:
         workers(processes=1)
-        wait_until(lambda: client.get("/healthz/workers").status_code == 200, timeout=30, what="all beating")
+        wait_until(
+            lambda: {b.kind for b in live_processes(redis_client) if b.alive} == set(BACKGROUND_KINDS),
+            timeout=60,
+            what="worker, hotpath and reconciler beating",
+        )
         response = client.get("/healthz/workers")
+        assert response.status_code == 200
         assert response.json is not None
         data = response.json["data"]
         assert {kind: data[kind]["alive"] for kind in ("worker", "hotpath", "reconciler", "web")} == {
