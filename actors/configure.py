@@ -32,6 +32,7 @@ from actors.broker import (
     RequeueOnShutdown,
 )
 from actors.constants import ERROR_RECOVERY_DELAY_MS, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
+from actors.observe.jobs import JobObserver
 from actors.report_queue.codec import ReportCodec
 from services.config import Settings, env_int
 from services.db import database_answers, session_factory
@@ -54,6 +55,7 @@ def default_middleware(database_probe: Probe | None = None) -> list[Middleware]:
         gate.append(AvailabilityGate(database_probe, queues={REPORT_QUEUE_NAME}))
     return [
         *gate,
+        JobObserver(),
         AgeLimit(),
         TimeLimit(),
         ShutdownNotifications(),

@@ -8,6 +8,8 @@ key layout is in actors/broker/keys.py.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from actors.broker.keys import QueueKeys
 
 #: Name of the Dramatiq queue the report actor consumes.
@@ -29,6 +31,29 @@ MAX_RETRY_COUNT = 3
 
 #: The wait before retry r+1 after a failure at RetryCount r, in milliseconds (the .NET system's RetryDelays).
 RETRY_DELAYS_MS: tuple[int, ...] = (10_000, 30_000, 60_000)
+
+#: Replaces the schedule, for tests and drills only (e.g. "200,200,200"): the same number of
+#: delays, in milliseconds. The .NET clients expect the default; production leaves it unset.
+RETRY_DELAYS_ENV = "REPORT_RETRY_DELAYS_MS"
+
+
+def retry_delays_ms(env: Mapping[str, str]) -> tuple[int, ...]:
+    """The retry schedule: RETRY_DELAYS_MS unless REPORT_RETRY_DELAYS_MS sets another.
+
+    A malformed value raises ValueError naming the variable: a worker must not start on a
+    schedule it misread.
+    """
+    raw = env.get(RETRY_DELAYS_ENV, "").strip()
+    if not raw:
+        return RETRY_DELAYS_MS
+    try:
+        delays = tuple(int(part) for part in raw.split(","))
+    except ValueError:
+        raise ValueError(f"{RETRY_DELAYS_ENV} must be comma-separated milliseconds, got {raw!r}") from None
+    if len(delays) != MAX_RETRY_COUNT or any(d < 0 for d in delays):
+        raise ValueError(f"{RETRY_DELAYS_ENV} needs {MAX_RETRY_COUNT} delays >= 0, got {raw!r}")
+    return delays
+
 
 #: The longest a consumer blocks on an empty queue before looking around (delayed jobs, shutdown).
 BRPOP_TIMEOUT_MS = 30_000

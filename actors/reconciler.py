@@ -39,6 +39,8 @@ from actors.adapters import RedisEventSink, RedisLock, RedisReportQueue
 from actors.adapters.keys import EventLogKeys, Keyspace
 from actors.adapters.redis_clients import redis_client
 from actors.constants import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
+from actors.observe.heartbeat import Activity, Heartbeat
+from actors.observe.logs import configure_logging
 from services import reconcile
 from services.config import Settings, env_int
 from services.db import session_factory
@@ -196,10 +198,11 @@ def _ids(ids: Sequence[int], shown: int = 20) -> str:
     return text + (f" … (+{len(ids) - shown})" if len(ids) > shown else "")
 
 
-def run(reconciler: Reconciler, stop: threading.Event) -> None:
+def run(reconciler: Reconciler, stop: threading.Event, activity: Activity | None = None) -> None:
     """Pass after pass until `stop`; errors are logged and the next pass retries."""
     failures = 0
     while not stop.is_set():
+        token = activity.begin("reconciling") if activity is not None else None
         try:
             reconciler.run_once()
             if failures:
@@ -211,15 +214,15 @@ def run(reconciler: Reconciler, stop: threading.Event) -> None:
                 logger.exception("reconciler pass failed; retrying every interval")
             else:
                 logger.error("reconciler pass failed again (%d in a row): %s", failures, exc)
+        finally:
+            if activity is not None and token is not None:
+                activity.end(token)
         stop.wait(reconciler.settings.interval_ms / 1000)
     reconciler.close()
 
 
 def main() -> int:
-    logging.basicConfig(
-        level=os.environ.get("RECONCILE_LOG_LEVEL", "INFO").upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging("reconciler", level=os.environ.get("RECONCILE_LOG_LEVEL", "INFO"))
     settings = Settings.from_env()
     client = redis_client(settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
     keys = Keyspace.of(settings.redis_hash_tags)
@@ -246,7 +249,10 @@ def main() -> int:
         s.grace_ms,
         s.batch,
     )
-    run(reconciler, stop)
+    activity = Activity()
+    heartbeat = Heartbeat(client, "reconciler", activity).start()
+    run(reconciler, stop, activity)
+    heartbeat.stop()
     client.close()
     logger.info("reconciler stopped")
     return 0

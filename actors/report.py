@@ -21,7 +21,8 @@ from actors.adapters.events import RedisEventSink
 from actors.adapters.keys import Keyspace
 from actors.adapters.redis_clients import redis_client
 from actors.broker import DependencyUnavailable, actor_spec
-from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, RETRY_DELAYS_MS
+from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, retry_delays_ms
+from actors.observe import metrics
 from services import reports
 from services.config import Settings
 from services.db import session_factory
@@ -101,7 +102,7 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> None:
     actor_name=REPORT_ACTOR_NAME,
     queue_name=REPORT_QUEUE_NAME,
     max_retries=MAX_RETRY_COUNT,
-    retry_delays=RETRY_DELAYS_MS,
+    retry_delays=retry_delays_ms(os.environ),
     on_dead_letter=mark_record_failed,
     time_limit=GENERATION_TIME_LIMIT_MS,
 )
@@ -116,6 +117,18 @@ def generate_report(record_id: int) -> None:
         error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
         _log_event(EventType.REPORT_GENERATION_FAILED, record_id, attempt=_attempt(), error=error)
         raise
+    # The outcome's log line is services.reports' (one line per report, with its reason).
     if outcome is reports.GenerationOutcome.GENERATED:
         _log_event(EventType.REPORT_GENERATED, record_id, attempt=_attempt())
-    logger.info("Report of record %d: %s.", record_id, outcome)
+        _observe_latency(record_id)
+
+
+def _observe_latency(record_id: int) -> None:
+    """Never raises: a report must not fail for want of a metric."""
+    try:
+        latency = reports.submit_to_report_seconds(_uow(), record_id)
+    except Exception:
+        logger.warning("submit-to-report latency of record %s not measured", record_id, exc_info=True)
+        return
+    if latency is not None:
+        metrics.report_latency_s.observe(latency)

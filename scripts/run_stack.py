@@ -394,6 +394,17 @@ def supervisor_config(env: dict[str, str], stop_timeout: int) -> Path:
     return procfile_supervisor.write(STATE / "supervisord.conf", text)
 
 
+def metrics_dir(env: dict[str, str]) -> Path:
+    """The folder where this host's processes keep their Prometheus values (web's /metrics sums
+    them): PROMETHEUS_MULTIPROC_DIR, else .state/metrics; emptied here, since values of an
+    earlier run's processes would be counted again."""
+    folder = Path(env.get("PROMETHEUS_MULTIPROC_DIR") or STATE / "metrics")
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for stale in folder.glob("*.db"):
+        stale.unlink(missing_ok=True)
+    return folder
+
+
 def kill_stack() -> None:
     """SIGKILL every process of this stack (the servers do not carry its marker)."""
     groups = set()
@@ -512,6 +523,7 @@ def main() -> int:
         env.setdefault("WORKER_PROCESSES", "1")
         env.setdefault("WORKER_THREADS", "4")
         env.setdefault("WEB_CONCURRENCY", "2")
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir(env))
         entries = procfile_entries()
         types = [name for name, _ in procfile_supervisor.long_running(entries)]
 

@@ -1,4 +1,5 @@
-"""The admin side: the record list, regeneration of reports, soft delete.
+"""The admin side: the record list, regeneration of reports, soft delete (each audited when
+given an audit log, see services/audit.py).
 
 Regeneration resets a record in status 3 (生成中) or 5 (生成失败) to 3, clears its
 results and summary, commits, and only then queues a job with RetryCount 0: a worker
@@ -17,6 +18,7 @@ from sqlalchemy import BigInteger, ColumnElement, any_, bindparam, delete, func,
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from services.audit import record_action, skipped_detail, summarize
 from services.errors import (
     MSG_EMPTY_ID_LIST,
     MSG_REGENERATE_NOT_ALLOWED,
@@ -24,9 +26,11 @@ from services.errors import (
     ParamError,
     QueueUnavailable,
     RecordNotFound,
+    ServiceError,
 )
 from services.limits import MAX_ID, is_id, is_strict_int
 from services.models import AssessmentRecord, DimensionResult, ReportSummary
+from services.opsmodel import REGENERATED, SKIPPED, AdminActor, AuditLog, ItemOutcome, QueueOperations
 from services.queue import ReportQueue
 from services.status import REGENERATABLE, RecordStatus, status_text
 from services.uow import UnitOfWork
@@ -118,14 +122,42 @@ def _reset_for_regeneration(session: Session, ids: Sequence[int]) -> None:
     session.execute(delete(ReportSummary).where(_any(ReportSummary.record_id, ids)))
 
 
-def regenerate_report(uow: UnitOfWork, queue: ReportQueue, record_id: int) -> None:
+def regenerate_report(
+    uow: UnitOfWork,
+    queue: ReportQueue,
+    record_id: int,
+    *,
+    actor: AdminActor | None = None,
+    audit: AuditLog | None = None,
+    dead_letters: QueueOperations | None = None,
+) -> None:
     """Reset a record in status 3 or 5 to 3, clear its report, commit, then queue it.
 
     RecordNotFound (3241) for a missing or soft-deleted record, InvalidOperation (2005,
     "当前状态不允许重新生成") for any other status; both change nothing. If the queue
     refuses the job, the failure is logged and QueueUnavailable (5003) raised; the record
     then stays in 3 and may be regenerated again.
+
+    With `dead_letters`, the job is queued through it: the record's dead letters are
+    dropped in the same atomic step. With `audit`, the action (refusals included) is
+    audited for `actor`; an audit log that cannot be written refuses the action first
+    (DatabaseUnavailable).
     """
+    if audit is not None:
+        audit.ensure_available()
+    try:
+        _regenerate_one(uow, queue, record_id, dead_letters)
+    except ServiceError as exc:
+        record_action(
+            audit, actor, "regenerate", [record_id], outcome="failed", detail=f"{exc.code} {exc.message}"
+        )
+        raise
+    record_action(audit, actor, "regenerate", [record_id], outcome="ok")
+
+
+def _regenerate_one(
+    uow: UnitOfWork, queue: ReportQueue, record_id: int, dead_letters: QueueOperations | None
+) -> None:
     if not is_id(record_id):
         raise RecordNotFound()
     with uow:
@@ -142,11 +174,23 @@ def regenerate_report(uow: UnitOfWork, queue: ReportQueue, record_id: int) -> No
         _reset_for_regeneration(session, [record_id])
         uow.commit()
     try:
-        queue.enqueue(record_id)
+        if dead_letters is None:
+            queue.enqueue(record_id)
+        else:
+            _enqueue(queue, dead_letters, [record_id])
     except Exception as exc:
         logger.error("record %s was reset for regeneration but could not be queued", record_id, exc_info=True)
         raise QueueUnavailable() from exc
     logger.info("report of record %s queued for regeneration", record_id)
+
+
+def _enqueue(queue: ReportQueue, dead_letters: QueueOperations | None, record_ids: Sequence[int]) -> None:
+    if dead_letters is None:
+        queue.enqueue_many(record_ids)
+        return
+    dropped = dead_letters.enqueue_reviving(record_ids)
+    if dropped:
+        logger.info("%d dead letter(s) of regenerated records dropped", dropped)
 
 
 def batch_regenerate_report(
@@ -158,76 +202,144 @@ def batch_regenerate_report(
 
 @dataclass(frozen=True)
 class BatchOutcome:
+    #: The counts and the outcome of each requested id.
     result: BatchRegenerateResult
     #: The records reset and queued, in request order (for the event log).
     queued: tuple[int, ...]
 
+    @property
+    def items(self) -> list[ItemOutcome]:
+        return list(self.result.items)
 
-def batch_regenerate(uow: UnitOfWork, queue: ReportQueue, record_ids: Sequence[int]) -> BatchOutcome:
-    """Regenerate every eligible record of `record_ids`; the others are skipped.
 
-    ``success_count + skipped_count == len(record_ids)`` always. Skipped: ids of missing
-    or soft-deleted records, records not in status 3 or 5, and repeats: an id given
-    several times is reset and queued once and counts once as a success, every further
-    occurrence as skipped (queueing it twice would only make a worker skip the second
-    job). An empty list is ParamError (1001, "记录ID列表不能为空"); an element that is not
-    an int is ParamError too.
+_NOT_FOUND = (RecordNotFound.code, RecordNotFound.default_message)
+_DUPLICATE = (ParamError.code, "重复的记录ID，已按第一次出现处理")
+_QUEUE_DOWN = (QueueUnavailable.code, QueueUnavailable.default_message)
+
+
+def batch_regenerate(
+    uow: UnitOfWork,
+    queue: ReportQueue,
+    record_ids: Sequence[int],
+    *,
+    actor: AdminActor | None = None,
+    audit: AuditLog | None = None,
+    dead_letters: QueueOperations | None = None,
+) -> BatchOutcome:
+    """Regenerate every eligible record of `record_ids`; the others are skipped, each with why.
+
+    ``success_count + skipped_count == len(record_ids)`` always, and ``result.items`` has
+    one `ItemOutcome` per requested id in request order: "regenerated", or "skipped" with
+    the code and reason: 3241 missing or soft-deleted (or an id outside BIGINT), 2005 not
+    in status 3 or 5, 1001 a repeat (an id given several times is reset and queued once),
+    5003 the queue refused the jobs. An empty list is ParamError (1001, "记录ID列表不能为空");
+    an element that is not an int is ParamError too.
 
     Set-based, so a thousand ids cost the same few statements as one: one
     ``SELECT ... FOR UPDATE`` with ``id = ANY(:ids)`` (locking in id order, so concurrent
     batches cannot deadlock), one UPDATE, one DELETE per result table, a COMMIT, then one
-    ``queue.enqueue_many`` call. If that call fails it is logged and all those ids count
-    as skipped; their records stay in 3 and may be regenerated again.
+    queue call (through `dead_letters`, which also drops the records' dead letters, when
+    given). If that call fails it is logged and all those ids count as skipped (5003);
+    their records stay in 3 and may be regenerated again. `actor`/`audit` as for
+    `regenerate_report`.
     """
     if not record_ids:
         raise ParamError(MSG_EMPTY_ID_LIST)
     if any(not is_strict_int(i) for i in record_ids):
         raise ParamError("记录ID必须是整数")
-    total = len(record_ids)
+    if audit is not None:
+        audit.ensure_available()
     # First occurrences in request order; ids outside BIGINT cannot exist, skip them here.
     candidates = list(dict.fromkeys(i for i in record_ids if is_id(i)))
-    if not candidates:
-        return BatchOutcome(BatchRegenerateResult(success_count=0, skipped_count=total), ())
-
-    with uow:
-        session = uow.session
-        locked = set(
-            session.scalars(
-                select(AssessmentRecord.id)
-                .where(
-                    _any(AssessmentRecord.id, candidates),
-                    AssessmentRecord.is_deleted.is_(False),
-                    AssessmentRecord.status.in_(_REGENERATABLE),
-                )
+    statuses: dict[int, int] = {}
+    eligible: list[int] = []
+    queued = False
+    if candidates:
+        with uow:
+            session = uow.session
+            rows = session.execute(
+                select(AssessmentRecord.id, AssessmentRecord.status)
+                .where(_any(AssessmentRecord.id, candidates), AssessmentRecord.is_deleted.is_(False))
                 .order_by(AssessmentRecord.id)
                 .with_for_update()
             ).all()
-        )
-        eligible = [i for i in candidates if i in locked]
-        if not eligible:
-            return BatchOutcome(BatchRegenerateResult(success_count=0, skipped_count=total), ())
-        _reset_for_regeneration(session, eligible)
-        uow.commit()
-
-    try:
-        queue.enqueue_many(eligible)
-    except Exception:
-        logger.error(
-            "%d records were reset for regeneration but could not be queued: %s",
-            len(eligible),
-            eligible[:20],
-            exc_info=True,
-        )
-        return BatchOutcome(BatchRegenerateResult(success_count=0, skipped_count=total), ())
-    logger.info("%d of %d records queued for regeneration", len(eligible), total)
-    return BatchOutcome(
-        BatchRegenerateResult(success_count=len(eligible), skipped_count=total - len(eligible)),
-        tuple(eligible),
+            statuses = {row.id: row.status for row in rows}
+            eligible = [i for i in candidates if statuses.get(i) in REGENERATABLE]
+            if eligible:
+                _reset_for_regeneration(session, eligible)
+                uow.commit()
+    if eligible:
+        try:
+            _enqueue(queue, dead_letters, eligible)
+            queued = True
+        except Exception:
+            logger.error(
+                "%d records were reset for regeneration but could not be queued: %s",
+                len(eligible),
+                eligible[:20],
+                exc_info=True,
+            )
+    items = _batch_items(record_ids, statuses, set(eligible), queued)
+    done = tuple(eligible) if queued else ()
+    result = BatchRegenerateResult(
+        success_count=len(done), skipped_count=len(record_ids) - len(done), items=tuple(items)
     )
+    logger.info("%d of %d records queued for regeneration", len(done), len(record_ids))
+    record_action(
+        audit,
+        actor,
+        "batch_regenerate",
+        list(record_ids),
+        outcome=summarize(items, REGENERATED),
+        detail=f"{result.success_count} regenerated, {result.skipped_count} skipped"
+        + (f"; {detail}" if (detail := skipped_detail(items)) else ""),
+    )
+    return BatchOutcome(result, done)
 
 
-def soft_delete_record(uow: UnitOfWork, record_id: int) -> None:
-    """Mark a record deleted (it keeps its rows); RecordNotFound if missing or already deleted."""
+def _batch_items(
+    record_ids: Sequence[int], statuses: dict[int, int], eligible: set[int], queued: bool
+) -> list[ItemOutcome]:
+    items: list[ItemOutcome] = []
+    seen: set[int] = set()
+    for record_id in record_ids:
+        code: int | None
+        reason: str | None
+        if record_id in seen:
+            code, reason = _DUPLICATE
+        elif record_id in eligible:
+            code, reason = (None, None) if queued else _QUEUE_DOWN
+        elif record_id in statuses:
+            code = InvalidOperation.code
+            reason = f"{MSG_REGENERATE_NOT_ALLOWED}（{status_text(statuses[record_id])}）"
+        else:
+            code, reason = _NOT_FOUND
+        seen.add(record_id)
+        outcome = REGENERATED if code is None else SKIPPED
+        items.append(ItemOutcome(id=record_id, outcome=outcome, code=code, reason=reason))
+    return items
+
+
+def soft_delete_record(
+    uow: UnitOfWork, record_id: int, *, actor: AdminActor | None = None, audit: AuditLog | None = None
+) -> None:
+    """Mark a record deleted (it keeps its rows); RecordNotFound if missing or already deleted.
+
+    With `audit`, audited for `actor` (refusals too); refused first if the audit log is down.
+    """
+    if audit is not None:
+        audit.ensure_available()
+    try:
+        _soft_delete(uow, record_id)
+    except ServiceError as exc:
+        record_action(
+            audit, actor, "delete_record", [record_id], outcome="failed", detail=f"{exc.code} {exc.message}"
+        )
+        raise
+    record_action(audit, actor, "delete_record", [record_id], outcome="ok")
+
+
+def _soft_delete(uow: UnitOfWork, record_id: int) -> None:
     if not is_id(record_id):
         raise RecordNotFound()
     with uow:

@@ -29,6 +29,9 @@ REDIS_CLUSTER_SCHEME = "redis+cluster://"
 #: Size of the SQLAlchemy connection pool of one process.
 DEFAULT_DB_POOL_SIZE = 5
 
+#: Time zone of the admins (the product's users are in China): ADMIN_TIMEZONE's default.
+DEFAULT_ADMIN_TIMEZONE = "Asia/Shanghai"
+
 
 def env_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
     raw = (env.get(name) or "").strip().lower()
@@ -86,6 +89,10 @@ def _redis_url(env: Mapping[str, str]) -> str:
     return url
 
 
+def _timezone(env: Mapping[str, str], name: str, default: str) -> str:
+    return time_zone(env.get(name, "").strip() or default, name).key
+
+
 def normalize_database_url(url: str) -> str:
     """Use psycopg 3 for plain postgresql:// URLs (SQLAlchemy would pick psycopg2)."""
     for prefix in ("postgresql://", "postgres://"):
@@ -134,12 +141,17 @@ class Settings:
 
     #: Hash-tagged Redis keys (REDIS_HASH_TAGS, see `redis_hash_tags`).
     redis_hash_tags: bool = False
+    #: Bearer tokens that may only scrape GET /metrics (Prometheus' credential); admin tokens may too.
+    metrics_tokens: tuple[str, ...] = field(default_factory=tuple)
+    #: IANA time zone in which an admin's date/time without an offset is read (ADMIN_TIMEZONE).
+    admin_timezone: str = DEFAULT_ADMIN_TIMEZONE
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         redis_url = _redis_url(env)
         tokens = tuple(t.strip() for t in env.get("ADMIN_TOKENS", "").split(",") if t.strip())
+        scrapers = tuple(t.strip() for t in env.get("METRICS_TOKENS", "").split(",") if t.strip())
         return cls(
             database_url=normalize_database_url(
                 _url(env, "DATABASE_URL", DEFAULT_DATABASE_URL, ("postgresql", "postgres"))
@@ -154,11 +166,15 @@ class Settings:
             db_transaction_pooling=env_bool(env, "DB_TRANSACTION_POOLING"),
             secret_key=env.get("SECRET_KEY", ""),
             admin_tokens=tokens,
-            display_timezone=time_zone(
-                env.get("DISPLAY_TIMEZONE", "").strip() or DEFAULT_DISPLAY_TIMEZONE
-            ).key,
+            display_timezone=_timezone(env, "DISPLAY_TIMEZONE", DEFAULT_DISPLAY_TIMEZONE),
             redis_hash_tags=redis_hash_tags(env, redis_url),
+            metrics_tokens=scrapers,
+            admin_timezone=_timezone(env, "ADMIN_TIMEZONE", DEFAULT_ADMIN_TIMEZONE),
         )
+
+    @property
+    def admin_zone(self) -> ZoneInfo:
+        return ZoneInfo(self.admin_timezone)
 
     def with_overrides(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]

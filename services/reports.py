@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import psycopg
 from psycopg.types.json import Jsonb
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from services.errors import ParamError, ServiceError
 from services.limits import MAX_ID
@@ -135,6 +135,20 @@ _COMPLETE = (
     "UPDATE assessment_records SET status = %s, completed_at = clock_timestamp(), updated_at = now()"
     " WHERE id = %s"
 )
+
+
+def submit_to_report_seconds(uow: UnitOfWork, record_id: int) -> float | None:
+    """Seconds from the record's submission to its report (completed_at - submitted_at), None if
+    either is missing: the latency operators watch, measured by the database's own clock."""
+    with uow:
+        row = uow.session.execute(
+            select(AssessmentRecord.submitted_at, AssessmentRecord.completed_at).where(
+                AssessmentRecord.id == record_id
+            )
+        ).one_or_none()
+    if row is None or row.submitted_at is None or row.completed_at is None:
+        return None
+    return max(0.0, float((row.completed_at - row.submitted_at).total_seconds()))
 
 
 def mark_generation_failed(uow: UnitOfWork, record_id: int) -> bool:

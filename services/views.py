@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from services.opsmodel import ItemOutcome
+
 T = TypeVar("T")
 
 
@@ -213,6 +215,8 @@ class Page(Generic[T]):
 class BatchRegenerateResult:
     success_count: int
     skipped_count: int
+    #: One outcome per requested id, in request order (regenerated, or skipped with code and reason).
+    items: tuple[ItemOutcome, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """The Flask web tier: ``create_app()`` is the WSGI entry point (``gunicorn 'web:create_app()'``).
 
 Blueprints, one per area: the user API (/api/assessment/), the admin API (/api/admin/),
-the health probes, the OpenAPI document and the report page (/reports/<record>). Errors
-become the JSON envelope in web/errors.py only.
+the health probes, /metrics, the OpenAPI document, the report page (/reports/<record>)
+and the admin console's pages (/admin/, web/console/). API errors become the JSON
+envelope in web/errors.py only.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from collections.abc import Mapping
 import redis
 from flask import Flask
 
-from actors.adapters import RedisAutosaveStore, RedisEventSink, RedisReportQueue
+from actors.adapters import RedisAutosaveStore, RedisEventSink, RedisQueueOperations, RedisReportQueue
 from actors.adapters.keys import Keyspace
+from services.audit import DatabaseAuditLog
 from services.autosave import ActiveQuestions, AutosaveStore
 from services.config import Settings
 from services.db import session_factory
@@ -23,9 +25,9 @@ from services.errors import ConfigError
 from services.event_store import DirectEventWriter
 from services.events import EventSink
 from services.queue import ReportQueue
-from web import admin_api, deps, health, openapi, report_page, user_api
+from web import admin_api, console, deps, health, http_metrics, metrics, openapi, report_page, user_api
 from web.auth import issue_user_token
-from web.cli import issue_user_token_command
+from web.cli import audit_command, issue_user_token_command, queue_command
 from web.errors import register_error_handlers
 from web.jsonify import JSONProvider
 from web.redis_guard import guarded_redis
@@ -96,7 +98,8 @@ def create_app(
     `ConfigError` here, so gunicorn refuses to start rather than serve with them.
     """
     settings = settings or Settings.from_env()
-    check_production_secrets(settings, environment or app_env())
+    environment = environment or app_env()
+    check_production_secrets(settings, environment)
     app = Flask(__name__, static_folder=None)
     app.config.update(MAX_CONTENT_LENGTH=MAX_CONTENT_LENGTH, SECRET_KEY=settings.secret_key or None)
     app.json = JSONProvider(app)
@@ -105,13 +108,14 @@ def create_app(
     # hold a request thread for more than about a second.
     client = redis_client or guarded_redis(settings.redis_url)
     keys = Keyspace.of(settings.redis_hash_tags)
+    factory = session_factory(settings)
     deps.install(
         app,
         deps.Dependencies(
             settings=settings,
-            session_factory=session_factory(settings),
             report_queue=report_queue
             or RedisReportQueue(client, key=keys.report.queue, jobs_key=keys.report.jobs),
+            session_factory=factory,
             redis=client,
             autosave=autosave_store or RedisAutosaveStore(client, keys.autosave),
             # Its fallback while Redis is down: the same database as the rest of the app.
@@ -124,13 +128,19 @@ def create_app(
                 ),
             ),
             questions=ActiveQuestions(),
+            queue_ops=RedisQueueOperations(client),
+            audit=DatabaseAuditLog(factory),
         ),
     )
 
     register_error_handlers(app)
-    for blueprint in (user_api.bp, admin_api.bp, health.bp, openapi.bp, report_page.bp):
+    http_metrics.install(app)
+    for blueprint in (user_api.bp, admin_api.bp, health.bp, metrics.bp, openapi.bp, report_page.bp):
         app.register_blueprint(blueprint)
+    console.init_app(app, production=environment == PRODUCTION)
     app.cli.add_command(issue_user_token_command)
+    app.cli.add_command(queue_command)
+    app.cli.add_command(audit_command)
 
     if not settings.secret_key:
         log.warning("SECRET_KEY is empty: every call to the user API is refused (401)")

@@ -1,39 +1,58 @@
-"""The admin API under /api/admin/ (admin token required): records, regeneration, queue, events.
+"""The admin API under /api/admin/ (admin token required): records, regeneration, queue, events,
+dead letters, quarantined payloads, audit.
 
-Actions are logged to the event log with the admin's token fingerprint (web/events.py).
+Actions are logged to the event log with the admin's token fingerprint (web/events.py)
+and audited in PostgreSQL (services/audit.py): an action whose audit cannot be written
+is refused with 503. The operations call the same service functions as the CLI
+(services/operations.py).
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import tzinfo
 
 import redis
 from flask import Blueprint, Response, request
+from werkzeug.datastructures import MultiDict
 
 from actors.adapters import queue_figures
-from services import admin, event_store
-from services.errors import MSG_EMPTY_ID_LIST, QueueUnavailable
-from services.events import EventType
+from services import admin, event_store, operations
+from services.errors import MSG_EMPTY_ID_LIST, ParamError, QueueUnavailable
+from services.events import MAX_ACTOR_LENGTH, EventType
 from services.limits import MAX_ID
 from services.status import RecordStatus
 from services.views import RecordFilter
 from web import deps
-from web.auth import require_admin
-from web.deps import autosave_store, new_uow, redis_client, report_queue
+from web.auth import current_admin, require_admin
+from web.deps import (
+    audit_log,
+    autosave_store,
+    current,
+    new_uow,
+    queue_operations,
+    redis_client,
+    report_queue,
+)
 from web.envelope import ok
 from web.events import log_event, log_events
 from web.validation import (
+    body_handle_list,
     body_id,
     body_id_list,
     json_object,
     optional_query_int,
+    optional_query_text,
     page_params,
     query_bool,
     query_datetime,
     query_id,
+    query_int,
 )
 
 bp = Blueprint("admin_api", __name__, url_prefix="/api/admin")
+#: Page size of the operations' lists (offset/limit paging).
+DEFAULT_LIMIT = 50
 bp.before_request(require_admin)
 
 log = logging.getLogger(__name__)
@@ -42,7 +61,14 @@ log = logging.getLogger(__name__)
 @bp.post("/assessmentRecord/regenerateReport")
 def regenerate_report() -> Response:
     record_id = body_id(json_object(request), "id")
-    admin.regenerate_report(new_uow(), report_queue(), record_id)
+    admin.regenerate_report(
+        new_uow(),
+        report_queue(),
+        record_id,
+        actor=current_admin(),
+        audit=audit_log(),
+        dead_letters=queue_operations(),
+    )
     log_event(EventType.REPORT_REGENERATED, record_id=record_id, batch=False)
     return ok()
 
@@ -50,7 +76,14 @@ def regenerate_report() -> Response:
 @bp.post("/assessmentRecord/batchRegenerateReport")
 def batch_regenerate_report() -> Response:
     ids = body_id_list(json_object(request), "ids", empty_message=MSG_EMPTY_ID_LIST)
-    outcome = admin.batch_regenerate(new_uow(), report_queue(), ids)
+    outcome = admin.batch_regenerate(
+        new_uow(),
+        report_queue(),
+        ids,
+        actor=current_admin(),
+        audit=audit_log(),
+        dead_letters=queue_operations(),
+    )
     log_events(EventType.REPORT_REGENERATED, outcome.queued, batch=True, requested=len(ids))
     return ok(outcome.result)
 
@@ -62,8 +95,8 @@ def list_records() -> Response:
         status=optional_query_int(args, "status", min(RecordStatus), max(RecordStatus)),
         user_id=optional_query_int(args, "userId", 1, MAX_ID),
         include_deleted=query_bool(args, "includeDeleted"),
-        created_from=query_datetime(args, "createdFrom"),
-        created_to=query_datetime(args, "createdTo"),
+        created_from=query_datetime(args, "createdFrom", admin_zone()),
+        created_to=query_datetime(args, "createdTo", admin_zone()),
     )
     page, page_size = page_params(args)
     return ok(admin.list_records(new_uow(), filters, page, page_size))
@@ -73,7 +106,7 @@ def list_records() -> Response:
 def delete_record() -> Response:
     """Soft delete: the record disappears from users and from regeneration; rows are kept."""
     record_id = body_id(json_object(request), "id")
-    admin.soft_delete_record(new_uow(), record_id)
+    admin.soft_delete_record(new_uow(), record_id, actor=current_admin(), audit=audit_log())
     try:
         # A save cached as "in progress" must now find the record gone.
         autosave_store().release(record_id, submitted=False)
@@ -98,3 +131,90 @@ def queue_stats() -> Response:
     except redis.RedisError as exc:
         raise QueueUnavailable(f"queue figures unavailable: {exc}") from exc
     return ok(figures)
+
+
+def admin_zone() -> tzinfo:
+    """ADMIN_TIMEZONE: where an admin's date/time without an offset is read."""
+    return current().settings.admin_zone
+
+
+def _offset_limit() -> tuple[int, int]:
+    args = request.args
+    return (
+        query_int(args, "offset", 0, 0, MAX_ID),
+        query_int(args, "limit", DEFAULT_LIMIT, 1, operations.MAX_PAGE_SIZE),
+    )
+
+
+@bp.get("/queue/dead")
+def dead_letters() -> Response:
+    """A page of `report:queue:dead`, newest first: RecordId, attempts, last error, time, entry."""
+    offset, limit = _offset_limit()
+    return ok(operations.list_dead_letters(queue_operations(), offset=offset, limit=limit))
+
+
+@bp.post("/queue/dead/requeue")
+def requeue_dead_letters() -> Response:
+    """``{"ids": [...]}`` or ``{"all": true}``: one outcome per dead letter."""
+    body = json_object(request)
+    if "all" in body:
+        if body["all"] is not True or body.get("ids") is not None:
+            raise ParamError('请求体为 {"ids": [...]} 或 {"all": true}，二者只能给出一个')
+        ids = None
+    else:
+        ids = body_handle_list(body, "ids")
+    items = operations.requeue_dead_letters(new_uow(), queue_operations(), audit_log(), current_admin(), ids)
+    return ok({"items": items})
+
+
+@bp.post("/queue/dead/delete")
+def delete_dead_letters() -> Response:
+    ids = body_handle_list(json_object(request), "ids")
+    items = operations.delete_dead_letters(queue_operations(), audit_log(), current_admin(), ids)
+    return ok({"items": items})
+
+
+@bp.get("/queue/invalid")
+def invalid_payloads() -> Response:
+    """A page of `report:queue:invalid` (payloads that could not be decoded), verbatim."""
+    offset, limit = _offset_limit()
+    return ok(operations.list_invalid(queue_operations(), offset=offset, limit=limit))
+
+
+@bp.post("/queue/invalid/delete")
+def delete_invalid() -> Response:
+    keys = body_handle_list(json_object(request), "keys")
+    items = operations.delete_invalid(queue_operations(), audit_log(), current_admin(), keys)
+    return ok({"items": items})
+
+
+@bp.post("/queue/invalid/purge")
+def purge_invalid() -> Response:
+    json_object(request)  # a JSON body, as every POST: no purge by a stray form post
+    return ok({"purged": operations.purge_invalid(queue_operations(), audit_log(), current_admin())})
+
+
+@bp.get("/audit")
+def audit() -> Response:
+    """Audit entries, newest first; filters: actor, action, since, until (ADMIN_TIMEZONE when naive)."""
+    args = request.args
+    offset, limit = _offset_limit()
+    return ok(
+        operations.list_audit(
+            new_uow(),
+            actor=_label(args, "actor"),
+            action=_label(args, "action"),
+            since=query_datetime(args, "since", admin_zone()),
+            until=query_datetime(args, "until", admin_zone()),
+            offset=offset,
+            limit=limit,
+        )
+    )
+
+
+def _label(args: MultiDict[str, str], name: str) -> str | None:
+    """An actor or action filter: printable, at most MAX_ACTOR_LENGTH characters."""
+    value = optional_query_text(args, name)
+    if value is not None and (len(value) > MAX_ACTOR_LENGTH or not value.isprintable()):
+        raise ParamError(f"参数 {name} 必须是不超过 {MAX_ACTOR_LENGTH} 个可打印字符")
+    return value

@@ -25,6 +25,7 @@ from itsdangerous import BadData, URLSafeTimedSerializer
 from werkzeug.exceptions import Forbidden, Unauthorized
 
 from services.limits import MAX_ID, is_strict_int
+from services.opsmodel import AdminActor
 from web import deps
 
 USER_TOKEN_SALT = "user-token"  # noqa: S105 - a namespace for signatures, not a secret
@@ -127,6 +128,14 @@ def current_actor() -> str:
     if isinstance(fingerprint, str):
         return f"admin:{fingerprint}"
     return f"user:{current_user_id()}"
+
+
+def current_admin() -> AdminActor:
+    """The admin calling, for the audit: named by their token's fingerprint, never the token."""
+    fingerprint = g.get("admin_fingerprint")
+    if not isinstance(fingerprint, str):
+        raise RuntimeError("current_admin() outside an admin endpoint")
+    return AdminActor(name=f"admin:{fingerprint}", credential=f"admin-token {fingerprint}")
 
 
 def current_user_id() -> int:

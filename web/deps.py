@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from services.autosave import ActiveQuestions, AutosaveStore
 from services.config import Settings
 from services.events import EventSink
+from services.opsmodel import AuditLog, QueueOperations
 from services.queue import ReportQueue
 from services.uow import UnitOfWork
 
@@ -34,6 +35,10 @@ class Dependencies:
     events: EventSink
     #: Active question ids, cached so that a save needs no database round trip.
     questions: ActiveQuestions
+    #: The report queue's dead letters and quarantine (operations tooling).
+    queue_ops: QueueOperations
+    #: Where admin actions are audited (PostgreSQL, directly).
+    audit: AuditLog
 
 
 def install(app: Flask, dependencies: Dependencies) -> None:
@@ -67,3 +72,11 @@ def event_sink() -> EventSink:
 
 def active_questions() -> ActiveQuestions:
     return current().questions
+
+
+def queue_operations() -> QueueOperations:
+    return current().queue_ops
+
+
+def audit_log() -> AuditLog:
+    return current().audit

@@ -20,9 +20,12 @@ import json
 import socket
 from typing import Any
 
+import redis
 from gunicorn import util
 from gunicorn.workers.gthread import ThreadWorker
 
+from actors.observe.heartbeat import Heartbeat
+from services.config import Settings
 from services.errors import ParamError, ServiceError
 
 #: Envelope messages of the statuses gunicorn answers by itself (see web/errors.py).
@@ -76,6 +79,19 @@ def _status_line(raw: bytes) -> tuple[int, str] | None:
 
 
 class EnvelopeThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type hints
+    def run(self) -> None:
+        """gunicorn's loop, with this process's heartbeat in the process registry
+        (actors/adapters/liveness.py): kind `web`, doing `serving N connection(s)`."""
+        client = redis.Redis.from_url(
+            Settings.from_env().redis_url, socket_connect_timeout=2, socket_timeout=5
+        )
+        heartbeat = Heartbeat(client, "web", lambda: f"serving {self.nr_conns} connection(s)").start()
+        try:
+            super().run()
+        finally:
+            heartbeat.stop(timeout=1)
+            client.close()
+
     def handle_error(self, req: Any, client: socket.socket, addr: Any, exc: BaseException) -> None:
         captured = _CapturedSocket()
         # gunicorn picks the status, logs and writes the access log line; only its

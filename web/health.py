@@ -1,4 +1,10 @@
-"""Liveness and readiness probes (no authentication, no envelope data beyond the checks)."""
+"""Liveness and readiness probes (no authentication, no envelope data beyond the checks).
+
+`/healthz/workers` says how many workers and hotpath processes beat (the process registry,
+actors/adapters/liveness.py): counts only, since it is open to the anonymous; hosts, pids
+and what each runs are for admins (the console). It is not part of `/readyz`: a web
+process without workers still serves the API, and must stay in its load balancer.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import redis
 from flask import Blueprint, Response
 from sqlalchemy import text
 
+from actors.adapters.liveness import KINDS, live_processes
 from services.errors import QueueUnavailable
 from web.deps import current
 from web.envelope import envelope, ok
@@ -49,6 +56,42 @@ def readyz() -> Response:
         return envelope(
             NOT_READY_CODE,
             "not ready: " + ", ".join(failed),
+            data,
+            status=503,
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
+    return ok(data)
+
+
+#: Process kinds that must have at least one live process for `/healthz/workers` to pass.
+REQUIRED_KINDS = ("worker", "hotpath")
+
+
+@bp.get("/healthz/workers")
+def healthz_workers() -> Response:
+    """Live and gone processes per kind; 503 when no worker or no hotpath process is alive."""
+    try:
+        beats = live_processes(current().redis)
+    except (redis.RedisError, OSError):
+        return envelope(
+            NOT_READY_CODE,
+            "not ready: redis",
+            None,
+            status=503,
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
+    data = {
+        kind: {
+            "alive": sum(1 for b in beats if b.kind == kind and b.alive),
+            "gone": sum(1 for b in beats if b.kind == kind and not b.alive),
+        }
+        for kind in KINDS
+    }
+    missing = [kind for kind in REQUIRED_KINDS if data[kind]["alive"] == 0]
+    if missing:
+        return envelope(
+            NOT_READY_CODE,
+            "not ready: no live " + ", ".join(missing),
             data,
             status=503,
             headers={"Retry-After": str(RETRY_AFTER_S)},

@@ -16,6 +16,7 @@ from services.assessment import DEFAULT_RECORDS_PAGE_SIZE, MAX_RECORDS_PAGE_SIZE
 from services.errors import MSG_EMPTY_ID_LIST
 from services.events import EventType
 from services.limits import MAX_ID
+from services.operations import MAX_PAGE_SIZE as OPS_PAGE_SIZE
 from services.questionnaire import LEVELS, MAX_SUGGESTIONS, MAX_VALUE, MIN_SUGGESTIONS, MIN_VALUE
 from services.status import MAX_STATUS, MIN_STATUS, STATUS_TEXT
 from web.errors import RETRY_AFTER_S
@@ -25,6 +26,7 @@ from web.validation import (
     MAX_ANSWERS,
     MAX_BATCH_IDS,
     MAX_CONTENT_LENGTH,
+    MAX_HANDLE_LENGTH,
     MAX_PAGE,
     MAX_QUESTION_ID,
 )
@@ -243,7 +245,117 @@ SCHEMAS: dict[str, Schema] = {
             "minimum": 0,
             "description": "missing, soft-deleted, not in status 3/5, or not queued (Redis down)",
         },
+        items={
+            "type": "array",
+            "items": _ref("ItemOutcome"),
+            "description": "one outcome per requested id, in request order",
+        },
     ),
+    "ItemOutcome": _all(
+        id={
+            "type": ["integer", "string"],
+            "description": "a record id, or a dead letter's/payload's handle",
+        },
+        outcome={"type": "string", "enum": ["regenerated", "requeued", "deleted", "skipped"]},
+        code={
+            "type": ["integer", "null"],
+            "description": "when skipped: 3241 not found (record, dead letter or payload), 2005 the record's "
+            "status does not allow it, 1001 a repeated id or a dead letter without a RecordId, 5003 the "
+            "queue (Redis) refused the step",
+        },
+        reason={"type": ["string", "null"], "description": "when skipped: why, in Chinese"},
+    ),
+    "ItemOutcomes": _all(items={"type": "array", "items": _ref("ItemOutcome")}),
+    "DeadLetter": _all(
+        messageId={"type": "string", "description": "handle for requeue/delete (digest of the entry)"},
+        recordId={**ID, "type": ["integer", "null"]},
+        attempts={"type": "integer", "minimum": 0, "description": "attempts made before it died"},
+        lastError={
+            "type": ["string", "null"],
+            "description": "exception type and message (<= 500 chars)",
+        },
+        deadAt=NULLABLE_DATETIME,
+        raw={"type": "string", "description": "the entry of report:queue:dead verbatim"},
+    ),
+    "DeadLetterPage": _all(
+        items={"type": "array", "items": _ref("DeadLetter")},
+        total={"type": "integer", "minimum": 0},
+        offset={"type": "integer", "minimum": 0},
+        limit={"type": "integer", "minimum": 1, "maximum": OPS_PAGE_SIZE},
+    ),
+    "InvalidPayload": _all(
+        key={"type": "string", "description": "handle for delete (digest of the entry)"},
+        raw={"type": "string", "description": "the entry verbatim; bytes that are not UTF-8 as \\xNN"},
+    ),
+    "InvalidPayloadPage": _all(
+        items={"type": "array", "items": _ref("InvalidPayload")},
+        total={"type": "integer", "minimum": 0},
+        offset={"type": "integer", "minimum": 0},
+        limit={"type": "integer", "minimum": 1, "maximum": OPS_PAGE_SIZE},
+    ),
+    "AuditEntry": _all(
+        at=DATETIME,
+        actor={
+            "type": "string",
+            "description": '"admin:<fingerprint>", "cli:<os user>", "console:<name>"',
+        },
+        credential={
+            "type": "string",
+            "description": "the credential's label or fingerprint, never the secret",
+        },
+        action={
+            "type": "string",
+            "description": "regenerate, batch_regenerate, delete_record, requeue, delete_dead, "
+            "delete_invalid, purge_invalid",
+        },
+        ids={"type": "array", "items": {"type": ["integer", "string"]}},
+        outcome={"type": "string", "description": "ok, partial or failed"},
+        detail={"type": ["string", "null"]},
+    ),
+    "AuditPage": _all(
+        items={"type": "array", "items": _ref("AuditEntry")},
+        total={"type": "integer", "minimum": 0},
+        offset={"type": "integer", "minimum": 0},
+        limit={"type": "integer", "minimum": 1, "maximum": OPS_PAGE_SIZE},
+    ),
+    "Purged": _all(purged={"type": "integer", "minimum": 0, "description": "payloads dropped"}),
+    "HandlesRequest": _obj(
+        ["ids"],
+        ids={
+            "type": "array",
+            "items": {"type": "string", "minLength": 1, "maxLength": MAX_HANDLE_LENGTH},
+            "minItems": 1,
+            "maxItems": MAX_BATCH_IDS,
+            "uniqueItems": True,
+            "description": "dead letters' messageId",
+        },
+    ),
+    "RequeueRequest": {
+        "type": "object",
+        "description": '{"ids": [...]} for some dead letters, or {"all": true} for all of them',
+        "properties": {
+            "ids": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "maxLength": MAX_HANDLE_LENGTH},
+                "minItems": 1,
+                "maxItems": MAX_BATCH_IDS,
+                "uniqueItems": True,
+            },
+            "all": {"type": "boolean", "const": True},
+        },
+    },
+    "KeysRequest": _obj(
+        ["keys"],
+        keys={
+            "type": "array",
+            "items": {"type": "string", "minLength": 1, "maxLength": MAX_HANDLE_LENGTH},
+            "minItems": 1,
+            "maxItems": MAX_BATCH_IDS,
+            "uniqueItems": True,
+            "description": "invalid payloads' key",
+        },
+    ),
+    "EmptyRequest": {"type": "object", "description": "any JSON object (e.g. {})"},
     "QueueStats": _all(
         queued={"type": "integer", "description": "LLEN report:queue"},
         dead={"type": "integer", "description": "LLEN report:queue:dead"},
@@ -252,6 +364,13 @@ SCHEMAS: dict[str, Schema] = {
         invalid={"type": "integer", "description": "undecodable messages kept aside"},
     ),
     "Health": _all(status={"type": "string", "const": "ok"}),
+    "ProcessCount": _all(alive=INTEGER, gone=INTEGER),
+    "Processes": _all(
+        worker=_ref("ProcessCount"),
+        hotpath=_ref("ProcessCount"),
+        reconciler=_ref("ProcessCount"),
+        web=_ref("ProcessCount"),
+    ),
     "Readiness": _all(
         database={"type": "string", "enum": ["ok", "unavailable"]},
         redis={"type": "string", "enum": ["ok", "unavailable"]},
@@ -433,6 +552,11 @@ def _query(name: str, schema: Schema, description: str, *, required: bool = Fals
     return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
 
 
+OFFSET_LIMIT = [
+    _query("offset", {"type": "integer", "minimum": 0, "default": 0}, "entries to skip"),
+    _query("limit", {"type": "integer", "minimum": 1, "maximum": OPS_PAGE_SIZE, "default": 50}, "entries"),
+]
+
 RECORD_ID_QUERY = _query("recordId", ID, "id of one of the caller's records", required=True)
 
 
@@ -605,8 +729,8 @@ PATHS: dict[str, dict[str, Schema]] = {
                 _query("status", STATUS, "only records in this status"),
                 _query("userId", ID, "only this user's records"),
                 _query("includeDeleted", BOOLEAN, "include soft-deleted records (default false)"),
-                _query("createdFrom", DATETIME, "created at or after (ISO-8601; no offset = UTC)"),
-                _query("createdTo", DATETIME, "created before (ISO-8601; no offset = UTC)"),
+                _query("createdFrom", DATETIME, "created at or after (ISO-8601; no offset = ADMIN_TIMEZONE)"),
+                _query("createdTo", DATETIME, "created before (ISO-8601; no offset = ADMIN_TIMEZONE)"),
                 _query("page", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1}, "page"),
                 _query(
                     "pageSize",
@@ -650,6 +774,79 @@ PATHS: dict[str, dict[str, Schema]] = {
     "/api/admin/queue/stats": {
         "get": _admin("Figures of the report queue", data=_ref("QueueStats"), errors=(503,)),
     },
+    "/api/admin/queue/dead": {
+        "get": _admin(
+            "Dead letters of report:queue:dead, newest first",
+            description="Each with its RecordId, attempts, last error and time (older ones may lack them).",
+            data=_ref("DeadLetterPage"),
+            parameters=OFFSET_LIMIT,
+            errors=(400,),
+        ),
+    },
+    "/api/admin/queue/dead/requeue": {
+        "post": _admin(
+            "Requeue dead letters: RetryCount 0, record back to 3",
+            description=(
+                "Per dead letter: its record (status 3 or 5) is reset to 3 (生成中), then the entry is "
+                "removed and a fresh job queued in one atomic step. Skipped with a code: 3241 the letter "
+                "is gone or its record missing, 2005 the record's status (e.g. 4: delete the letter), "
+                "1001 no RecordId, 5003 Redis down. Audited; refused (503) if the audit cannot be written."
+            ),
+            data=_ref("ItemOutcomes"),
+            body="RequeueRequest",
+            errors=BODY_ERRORS,
+        ),
+    },
+    "/api/admin/queue/dead/delete": {
+        "post": _admin(
+            "Delete dead letters (their records keep their status); audited",
+            data=_ref("ItemOutcomes"),
+            body="HandlesRequest",
+            errors=BODY_ERRORS,
+        ),
+    },
+    "/api/admin/queue/invalid": {
+        "get": _admin(
+            "Quarantined payloads of report:queue:invalid, verbatim, newest first",
+            data=_ref("InvalidPayloadPage"),
+            parameters=OFFSET_LIMIT,
+            errors=(400,),
+        ),
+    },
+    "/api/admin/queue/invalid/delete": {
+        "post": _admin(
+            "Delete quarantined payloads; audited",
+            data=_ref("ItemOutcomes"),
+            body="KeysRequest",
+            errors=BODY_ERRORS,
+        ),
+    },
+    "/api/admin/queue/invalid/purge": {
+        "post": _admin(
+            "Drop every quarantined payload; audited",
+            data=_ref("Purged"),
+            body="EmptyRequest",
+            errors=BODY_ERRORS,
+        ),
+    },
+    "/api/admin/audit": {
+        "get": _admin(
+            "The audit trail of admin actions, newest first",
+            description=(
+                "Every admin action (API, CLI, console): who, which credential, what, which ids, "
+                "outcome, when. Kept in PostgreSQL (the event log, types admin.<action>)."
+            ),
+            data=_ref("AuditPage"),
+            parameters=[
+                _query("actor", STRING, 'only this actor, e.g. "admin:1a2b3c4d5e6f"'),
+                _query("action", STRING, "only this action, e.g. requeue"),
+                _query("since", DATETIME, "at or after (ISO-8601; no offset = ADMIN_TIMEZONE)"),
+                _query("until", DATETIME, "before (ISO-8601; no offset = ADMIN_TIMEZONE)"),
+                *OFFSET_LIMIT,
+            ],
+            errors=(400,),
+        ),
+    },
     "/healthz": {
         "get": _operation("Liveness: the process answers (no I/O)", tag="health", data=_ref("Health")),
     },
@@ -664,6 +861,37 @@ PATHS: dict[str, dict[str, Schema]] = {
                     "description": "5003: a dependency is unavailable; data names which",
                     "content": {"application/json": {"schema": _ref("Envelope")}},
                     "headers": RETRY_AFTER_HEADER,
+                },
+            },
+        },
+    },
+    "/healthz/workers": {
+        "get": {
+            **_operation(
+                "Processes beating in the registry, per kind (live, gone); counts only",
+                tag="health",
+                data=_ref("Processes"),
+            ),
+            "responses": {
+                "200": _success(_ref("Processes")),
+                "503": {
+                    "description": "5003: no live worker or hotpath process (data: the counts) or Redis down",
+                    "content": {"application/json": {"schema": _ref("Envelope")}},
+                    "headers": RETRY_AFTER_HEADER,
+                },
+            },
+        },
+    },
+    "/metrics": {
+        "get": {
+            "summary": "Prometheus metrics (text format); an admin token or a METRICS_TOKENS token",
+            "tags": ["health"],
+            "security": ADMIN,
+            "responses": {
+                "200": {"description": "the metrics", "content": {"text/plain": {}}},
+                **{
+                    str(status): {"$ref": f"#/components/responses/{ERROR_RESPONSE_NAMES[status]}"}
+                    for status in AUTH_ERRORS
                 },
             },
         },

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from flask import Request
@@ -33,6 +33,8 @@ from services.questionnaire import MAX_VALUE, MIN_VALUE
 MAX_QUESTION_ID = 2**31 - 1
 #: Most ids in one batch request.
 MAX_BATCH_IDS = 1_000
+#: Longest handle of a dead letter or quarantined payload accepted in a body.
+MAX_HANDLE_LENGTH = 64
 #: Most answers in one submission (far above any questionnaire, far below the body cap).
 MAX_ANSWERS = 1_000
 #: Body size cap, in bytes (Flask's MAX_CONTENT_LENGTH).
@@ -43,6 +45,8 @@ DEFAULT_PAGE_SIZE = 20
 
 #: A plain decimal integer: int() alone would also take "1_000", " 7 " and non-ASCII digits.
 _INTEGER = re.compile(r"-?[0-9]{1,25}")
+#: A handle of a dead letter or quarantined payload (hex digest, ".2" for a repeat).
+_HANDLE = re.compile(rf"[0-9A-Za-z._-]{{1,{MAX_HANDLE_LENGTH}}}")
 _TRUE = frozenset({"true", "1"})
 _FALSE = frozenset({"false", "0"})
 
@@ -116,6 +120,20 @@ def body_id_list(
     return ids
 
 
+def body_handle_list(body: dict[str, Any], name: str, *, max_items: int = MAX_BATCH_IDS) -> list[str]:
+    """A non-empty list of distinct handles (short non-empty strings, e.g. dead letters' ids)."""
+    value = body.get(name)
+    if not isinstance(value, list) or not value:
+        raise ParamError(f"{name} 必须是非空的字符串列表")
+    if len(value) > max_items:
+        raise ParamError(f"{name} 最多 {max_items} 项")
+    if any(not isinstance(v, str) or not _HANDLE.fullmatch(v) for v in value):
+        raise ParamError(f"{name} 的每一项必须是 1 到 {MAX_HANDLE_LENGTH} 个字母、数字、点、下划线或连字符")
+    if len(set(value)) != len(value):
+        raise ParamError(f"{name} 不能有重复项")
+    return list(value)
+
+
 def answer_list(
     body: dict[str, Any], name: str = "answers", *, allow_empty: bool = False
 ) -> list[tuple[int, int]]:
@@ -164,6 +182,11 @@ def _parse_int(raw: str, name: str) -> int:
     return int(raw)
 
 
+def optional_query_text(args: MultiDict[str, str], name: str) -> str | None:
+    """A query parameter given at most once; None when absent or empty."""
+    return _single(args, name)
+
+
 def query_id(args: MultiDict[str, str], name: str) -> int:
     raw = _single(args, name)
     if raw is None:
@@ -194,8 +217,9 @@ def query_bool(args: MultiDict[str, str], name: str, default: bool = False) -> b
     raise ParamError(f"参数 {name} 必须是 true 或 false")
 
 
-def query_datetime(args: MultiDict[str, str], name: str) -> datetime | None:
-    """An ISO-8601 date or date-time, in UTC; one without an offset is taken as UTC.
+def query_datetime(args: MultiDict[str, str], name: str, zone: tzinfo = UTC) -> datetime | None:
+    """An ISO-8601 date or date-time, in UTC; one without an offset is read in `zone`
+    (the admin API passes ADMIN_TIMEZONE).
 
     Normalised here so no later step can overflow on the edges of the calendar (year 1
     with a positive offset, year 9999 with a negative one).
@@ -206,7 +230,7 @@ def query_datetime(args: MultiDict[str, str], name: str) -> datetime | None:
     try:
         value = datetime.fromisoformat(raw)
         if value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
+            value = value.replace(tzinfo=zone)
         return value.astimezone(UTC)
     except (ValueError, OverflowError):
         raise ParamError(f"参数 {name} 必须是 ISO-8601 时间，例如 2025-01-15T10:30:00+08:00") from None

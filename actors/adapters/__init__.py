@@ -7,6 +7,8 @@
   (`services.events.DirectEventWriter`);
 - `RedisLock` (lock.py): the lease of the hot path's loops and of the reconciler;
 - `queue_figures` (figures.py): the report queue's figures;
+- `RedisQueueOperations` (queue_ops.py): `services.opsmodel.QueueOperations`, the dead
+  letters and quarantine of the report queue for operators;
 - the hot path's key layout (keys.py);
 - `redis_client` / `connection_pool` (redis_clients.py): clients from REDIS_URL, Sentinel included.
 
@@ -20,6 +22,7 @@ from actors.adapters.autosave import RedisAutosaveStore
 from actors.adapters.events import RedisEventSink
 from actors.adapters.figures import QueueFigures, queue_figures
 from actors.adapters.lock import RedisLock
+from actors.adapters.queue_ops import RedisQueueOperations
 from actors.adapters.report_queue import RedisReportQueue
 
 __all__ = [
@@ -27,6 +30,7 @@ __all__ = [
     "RedisAutosaveStore",
     "RedisEventSink",
     "RedisLock",
+    "RedisQueueOperations",
     "RedisReportQueue",
     "queue_figures",
 ]

@@ -16,8 +16,9 @@ nothing: an application builds a `RedisListBroker` and sets it with `dramatiq.se
   while a dependency is down rather than spend attempts on it.
 - `RequeueOnShutdown` (shutdown.py), `debounce_worker_sigterm` (signals.py): graceful
   shutdown under Procfile runners.
-- `queue_figures` (figures.py) and `JobIndex` (jobindex.py): what producers, operators
-  and reconcilers need, on any Redis client, without a broker.
+- `queue_figures` (figures.py), `JobIndex` (jobindex.py) and `DeadLetters`
+  (deadletters.py): what producers, operators and reconcilers need, on any Redis
+  client, without a broker; a dead letter carries its last error, attempts and time.
 - `actor_spec` / `ActorSpec` (spec.py): an actor declared on a broker only when an
   entry module says so, never at import.
 """
@@ -34,6 +35,12 @@ from actors.broker.broker import (
 from actors.broker.codecs import Codec, DramatiqCodec, job_key_pattern
 from actors.broker.connections import DirectConnections, connection_errors, run_on
 from actors.broker.consumer import ListMessageProxy, RedisListConsumer
+from actors.broker.deadletters import (
+    DEAD_LETTER_OPTION,
+    MAX_DEAD_ERROR_CHARS,
+    DeadLetters,
+    dead_letter_option,
+)
 from actors.broker.errors import BrokerError, DependencyUnavailable, InvalidMessage
 from actors.broker.figures import QueueFigures, queue_figures
 from actors.broker.gate import DEFAULT_MAX_BACKOFF_S, DEFAULT_MIN_BACKOFF_S, AvailabilityGate, Probe
@@ -46,6 +53,7 @@ from actors.broker.signals import debounce_worker_sigterm
 from actors.broker.spec import ActorSpec, actor_spec
 
 __all__ = [
+    "DEAD_LETTER_OPTION",
     "DEAD_MARK",
     "DEFAULT_DELAY_POLL_MS",
     "DEFAULT_HEARTBEAT_INTERVAL_MS",
@@ -55,11 +63,13 @@ __all__ = [
     "DEFAULT_SOCKET_TIMEOUT",
     "DELAYED_PREFIX_LEN",
     "HEARTBEATS_KEY",
+    "MAX_DEAD_ERROR_CHARS",
     "ActorSpec",
     "AvailabilityGate",
     "BrokerError",
     "Codec",
     "DeadLetterHook",
+    "DeadLetters",
     "DependencyUnavailable",
     "DirectConnections",
     "DramatiqCodec",
@@ -75,6 +85,7 @@ __all__ = [
     "RequeueOnShutdown",
     "actor_spec",
     "connection_errors",
+    "dead_letter_option",
     "debounce_worker_sigterm",
     "job_key_pattern",
     "queue_figures",

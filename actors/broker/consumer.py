@@ -30,6 +30,7 @@ from dramatiq.errors import ConnectionClosed
 
 from actors.broker.codecs import Codec, job_key_pattern
 from actors.broker.connections import HotPathConnections, connection_errors
+from actors.broker.deadletters import DEAD_LETTER_OPTION, dead_letter_option
 from actors.broker.errors import InvalidMessage
 from actors.broker.keys import QueueKeys
 from actors.broker.scripts import Scripts
@@ -101,18 +102,42 @@ class ListMessageProxy(MessageProxy):
         self.redeliveries = redeliveries
         self._origin = origin
         self._finished = False
+        #: How its outcome was recorded, for observers (after_process_message): "delay" (a
+        #: retry scheduled), "push" (dead-lettered), "ack"; None until then, or when the
+        #: message was no longer ours (reaped) and nothing was recorded.
+        self.settled_as: str | None = None
 
     def retry_later(self, message: dramatiq.Message[Any], delay_ms: int) -> bool:
         """Atomically drop this delivery and schedule `message` to be queued after `delay_ms`."""
         return self._origin.settle(self, "delay", self._origin.codec.encode(message), delay_ms)
 
-    def dead_letter(self, *, unconfirmed: bool = False) -> bool:
-        """Atomically move this message, verbatim, to the queue's dead-letter list.
+    def dead_letter(
+        self,
+        *,
+        unconfirmed: bool = False,
+        error: BaseException | str | None = None,
+        attempts: int | None = None,
+    ) -> bool:
+        """Atomically move this message to the queue's dead-letter list, with why and when.
 
-        `unconfirmed`: what should follow the dead letter (e.g. marking the record as
-        failed) did not happen; the job index keeps a `dead` mark for a reconciler.
+        The entry is the message re-encoded by its codec with the option `dead_letter`
+        (last error, attempts, time; see deadletters.py), or the payload verbatim if the
+        codec cannot write it. `unconfirmed`: what should follow the dead letter (e.g.
+        marking the record as failed) did not happen; the job index keeps a `dead` mark
+        for a reconciler.
         """
-        return self._origin.settle(self, "push", self.payload, unconfirmed=unconfirmed)
+        if error is None:
+            error = getattr(self, "_exception", None)
+        entry = self._origin.dead_entry(self, error, attempts)
+        return self._origin.settle(self, "push", entry, unconfirmed=unconfirmed)
+
+    def return_to_dead(self) -> bool:
+        """Put this message back in the dead-letter list verbatim, the job index untouched.
+
+        For a dead letter moved back to the queue by hand (it carries `dead_letter`): it
+        was never counted as a job alive, so it must not uncount another one.
+        """
+        return self._origin.settle(self, "push", self.payload, index=False)
 
     def give_back(self) -> None:
         """Return this message, never run, to the head of its queue without counting an attempt."""
@@ -317,11 +342,13 @@ class RedisListConsumer(Consumer):
         delay_ms: int = 0,
         *,
         unconfirmed: bool = False,
+        index: bool = True,
     ) -> bool:
-        """Record the outcome of one message in one atomic step (see scripts.SETTLE).
+        """Record the outcome of one message in one atomic step (see lua/settle.lua).
 
         Returns False when the message was no longer ours (a reaper gave it back to the
         queue after this process was presumed dead): then nothing is scheduled twice.
+        `index=False` leaves the job index alone (the payload was never counted).
         """
         target = {"delay": self.keys.delayed, "push": self.keys.dead, "ack": self.keys.dead}[mode]
         member_prefix = secrets.token_hex(8) + "|"
@@ -334,17 +361,33 @@ class RedisListConsumer(Consumer):
                     new_payload,
                     delay_ms,
                     member_prefix,
-                    self.job_key_pattern,
+                    self.job_key_pattern if index else "",
                     "1" if unconfirmed else "0",
                 ],
             )
         with self._cond:
             if not proxy._finished:
                 self._finish_locked(proxy)
+            if held:
+                proxy.settled_as = mode
         if mode == "delay":
             self.broker.delay_scheduled(delay_ms)
         self._release_if_done()
         return bool(held)
+
+    def dead_entry(
+        self, proxy: ListMessageProxy, error: BaseException | str | None, attempts: int | None
+    ) -> str | bytes:
+        """What the dead-letter list gets for `proxy`: its message with the `dead_letter` option."""
+        marked = proxy._message.copy(
+            options={**proxy._message.options, DEAD_LETTER_OPTION: dead_letter_option(error, attempts)}
+        )
+        try:
+            return self.codec.encode(marked)
+        except Exception:
+            # The payload was readable, so keep it as it came rather than lose it.
+            logger.warning("Could not annotate the dead letter %s; kept verbatim.", proxy, exc_info=True)
+            return proxy.payload
 
     def requeue(self, messages: Iterable[MessageProxy]) -> None:
         """Return messages handed out but never started (shutdown); no attempt is counted."""

@@ -37,6 +37,7 @@ from dramatiq.middleware import Retries, SkipMessage
 from dramatiq.middleware.retries import DEFAULT_MAX_BACKOFF
 
 from actors.broker.consumer import ListMessageProxy
+from actors.broker.deadletters import DEAD_LETTER_OPTION
 from actors.broker.errors import DependencyUnavailable
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,18 @@ class ExactRetries(Retries):
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
         if not isinstance(message, ListMessageProxy):
             return
+        if message.options.get(DEAD_LETTER_OPTION):
+            # A dead letter moved back by hand (LMOVE): running it would at best be skipped
+            # by the actor and the entry lost. Refuse it loudly and keep it where it was.
+            logger.error(
+                "Message %s is a dead letter (%s) moved back to the queue by hand; returned "
+                "to the dead-letter list. Requeue dead letters with the operations tooling, "
+                "which resets them.",
+                message,
+                message.options[DEAD_LETTER_OPTION],
+            )
+            message.return_to_dead()
+            raise SkipMessage("a dead letter moved back by hand")
         actor = broker.get_actor(message.actor_name)
         failed = self._failed_attempts(message, actor)
         if failed > self._max_retries(message, actor):
@@ -64,7 +77,7 @@ class ExactRetries(Retries):
                 message,
                 failed,
             )
-            self._dead_letter(message, actor)
+            self._dead_letter(message, actor, "attempts used up by deliveries lost with their worker", failed)
             raise SkipMessage("attempts exhausted by crashed deliveries")
 
     def after_process_message(
@@ -92,19 +105,23 @@ class ExactRetries(Retries):
         actor = broker.get_actor(message.actor_name)
         delays: Sequence[int] | None = actor.options.get("retry_delays")
         if delays is not None:
-            self._retry_on_schedule(message, actor, delays)
+            self._retry_on_schedule(message, actor, delays, exception)
         else:
             self._retry_with_backoff(message, actor, exception)
 
     # ------------------------------------------------------------------ exact schedule
 
     def _retry_on_schedule(
-        self, message: ListMessageProxy, actor: dramatiq.Actor[Any, Any], delays: Sequence[int]
+        self,
+        message: ListMessageProxy,
+        actor: dramatiq.Actor[Any, Any],
+        delays: Sequence[int],
+        exception: BaseException,
     ) -> None:
         failed = self._failed_attempts(message, actor) + 1  # this attempt included
         if failed > len(delays):
             logger.error("Message %s failed %d time(s); dead-lettering it.", message, failed)
-            self._dead_letter(message, actor)
+            self._dead_letter(message, actor, exception, failed)
             return
         delay = delays[failed - 1]
         retried = message._message.copy(options={**message.options, "retry_count": failed})
@@ -173,7 +190,13 @@ class ExactRetries(Retries):
         value = message.options.get("max_retries", actor.options.get("max_retries", self.max_retries))
         return int(value) if value is not None else 2**31
 
-    def _dead_letter(self, message: ListMessageProxy, actor: dramatiq.Actor[Any, Any]) -> None:
+    def _dead_letter(
+        self,
+        message: ListMessageProxy,
+        actor: dramatiq.Actor[Any, Any],
+        error: BaseException | str,
+        attempts: int,
+    ) -> None:
         hook: DeadLetterHook | None = actor.options.get("on_dead_letter")
         confirmed = True
         if hook is not None:
@@ -186,4 +209,4 @@ class ExactRetries(Retries):
                     actor.actor_name,
                     message,
                 )
-        message.dead_letter(unconfirmed=not confirmed)
+        message.dead_letter(unconfirmed=not confirmed, error=error, attempts=attempts)

@@ -31,6 +31,8 @@ from actors.hotpath.eventlog import EventLogConsumer
 from actors.hotpath.progress import ProgressFlusher
 from actors.hotpath.retention import RetentionJob
 from actors.hotpath.settings import HotpathSettings, SettingsSource
+from actors.observe.heartbeat import Activity, Heartbeat
+from actors.observe.logs import configure_logging
 from services.config import Settings
 from services.db import session_factory
 
@@ -54,12 +56,23 @@ class LoopSpec:
     close: Callable[[], None]
 
 
+#: What each loop is doing during a cycle, as the process heartbeat says it.
+DOING = {"answers": "flushing answers", "progress": "flushing progress", "events": "consuming events"}
+
+
 class Loop(threading.Thread):
-    def __init__(self, spec: LoopSpec, source: SettingsSource, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        spec: LoopSpec,
+        source: SettingsSource,
+        stop: threading.Event,
+        activity: Activity | None = None,
+    ) -> None:
         super().__init__(name=f"hotpath-{spec.name}")
         self.spec = spec
         self.source = source
         self.stop = stop
+        self.activity = activity
         self.cycles = 0
         self.failures = 0
 
@@ -76,6 +89,7 @@ class Loop(threading.Thread):
 
     def _cycle(self, settings: HotpathSettings) -> bool:
         self.cycles += 1
+        token = self.activity.begin(DOING.get(self.spec.name, self.spec.name)) if self.activity else None
         try:
             more = self.spec.cycle(settings)
         except Exception as exc:
@@ -85,6 +99,9 @@ class Loop(threading.Thread):
             else:
                 logger.error("%s: cycle failed again (%d in a row): %s", self.spec.name, self.failures, exc)
             return False
+        finally:
+            if self.activity is not None and token is not None:
+                self.activity.end(token)
         if self.failures:
             logger.info("%s: recovered after %d failed cycle(s)", self.spec.name, self.failures)
             self.failures = 0
@@ -178,9 +195,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging("hotpath", level=args.log_level)
     settings = Settings.from_env()
     client = redis_client(
         settings.redis_url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=30
@@ -196,14 +211,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     source = SettingsSource(client, key=keyspace.hotpath_settings)
+    activity = Activity()
     specs = build_loops(client, session_factory(settings), args.only, keyspace)
-    loops = [Loop(spec, source, stop) for spec in specs]
+    loops = [Loop(spec, source, stop, activity) for spec in specs]
+    heartbeat = Heartbeat(client, "hotpath", activity).start()
     for loop in loops:
         loop.start()
     logger.info("hotpath running: %s (pid %d)", ", ".join(args.only), os.getpid())
     while any(loop.is_alive() for loop in loops):
         for loop in loops:
             loop.join(timeout=0.2)
+    heartbeat.stop()
     client.close()
     logger.info("hotpath stopped")
     return 0

@@ -10,8 +10,8 @@ from typing import Any
 
 import dramatiq
 
-from actors.broker import InvalidMessage
-from actors.report_queue.message import JOB_KEY_PATTERN, InvalidReportMessage, ReportQueueMessage
+from actors.broker import DEAD_LETTER_OPTION, InvalidMessage
+from actors.report_queue.message import JOB_KEY_PATTERN, DeadMark, InvalidReportMessage, ReportQueueMessage
 
 #: Namespace of the message ids derived from report payloads (they carry no id of their own).
 REPORT_MESSAGE_NAMESPACE = uuid.UUID("6b1e2f0c-52a4-4c3e-9a57-8d1f5a3e9c10")
@@ -22,7 +22,8 @@ class ReportCodec:
 
     The Dramatiq message carries the record id as its only argument, and the
     message's RetryCount and EnqueueTime text in `options["retry_count"]` and
-    `options["enqueue_time"]`. Its job key is the RecordId: `report:queue:jobs` counts
+    `options["enqueue_time"]`; a dead letter's `DeadAt`/`LastError`/`Attempts` travel as
+    the broker's `options["dead_letter"]`. Its job key is the RecordId: `report:queue:jobs` counts
     the jobs alive per record.
     """
 
@@ -41,7 +42,8 @@ class ReportCodec:
         fresh = ReportQueueMessage.new(args[0])
         retry_count = message.options.get("retry_count", 0)
         enqueue_time = message.options.get("enqueue_time") or fresh.enqueue_time
-        return _checked(ReportQueueMessage(fresh.record_id, retry_count, enqueue_time))
+        dead = DeadMark.from_option(message.options.get(DEAD_LETTER_OPTION))
+        return _checked(ReportQueueMessage(fresh.record_id, retry_count, enqueue_time, dead))
 
     def encode(self, message: dramatiq.Message[Any]) -> str:
         with _as_invalid_message():
@@ -50,12 +52,15 @@ class ReportCodec:
     def decode(self, payload: bytes) -> dramatiq.Message[Any]:
         with _as_invalid_message():
             report = ReportQueueMessage.decode(payload)
+        options: dict[str, Any] = {"retry_count": report.retry_count, "enqueue_time": report.enqueue_time}
+        if report.dead is not None:
+            options[DEAD_LETTER_OPTION] = report.dead.as_option()
         return dramatiq.Message(
             queue_name=self.queue_name,
             actor_name=self.actor_name,
             args=(report.record_id,),
             kwargs={},
-            options={"retry_count": report.retry_count, "enqueue_time": report.enqueue_time},
+            options=options,
             message_id=str(uuid.uuid5(REPORT_MESSAGE_NAMESPACE, payload.decode("latin-1"))),
             message_timestamp=_millis(report.enqueued_at),
         )

@@ -2,8 +2,11 @@
 
     {"RecordId": 12345, "RetryCount": 0, "EnqueueTime": "2025-01-15T10:30:00"}
 
-PascalCase, compact JSON. EnqueueTime is any ISO-8601 date-time (with or without a
-fraction of up to 7 digits, with or without an offset); its text is kept verbatim, so
+PascalCase, compact JSON. A dead letter (`report:queue:dead`) carries three more fields,
+which the .NET side ignores: ``"DeadAt"`` (ISO-8601, UTC), ``"LastError"`` (exception
+type and message, at most 500 characters) and ``"Attempts"``. EnqueueTime is any
+ISO-8601 date-time (with or without a fraction of up to 7 digits, with or without an
+offset); its text is kept verbatim, so
 decoding and encoding again gives back the same RecordId, RetryCount and EnqueueTime.
 This module is pure (no I/O, no Dramatiq); `ReportCodec` (codec.py) plugs it into the broker.
 """
@@ -24,6 +27,8 @@ MAX_RECORD_ID = MAX_ID
 MAX_RETRY_FIELD = 2**31 - 1
 
 FIELDS = ("RecordId", "RetryCount", "EnqueueTime")
+#: The fields a dead letter adds (`DeadMark`), written after FIELDS.
+DEAD_FIELDS = ("DeadAt", "LastError", "Attempts")
 
 #: Lua pattern that captures the RecordId of a payload (the index `report:queue:jobs` is
 #: kept by Lua scripts, which find the id without decoding the JSON).
@@ -36,11 +41,36 @@ class InvalidReportMessage(MiAssessmentError):
 
 
 @dataclass(frozen=True)
+class DeadMark:
+    """Why and when a job was dead-lettered (the broker's `dead_letter` option)."""
+
+    dead_at: str
+    last_error: str | None
+    attempts: int | None
+
+    def as_option(self) -> dict[str, Any]:
+        return {"dead_at": self.dead_at, "error": self.last_error, "attempts": self.attempts}
+
+    @classmethod
+    def from_option(cls, option: object) -> DeadMark | None:
+        if not isinstance(option, dict) or not isinstance(option.get("dead_at"), str):
+            return None
+        error, attempts = option.get("error"), option.get("attempts")
+        return cls(
+            dead_at=option["dead_at"],
+            last_error=error if isinstance(error, str) else None,
+            attempts=attempts if is_strict_int(attempts) else None,
+        )
+
+
+@dataclass(frozen=True)
 class ReportQueueMessage:
     record_id: int
     retry_count: int
     #: The producer's text, kept as written (see `enqueued_at` for the parsed value).
     enqueue_time: str
+    #: Set on a dead letter only.
+    dead: DeadMark | None = None
 
     @classmethod
     def new(cls, record_id: int, *, now: datetime | None = None) -> ReportQueueMessage:
@@ -57,11 +87,16 @@ class ReportQueueMessage:
         return replace(self, retry_count=retry_count)
 
     def encode(self) -> str:
-        return json.dumps(
-            {"RecordId": self.record_id, "RetryCount": self.retry_count, "EnqueueTime": self.enqueue_time},
-            separators=(",", ":"),
-            ensure_ascii=False,
-        )
+        fields: dict[str, Any] = {
+            "RecordId": self.record_id,
+            "RetryCount": self.retry_count,
+            "EnqueueTime": self.enqueue_time,
+        }
+        if self.dead is not None:
+            fields.update(
+                DeadAt=self.dead.dead_at, LastError=self.dead.last_error, Attempts=self.dead.attempts
+            )
+        return json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
     def decode(cls, raw: str | bytes) -> ReportQueueMessage:
@@ -88,7 +123,11 @@ class ReportQueueMessage:
             datetime.fromisoformat(enqueue_time)
         except ValueError:
             raise InvalidReportMessage(f"EnqueueTime is not ISO-8601: {enqueue_time!r}") from None
-        return cls(record_id, retry_count, enqueue_time)
+        # The dead-letter fields are ours, not the .NET contract's: malformed ones are ignored.
+        dead = DeadMark.from_option(
+            {"dead_at": data.get("DeadAt"), "error": data.get("LastError"), "attempts": data.get("Attempts")}
+        )
+        return cls(record_id, retry_count, enqueue_time, dead)
 
 
 def _check_record_id(value: Any) -> int:

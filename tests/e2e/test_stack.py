@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 import redis
+import requests
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, func, select
 
 from actors.adapters import RedisReportQueue, queue_figures
@@ -29,6 +31,7 @@ from services.models import DimensionResult, ReportSummary
 from services.status import RecordStatus
 from tests.e2e.stack_support import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
 from tests.support.processes import procfile, row_locked, sessions_waiting_for_a_lock
+from tests.support.redis_keys import bytes_list
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -101,9 +104,44 @@ def test_a_user_takes_the_assessment_and_gets_the_report(stack: Stack) -> None:
     assert stack.status(token, record_id)["status"] == RecordStatus.COMPLETED
 
 
+def test_metrics_sum_the_stacks_processes_and_every_process_beats(stack: Stack) -> None:
+    """/metrics of one gunicorn worker shows the job counters of the Dramatiq worker processes
+    (PROMETHEUS_MULTIPROC_DIR, set by make run); workers, hotpath and reconciler beat."""
+    token = stack.user(8)
+    record_id = stack.ok("POST", "/api/assessment/createRecord", token)["id"]
+    stack.ok("POST", "/api/assessment/startAssessment", token, {"recordId": record_id})
+    questions = stack.ok("GET", "/api/assessment/questions", token)
+    answers = [{"questionId": q["id"], "value": 3} for q in questions]
+    stack.ok("POST", "/api/assessment/submitAnswers", token, {"recordId": record_id, "answers": answers})
+    stack.wait_for_status(token, record_id, RecordStatus.COMPLETED)
+    response = requests.get(
+        f"{stack.base_url}/metrics", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=10
+    )
+    assert response.status_code == 200
+    found = {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+    labels = frozenset({"queue_name": "report", "actor_name": "generate_report"}.items())
+    assert found[("dramatiq_messages_total", labels)] >= 1
+    assert found[("mi_report_latency_seconds_count", frozenset())] >= 1
+    submit = {"method": "POST", "endpoint": "/api/assessment/submitAnswers", "status": "200"}
+    assert found[("http_requests_total", frozenset(submit.items()))] >= 1
+    stack.wait_until(
+        lambda: requests.get(f"{stack.base_url}/healthz/workers", timeout=10).status_code == 200,
+        timeout=30,
+        what="worker and hotpath beating",
+    )
+    counts = requests.get(f"{stack.base_url}/healthz/workers", timeout=10).json()["data"]
+    assert counts["worker"]["alive"] >= 1
+    assert counts["reconciler"]["alive"] == 1
+    assert counts["web"]["alive"] >= 1  # the gunicorn workers beat too
+
+
 def test_every_process_of_the_stack_is_in_the_procfile(stack: Stack) -> None:
     """What runs is what the Procfile says, every long-running type under supervisord:
-    gunicorn for web (on $PORT), `dramatiq actors.worker` for worker, and so on."""
+    gunicorn for web (on $PORT), `python -m actors.run_worker` (Dramatiq) for worker, and so on."""
     lines = procfile()
     supervised = {info["name"]: info for info in stack.current.supervisor().getAllProcessInfo()}
     assert sorted(name for name in supervised if name != "output") == sorted(set(lines) - {"release"})
@@ -114,7 +152,7 @@ def test_every_process_of_the_stack_is_in_the_procfile(stack: Stack) -> None:
     # `sh -c 'exec LINE'`: the shell became the program, so supervisord watches the program itself.
     assert "gunicorn web:create_app()" in commands["web"]
     assert f"127.0.0.1:{stack.env['PORT']}" in commands["web"]  # loopback unless BIND says otherwise
-    assert "dramatiq actors.worker --processes 1 --threads 2" in commands["worker"]
+    assert "python -m actors.run_worker --processes 1 --threads 2" in commands["worker"]
     assert "actors.hotpath" in commands["hotpath"]
 
 
@@ -128,11 +166,16 @@ def test_a_dead_lettered_record_is_regenerated_by_an_admin(
 
     stack.wait_for_status(token, record_id, RecordStatus.FAILED)
     assert stack.status(token, record_id)["description"] == "报告生成失败，请联系客服"
-    assert job.encode() in redis_conn.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1)  # verbatim
+    # The .NET fields as they came, then why and when it died.
+    dead_letters = bytes_list(redis_conn.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1))
+    [entry] = [e for e in dead_letters if e.startswith(job[:-1].encode())]
+    assert entry.startswith(job[:-1].encode() + b',"DeadAt":')
+    assert b'"LastError":"ServiceError: ' in entry
 
     add_answers(engine, record_id)  # the data is repaired; an admin triggers the report again
     regenerate = "/api/admin/assessmentRecord/regenerateReport"
     assert stack.ok("POST", regenerate, ADMIN_TOKEN, {"id": record_id}) is None
+    assert entry not in redis_conn.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1)  # superseded by the new job
     stack.wait_for_status(token, record_id, RecordStatus.COMPLETED)
     assert stack.ok("GET", f"/api/assessment/report?recordId={record_id}", token)["recordId"] == record_id
     assert report_rows(engine, record_id) == (8, 1)

@@ -8,6 +8,7 @@ working directory, with no alembic.ini anywhere near: what a deploy from PyPI do
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,7 +119,9 @@ def test_the_installed_command_upgrades_an_empty_database(
     assert done.returncode == 0, done.stderr
     assert "Running upgrade" in done.stderr
 
-    heads = sorted(p.stem.split("_")[0] for p in (ROOT / "services" / "migrations" / "versions").glob("*.py"))
+    # The newest file's `revision = "..."` (ids are "0003", "0004_ops_audit", ...; files sort by number).
+    newest = sorted((ROOT / "services" / "migrations" / "versions").glob("*.py"))[-1].read_text()
+    heads = re.findall(r'^revision = "([^"]+)"$', newest, flags=re.MULTILINE)
     with engine.connect() as conn:
         tables = set(
             conn.scalars(text("SELECT tablename FROM pg_tables WHERE schemaname = :s"), {"s": SCHEMA})
@@ -146,3 +149,15 @@ def test_a_malformed_database_url_is_a_configuration_error(installed: Path, tmp_
     assert done.returncode == 2
     assert "DATABASE_URL" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_wheel_holds_the_console_pages(wheel: Path) -> None:
+    """The admin console's templates and style sheet are package data (web/console/)."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    pages = {
+        f"web/console/templates/console/{p.name}"
+        for p in (ROOT / "web/console/templates/console").glob("*.html")
+    }
+    assert "web/console/templates/console/base.html" in pages
+    assert pages | {"web/console/static/console.css", "web/console/__init__.py"} <= names

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, cast
 
 import dramatiq
@@ -137,7 +138,10 @@ def test_schedule_through_a_worker_then_dead_letter(
         gap = attempts[k + 1][1] - attempts[k][2]
         assert delay / 1000 <= gap + 0.005 <= delay / 1000 + 0.25, (k, gap)
     [dead_payload] = redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1)
-    assert ReportQueueMessage.decode(dead_payload) == first.retried(3)
+    dead_letter = ReportQueueMessage.decode(dead_payload)
+    assert replace(dead_letter, dead=None) == first.retried(3)
+    assert dead_letter.dead is not None
+    assert (dead_letter.dead.attempts, dead_letter.dead.last_error) == (4, "RuntimeError: boom")
     assert [m.args for m in dead] == [(7,)]
     broker.join(REPORT_QUEUE_NAME, timeout=20_000)
 
@@ -179,7 +183,11 @@ def test_failing_dead_letter_hook_still_dead_letters(
     redis_client.lpush(REPORT_QUEUE_KEY, last.encode())
     make_worker(broker, threads=1)
     broker.join(REPORT_QUEUE_NAME, timeout=20_000)
-    assert redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1) == [last.encode().encode()]
+    [dead_payload] = redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1)
+    dead_letter = ReportQueueMessage.decode(dead_payload)
+    assert replace(dead_letter, dead=None) == last
+    assert dead_letter.dead is not None
+    assert dead_letter.dead.last_error == "RuntimeError: boom"
 
 
 def test_crashed_deliveries_share_the_attempt_budget(
@@ -198,7 +206,11 @@ def test_crashed_deliveries_share_the_attempt_budget(
     broker.join(REPORT_QUEUE_NAME, timeout=20_000)
     assert ran == [12]
     assert [m.args for m in dead] == [(11,)]
-    assert redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1) == [spent.encode()]
+    [dead_payload] = redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1)
+    dead_letter = ReportQueueMessage.decode(dead_payload)
+    assert replace(dead_letter, dead=None) == ReportQueueMessage.decode(spent)
+    assert dead_letter.dead is not None
+    assert dead_letter.dead.attempts == 4  # three failures and the delivery lost with its worker
     assert not redis_client.exists(f"{REPORT_QUEUE_KEY}:crashed")
 
 

@@ -244,8 +244,74 @@ CASES: list[Bad] = [
         ]
     ],
     *method_only(get(f"{ADMIN_PATH}/queue/stats")),
+    *[
+        Bad(endpoint, f"{name} [{field}]", 400, 1001, body=body)
+        for endpoint, field in (
+            (post(f"{ADMIN_PATH}/queue/dead/requeue"), "ids"),
+            (post(f"{ADMIN_PATH}/queue/dead/delete"), "ids"),
+            (post(f"{ADMIN_PATH}/queue/invalid/delete"), "keys"),
+        )
+        for name, body in [
+            ("missing", {}),
+            ("empty", {field: []}),
+            ("not a list", {field: "abc"}),
+            ("int item", {field: [1]}),
+            ("empty item", {field: [""]}),
+            ("duplicates", {field: ["a", "a"]}),
+            ("too long item", {field: ["x" * 65]}),
+            ("NUL in item", {field: ["a\u0000b"]}),
+            ("over the limit", {field: [f"h{i}" for i in range(MAX_BATCH_IDS + 1)]}),
+        ]
+    ],
+    Bad(post(f"{ADMIN_PATH}/queue/dead/requeue"), "all and ids", 400, 1001, body={"all": True, "ids": ["a"]}),
+    Bad(post(f"{ADMIN_PATH}/queue/dead/requeue"), "all false", 400, 1001, body={"all": False}),
+    *[
+        Bad(endpoint, name, status, status, **kwargs)  # type: ignore[arg-type]
+        for endpoint in (
+            post(f"{ADMIN_PATH}/queue/dead/requeue"),
+            post(f"{ADMIN_PATH}/queue/dead/delete"),
+            post(f"{ADMIN_PATH}/queue/invalid/delete"),
+            post(f"{ADMIN_PATH}/queue/invalid/purge"),
+        )
+        for name, status, kwargs in [
+            ("no content type", 415, {"raw": "{}", "content_type": None}),
+            ("form", 415, {"raw": "all=1", "content_type": "application/x-www-form-urlencoded"}),
+            ("wrong method", 405, {"method": "GET"}),
+        ]
+    ],
+    Bad(post(f"{ADMIN_PATH}/queue/invalid/purge"), "array body", 400, 1001, body=[]),
+    *[
+        Bad(endpoint, name, 400, 1001, query=query)
+        for endpoint in (
+            get(f"{ADMIN_PATH}/queue/dead"),
+            get(f"{ADMIN_PATH}/queue/invalid"),
+            get(f"{ADMIN_PATH}/audit"),
+        )
+        for name, query in [
+            ("offset -1", [("offset", "-1")]),
+            ("offset text", [("offset", "x")]),
+            ("limit 0", [("limit", "0")]),
+            ("limit 201", [("limit", "201")]),
+            ("repeated limit", [("limit", "1"), ("limit", "2")]),
+        ]
+    ],
+    *[
+        Bad(get(f"{ADMIN_PATH}/audit"), name, 400, 1001, query=query)
+        for name, query in [
+            ("since garbage", [("since", "yesterday")]),
+            ("since after until", [("since", "2025-02-01"), ("until", "2025-01-01")]),
+            ("actor with NUL", [("actor", "a\x00b")]),
+            ("actor too long", [("actor", "a" * 65)]),
+            ("action too long", [("action", "a" * 65)]),
+        ]
+    ],
+    *method_only(get(f"{ADMIN_PATH}/queue/dead")),
+    *method_only(get(f"{ADMIN_PATH}/queue/invalid")),
+    *method_only(get(f"{ADMIN_PATH}/audit")),
     *method_only(get("/healthz")),
     *method_only(get("/readyz")),
+    *method_only(get("/healthz/workers")),
+    *method_only(get("/metrics")),
     *method_only(get("/openapi.json")),
 ]
 

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actors.broker import DEAD_LETTER_OPTION
 from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
 from actors.report_queue.codec import ReportCodec
-from actors.report_queue.message import MAX_RECORD_ID, InvalidReportMessage, ReportQueueMessage
+from actors.report_queue.message import MAX_RECORD_ID, DeadMark, InvalidReportMessage, ReportQueueMessage
 
 record_ids = st.integers(min_value=1, max_value=MAX_RECORD_ID)
 retry_counts = st.integers(min_value=0, max_value=MAX_RETRY_COUNT)
@@ -121,3 +122,29 @@ def test_new_message_is_a_first_attempt_with_an_offset() -> None:
 def test_retried_keeps_record_and_enqueue_time() -> None:
     message = ReportQueueMessage(5, 0, "2025-01-15T10:30:00")
     assert message.retried(1) == ReportQueueMessage(5, 1, "2025-01-15T10:30:00")
+
+
+def test_a_dead_letter_keeps_the_dotnet_fields_first_and_round_trips() -> None:
+    dead = DeadMark("2026-12-01T00:00:00.000+00:00", "RuntimeError: 失败", 4)
+    message = ReportQueueMessage(5, 3, "2025-01-15T10:30:00.1234567+08:00", dead)
+    encoded = message.encode()
+    dotnet = '{"RecordId":5,"RetryCount":3,"EnqueueTime":"2025-01-15T10:30:00.1234567+08:00"'
+    assert encoded.startswith(dotnet + ',"DeadAt":')
+    fields = ["RecordId", "RetryCount", "EnqueueTime", "DeadAt", "LastError", "Attempts"]
+    assert list(json.loads(encoded)) == fields
+    assert ReportQueueMessage.decode(encoded) == message
+    codec = ReportCodec(REPORT_QUEUE_NAME, REPORT_ACTOR_NAME)
+    decoded = codec.decode(encoded.encode())
+    assert decoded.options[DEAD_LETTER_OPTION] == dead.as_option()
+    assert codec.encode(decoded) == encoded
+
+
+@pytest.mark.parametrize(
+    "extra",
+    ['"DeadAt":5', '"DeadAt":null,"LastError":"x"', '"LastError":"x","Attempts":2'],
+)
+def test_malformed_dead_letter_fields_are_ignored_not_refused(extra: str) -> None:
+    """They are ours, not the .NET contract's: the job itself is still valid."""
+    job = '{"RecordId":5,"RetryCount":3,"EnqueueTime":"2025-01-15T10:30:00",'
+    message = ReportQueueMessage.decode(job + extra + "}")
+    assert message == ReportQueueMessage(5, 3, "2025-01-15T10:30:00")

@@ -20,7 +20,7 @@ from tests.unit.web_unit_support import (
 from web import auth
 
 APP = make_app()
-ADMIN_ROUTES = routes(APP, "admin_api")
+ADMIN_ROUTES = routes(APP, "admin_api") + routes(APP, "metrics")
 USER_ROUTES = routes(APP, "user_api")
 PUBLIC_ROUTES = routes(APP, "health") + routes(APP, "openapi")
 #: A body each endpoint would accept, so that only the credential can be the reason to refuse.
@@ -164,7 +164,11 @@ def test_user_api_without_secret_key_refuses_everyone(path: str, method: str) ->
         assert (got, body["code"], body["message"]) == (401, 401, auth.MSG_USER_AUTH_DISABLED)
 
 
-@pytest.mark.parametrize(("path", "method"), [r for r in PUBLIC_ROUTES if r[0] != "/readyz"])
+#: Public, but answer 503 when what they check is not there (no server, no worker beating).
+PROBES = ("/readyz", "/healthz/workers")
+
+
+@pytest.mark.parametrize(("path", "method"), [r for r in PUBLIC_ROUTES if r[0] not in PROBES])
 def test_public_endpoints_need_no_credential(client: FlaskClient, path: str, method: str) -> None:
     assert client.open(path, method=method).status_code == 200
 

@@ -261,7 +261,7 @@ def test_to_json_converts_views() -> None:
     moment = datetime(2025, 1, 15, 10, 30, tzinfo=timezone(timedelta(hours=8)))
     assert to_json(Nested(moment, [BatchRegenerateResult(1, 2)])) == {
         "createdAt": "2025-01-15T10:30:00+08:00",
-        "items": [{"successCount": 1, "skippedCount": 2}],
+        "items": [{"successCount": 1, "skippedCount": 2, "items": []}],
     }
     assert to_json(
         Page(

@@ -1,0 +1,33 @@
+"""`python -m actors.run_worker [dramatiq options]`: `dramatiq actors.worker` with this project's logs.
+
+The Procfile's worker line. Dramatiq's command line gives its main process and its worker
+processes a log format of its own; this runs the same command line (`dramatiq.cli.main`)
+with `--skip-logging`, after giving the main process the format of actors/observe/logs.py
+(`LOG_FORMAT=json` for JSON lines); actors.worker does the same in each worker process.
+Every option is Dramatiq's (`--processes`, `--threads`, `--worker-shutdown-timeout` ...).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from dramatiq.cli import main as dramatiq_main
+from dramatiq.cli import make_argument_parser
+
+from actors.observe.logs import configure_logging
+
+#: The module Dramatiq imports in each worker process.
+WORKER_MODULE = "actors.worker"
+
+
+def main(argv: list[str] | None = None) -> int:
+    configure_logging("worker", level=os.environ.get("WORKER_LOG_LEVEL", "INFO"))
+    args = sys.argv[1:] if argv is None else argv
+    parsed = make_argument_parser().parse_args([WORKER_MODULE, "--skip-logging", *args])
+    code: int = dramatiq_main(parsed)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,174 @@
+"""The audit trail of admin actions: written straight to PostgreSQL, read back filtered.
+
+An entry is an event of the event log (`event_log`, type ``admin.<action>``) written
+directly to the database, not through Redis: an audit must survive a Redis outage, and
+an action whose audit cannot be written is refused (`ensure_available` before acting,
+`DatabaseUnavailable` -> 503) rather than done unaudited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, select, text
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session, sessionmaker
+
+from services.errors import DatabaseUnavailable, ParamError
+from services.event_store import DirectEventWriter
+from services.events import MAX_ACTOR_LENGTH, Event
+from services.models import AUDIT_EVENTS, EventLogEntry
+from services.opsmodel import AUDIT_PREFIX, AdminActor, AuditEntry, AuditLog, ItemOutcome, Page
+from services.uow import UnitOfWork
+
+MAX_PAGE_SIZE = 200
+#: Ids kept in one entry (a batch of thousands is summarised by its counts in `detail`).
+MAX_AUDIT_IDS = 1000
+
+
+class DatabaseAuditLog:
+    """`services.opsmodel.AuditLog` on the event log's table, through `DirectEventWriter`
+    (short timeouts, month partitions, idempotent insert)."""
+
+    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+        self.session_factory = session_factory
+        self.writer = DirectEventWriter(session_factory=session_factory)
+
+    def ensure_available(self) -> None:
+        with UnitOfWork(self.session_factory):
+            pass
+
+    def write(self, entry: AuditEntry) -> None:
+        event = audit_event(entry)
+        try:
+            _, refused = self.writer.write([event])
+        except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
+            raise DatabaseUnavailable(f"audit entry not written: {exc.orig or exc}") from exc
+        if refused:
+            raise DatabaseUnavailable(f"the database refused the audit entry of {entry.action}")
+
+
+def audit_event(entry: AuditEntry) -> Event:
+    """The event-log form of an entry: type ``admin.<action>``, the actor's label as actor."""
+    record_ids = [i for i in entry.ids if isinstance(i, int)]
+    return Event(
+        id=Event.new(AUDIT_PREFIX + entry.action).id,
+        event_type=AUDIT_PREFIX + entry.action,
+        occurred_at=entry.at,
+        record_id=record_ids[0] if len(record_ids) == 1 else None,
+        actor=entry.actor[:MAX_ACTOR_LENGTH],
+        data={
+            "actor": entry.actor,
+            "credential": entry.credential,
+            "ids": list(entry.ids[:MAX_AUDIT_IDS]),
+            "idCount": len(entry.ids),
+            "outcome": entry.outcome,
+            "detail": entry.detail,
+        },
+    )
+
+
+def summarize(items: Sequence[ItemOutcome], done: str) -> str:
+    """ "ok" when every id got `done` (or there was none), "failed" when none did, else "partial"."""
+    hits = sum(1 for item in items if item.outcome == done)
+    if hits == len(items):
+        return "ok"
+    return "failed" if hits == 0 else "partial"
+
+
+def skipped_detail(items: Sequence[ItemOutcome]) -> str | None:
+    """A short account of the skipped ids, for the entry's detail."""
+    skipped = [item for item in items if item.outcome != "regenerated" and item.code is not None]
+    if not skipped:
+        return None
+    parts = [f"{item.id}: {item.code} {item.reason or ''}".strip() for item in skipped[:20]]
+    more = f" (+{len(skipped) - 20})" if len(skipped) > 20 else ""
+    return "; ".join(parts) + more
+
+
+def record_action(
+    audit: AuditLog | None,
+    actor: AdminActor | None,
+    action: str,
+    ids: Sequence[int | str],
+    *,
+    outcome: str,
+    detail: str | None = None,
+) -> None:
+    """Write one audit entry now (no-op without an audit log, e.g. a unit test)."""
+    if audit is None or actor is None:
+        return
+    audit.write(
+        AuditEntry(
+            at=datetime.now(UTC),
+            actor=actor.name,
+            credential=actor.credential,
+            action=action,
+            ids=list(ids),
+            outcome=outcome,
+            detail=detail,
+        )
+    )
+
+
+def list_audit(
+    uow: UnitOfWork,
+    *,
+    actor: str | None = None,
+    action: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    offset: int = 0,
+    limit: int = 50,
+) -> Page[AuditEntry]:
+    """Audit entries, newest first; `since <= at < until`, naive times UTC (the web tier
+    reads an admin's naive input in ADMIN_TIMEZONE first)."""
+    if not offset >= 0 or not 1 <= limit <= MAX_PAGE_SIZE:
+        raise ParamError(f"分页参数错误：offset 不小于 0，limit 取 1 到 {MAX_PAGE_SIZE}")
+    since = _aware(since)
+    until = _aware(until)
+    if since and until and since > until:
+        raise ParamError("开始时间不能晚于结束时间")
+    conditions: list[ColumnElement[bool]] = [text(AUDIT_EVENTS)]  # type: ignore[list-item]
+    if action:
+        conditions.append(EventLogEntry.event_type == AUDIT_PREFIX + action)
+    if actor:
+        conditions.append(EventLogEntry.actor == actor[:MAX_ACTOR_LENGTH])
+    if since:
+        conditions.append(EventLogEntry.occurred_at >= since)
+    if until:
+        conditions.append(EventLogEntry.occurred_at < until)
+    with uow:
+        session = uow.session
+        total = session.scalar(select(func.count()).select_from(EventLogEntry).where(*conditions)) or 0
+        rows = session.scalars(
+            select(EventLogEntry)
+            .where(*conditions)
+            .order_by(EventLogEntry.occurred_at.desc(), EventLogEntry.id)
+            .offset(offset)
+            .limit(limit)
+        ).all()
+        items = [_entry(row) for row in rows]
+    return Page(items=items, total=total, offset=offset, limit=limit)
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def _entry(row: EventLogEntry) -> AuditEntry:
+    data: dict[str, Any] = dict(row.data or {})
+    ids = data.get("ids")
+    return AuditEntry(
+        at=row.occurred_at,
+        actor=str(data.get("actor") or row.actor or ""),
+        credential=str(data.get("credential") or ""),
+        action=row.event_type.removeprefix(AUDIT_PREFIX),
+        ids=list(ids) if isinstance(ids, list) else [],
+        outcome=str(data.get("outcome") or ""),
+        detail=data.get("detail") if isinstance(data.get("detail"), str) else None,
+    )

@@ -1,0 +1,240 @@
+"""Operations on the report queue for admins: dead letters, quarantined payloads, the audit trail.
+
+One service function per operation, shared by the JSON admin API (web/admin_api.py),
+the CLI (web/cli.py) and the browser console. Redis is reached through the
+`QueueOperations` port (actors/adapters/queue_ops.py), the audit through `AuditLog`
+(services/audit.py, PostgreSQL). Every action is audited; when the audit log cannot be
+written the action is refused before anything is done (DatabaseUnavailable -> 503).
+
+Requeueing a dead letter resets its record to status 3 (生成中) first (committed), then
+removes the entry and queues a fresh job (RetryCount 0) in one atomic Redis step. If
+that step fails, the record stays in 3 with its dead letter kept; a later requeue or the
+reconciler finishes it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from sqlalchemy import select
+
+from services.admin import _any, _reset_for_regeneration  # the same reset as a regeneration
+from services.audit import list_audit, record_action, summarize
+from services.errors import InvalidOperation, ParamError, QueueUnavailable, RecordNotFound
+from services.models import AssessmentRecord
+from services.opsmodel import (
+    DELETED,
+    REQUEUED,
+    SKIPPED,
+    AdminActor,
+    AuditEntry,
+    AuditLog,
+    DeadLetter,
+    InvalidPayload,
+    ItemOutcome,
+    Page,
+    QueueOperations,
+)
+from services.status import REGENERATABLE, status_text
+from services.uow import UnitOfWork
+
+__all__ = [
+    "AdminActor",
+    "AuditEntry",
+    "AuditLog",
+    "DeadLetter",
+    "InvalidPayload",
+    "ItemOutcome",
+    "Page",
+    "QueueOperations",
+    "delete_dead_letters",
+    "delete_invalid",
+    "list_audit",
+    "list_dead_letters",
+    "list_invalid",
+    "purge_invalid",
+    "requeue_dead_letters",
+]
+
+MAX_PAGE_SIZE = 200
+#: Handles accepted in one call.
+MAX_IDS = 1000
+
+#: A handle as the queue adapters make them (a hex digest, ".2" for a repeat), with room to spare.
+_HANDLE = re.compile(r"[0-9A-Za-z._-]{1,64}")
+_GONE = (RecordNotFound.code, "死信不存在（已被处理或删除）")
+_GONE_INVALID = (RecordNotFound.code, "无效消息不存在（已被删除）")
+_UNREADABLE = (ParamError.code, "死信中没有可用的记录ID")
+_QUEUE_DOWN = (QueueUnavailable.code, QueueUnavailable.default_message)
+
+
+def _page_args(offset: int, limit: int) -> None:
+    if offset < 0 or not 1 <= limit <= MAX_PAGE_SIZE:
+        raise ParamError(f"分页参数错误：offset 不小于 0，limit 取 1 到 {MAX_PAGE_SIZE}")
+
+
+def _handles(values: Sequence[str], name: str) -> list[str]:
+    if not values:
+        raise ParamError(f"{name}列表不能为空")
+    if len(values) > MAX_IDS or any(not isinstance(v, str) or not _HANDLE.fullmatch(v) for v in values):
+        raise ParamError(f"{name}必须是 1 到 {MAX_IDS} 个由字母、数字、点、下划线或连字符组成的字符串")
+    return list(dict.fromkeys(values))
+
+
+def list_dead_letters(queue: QueueOperations, *, offset: int = 0, limit: int = 50) -> Page[DeadLetter]:
+    """One page of `report:queue:dead`, newest first."""
+    _page_args(offset, limit)
+    total, items = queue.dead_letters(offset, limit)
+    return Page(items=items, total=total, offset=offset, limit=limit)
+
+
+def requeue_dead_letters(
+    uow: UnitOfWork,
+    queue: QueueOperations,
+    audit: AuditLog,
+    actor: AdminActor,
+    message_ids: Sequence[str] | None,
+) -> list[ItemOutcome]:
+    """Requeue the dead letters named (None: all of them); one outcome per dead letter.
+
+    Skipped: a handle no longer in the list (3241), a letter whose record is missing or
+    soft-deleted (3241) or in a status other than 3/5 (2005, e.g. already regenerated:
+    delete the letter instead), a letter with no readable RecordId (1001), and all of
+    them when Redis refuses the step (5003).
+    """
+    wanted = None if message_ids is None else _handles(message_ids, "死信ID")
+    audit.ensure_available()
+    letters = {letter.message_id: letter for letter in queue.all_dead_letters()}
+    order = list(letters) if wanted is None else wanted
+    outcomes: dict[str, ItemOutcome] = {}
+    targets: dict[str, int] = {}
+    for message_id in order:
+        letter = letters.get(message_id)
+        if letter is None:
+            outcomes[message_id] = _skip(message_id, _GONE)
+        elif letter.record_id is None:
+            outcomes[message_id] = _skip(message_id, _UNREADABLE)
+        else:
+            targets[message_id] = letter.record_id
+    statuses = _reset_records(uow, sorted(set(targets.values())))
+    ready: list[str] = []
+    for message_id, record_id in targets.items():
+        status = statuses.get(record_id)
+        if status is None:
+            outcomes[message_id] = _skip(message_id, (RecordNotFound.code, RecordNotFound.default_message))
+        elif status not in REGENERATABLE:
+            reason = f"当前状态不允许重新入队（{status_text(status)}），可删除该死信"
+            outcomes[message_id] = _skip(message_id, (InvalidOperation.code, reason))
+        else:
+            ready.append(message_id)
+    outcomes.update(_requeue(queue, ready))
+    items = [outcomes[m] for m in order]
+    record_action(
+        audit,
+        actor,
+        "requeue",
+        list(order),
+        outcome=summarize(items, REQUEUED),
+        detail=("all; " if wanted is None else "") + _counts(items, REQUEUED),
+    )
+    return items
+
+
+def _reset_records(uow: UnitOfWork, record_ids: list[int]) -> dict[int, int]:
+    """Reset the records in status 3/5 among `record_ids` to 3 (committed); every live record's
+    status before the reset (missing and soft-deleted ones left out)."""
+    if not record_ids:
+        return {}
+    with uow:
+        session = uow.session
+        rows = session.execute(
+            select(AssessmentRecord.id, AssessmentRecord.status)
+            .where(_any(AssessmentRecord.id, record_ids), AssessmentRecord.is_deleted.is_(False))
+            .order_by(AssessmentRecord.id)
+            .with_for_update()
+        ).all()
+        statuses = {row.id: row.status for row in rows}
+        resettable = [i for i in record_ids if statuses.get(i) in REGENERATABLE]
+        if resettable:
+            _reset_for_regeneration(session, resettable)
+            uow.commit()
+    return statuses
+
+
+def _requeue(queue: QueueOperations, ready: list[str]) -> dict[str, ItemOutcome]:
+    if not ready:
+        return {}
+    try:
+        done = queue.requeue_dead(ready)
+    except QueueUnavailable:
+        return {m: _skip(m, _QUEUE_DOWN) for m in ready}
+    return {m: ItemOutcome(id=m, outcome=REQUEUED) if done.get(m) else _skip(m, _GONE) for m in ready}
+
+
+def delete_dead_letters(
+    queue: QueueOperations, audit: AuditLog, actor: AdminActor, message_ids: Sequence[str]
+) -> list[ItemOutcome]:
+    """Delete the dead letters named; their records keep their status."""
+    wanted = _handles(message_ids, "死信ID")
+    audit.ensure_available()
+    try:
+        done = queue.delete_dead(wanted)
+    except QueueUnavailable:
+        record_action(audit, actor, "delete_dead", wanted, outcome="failed", detail="queue unavailable")
+        raise
+    items = [ItemOutcome(id=m, outcome=DELETED) if done.get(m) else _skip(m, _GONE) for m in wanted]
+    record_action(
+        audit, actor, "delete_dead", wanted, outcome=summarize(items, DELETED), detail=_counts(items, DELETED)
+    )
+    return items
+
+
+def list_invalid(queue: QueueOperations, *, offset: int = 0, limit: int = 50) -> Page[InvalidPayload]:
+    """One page of `report:queue:invalid` (payloads that could not be decoded), newest first."""
+    _page_args(offset, limit)
+    total, items = queue.invalid_payloads(offset, limit)
+    return Page(items=items, total=total, offset=offset, limit=limit)
+
+
+def delete_invalid(
+    queue: QueueOperations, audit: AuditLog, actor: AdminActor, keys: Sequence[str]
+) -> list[ItemOutcome]:
+    wanted = _handles(keys, "无效消息ID")
+    audit.ensure_available()
+    try:
+        done = queue.delete_invalid(wanted)
+    except QueueUnavailable:
+        record_action(audit, actor, "delete_invalid", wanted, outcome="failed", detail="queue unavailable")
+        raise
+    items = [ItemOutcome(id=k, outcome=DELETED) if done.get(k) else _skip(k, _GONE_INVALID) for k in wanted]
+    record_action(
+        audit,
+        actor,
+        "delete_invalid",
+        wanted,
+        outcome=summarize(items, DELETED),
+        detail=_counts(items, DELETED),
+    )
+    return items
+
+
+def purge_invalid(queue: QueueOperations, audit: AuditLog, actor: AdminActor) -> int:
+    """Drop every quarantined payload; how many there were."""
+    audit.ensure_available()
+    try:
+        count = queue.purge_invalid()
+    except QueueUnavailable:
+        record_action(audit, actor, "purge_invalid", [], outcome="failed", detail="queue unavailable")
+        raise
+    record_action(audit, actor, "purge_invalid", [], outcome="ok", detail=f"{count} purged")
+    return count
+
+
+def _skip(item_id: str, code_reason: tuple[int, str]) -> ItemOutcome:
+    return ItemOutcome(id=item_id, outcome=SKIPPED, code=code_reason[0], reason=code_reason[1])
+
+
+def _counts(items: Sequence[ItemOutcome], done: str) -> str:
+    hits = sum(1 for item in items if item.outcome == done)
+    return f"{hits} {done}, {len(items) - hits} skipped"

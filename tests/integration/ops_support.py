@@ -1,0 +1,81 @@
+"""Scaffolding of the operations tests: a report worker on the test Redis, dead letters made
+by the real retry path, answers added to a record after the fact, audit rows read back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import dramatiq
+import pytest
+import redis
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from actors.broker import RedisListBroker
+from actors.constants import DEAD_LETTER_QUEUE_KEY, MAX_RETRY_COUNT, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
+from actors.report import generate_report
+from actors.report_queue.message import ReportQueueMessage
+from services.models import Answer, Question
+from services.opsmodel import AdminActor
+from tests.broker_fixtures import BrokerFactory
+from tests.conftest import default_answer
+from tests.record_state import status_of
+from tests.support.actors import declare_actor
+from tests.support.redis_keys import as_bytes
+
+MakeRecord = Callable[..., int]
+ACTOR = AdminActor(name="admin:test", credential="admin-token …test")
+
+
+@pytest.fixture
+def report_broker(make_broker: BrokerFactory) -> RedisListBroker:
+    """A fresh broker with the real report actor (its function and options) declared on it."""
+    broker = make_broker()
+    declare_actor(
+        generate_report.fn,
+        broker,
+        actor_name=generate_report.actor_name,
+        queue_name=generate_report.queue_name,
+        **generate_report.options,
+    )
+    return broker
+
+
+@pytest.fixture
+def report_worker(
+    report_broker: RedisListBroker, session_factory: sessionmaker[Session]
+) -> Iterator[dramatiq.Worker]:
+    worker = dramatiq.Worker(report_broker, worker_threads=2, worker_timeout=100)
+    worker.start()
+    yield worker
+    worker.stop(timeout=10_000)
+
+
+def wait_for_status(
+    session_factory: sessionmaker[Session], record_id: int, status: int, timeout: float = 10
+) -> None:
+    deadline = time.monotonic() + timeout
+    while status_of(session_factory, record_id) != status and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert status_of(session_factory, record_id) == status
+
+
+def dead_letter_by_worker(broker: RedisListBroker, redis_client: redis.Redis, record_id: int) -> bytes:
+    """Run the record's last attempt (RetryCount 3) through the worker: it fails and is
+    dead-lettered (the record has no answers). The dead entry."""
+    last = ReportQueueMessage(record_id, MAX_RETRY_COUNT, "2025-01-15T10:30:00")
+    before = redis_client.llen(DEAD_LETTER_QUEUE_KEY)
+    redis_client.lpush(REPORT_QUEUE_KEY, last.encode())
+    broker.join(REPORT_QUEUE_NAME, timeout=10_000)
+    assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == before + 1
+    return as_bytes(redis_client.lindex(DEAD_LETTER_QUEUE_KEY, 0))
+
+
+def add_answers(session_factory: sessionmaker[Session], record_id: int) -> None:
+    """Answer every active question, so that the next generation succeeds."""
+    with session_factory() as session:
+        ids = session.scalars(select(Question.id).where(Question.is_active)).all()
+        rows = [{"record_id": record_id, "question_id": q, "value": default_answer(q)} for q in ids]
+        session.execute(insert(Answer), rows)
+        session.commit()

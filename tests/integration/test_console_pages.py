@@ -1,0 +1,201 @@
+"""The admin console's pages on the real PostgreSQL and Redis (Flask's test client, no browser):
+days typed in the admin's time zone, bad filters named, the overview's look inside the
+queue, a record's detail, the sign-in limit, and an audited action."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC, datetime, timedelta
+
+import redis
+from flask.testing import FlaskClient
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from actors.adapters.liveness import BEAT_TIMEOUT_S, ProcessIdentity, write_beat
+from actors.adapters.queue_peek import delayed_jobs, oldest_waiting_age_s
+from actors.constants import REPORT_DELAYED_KEY, REPORT_QUEUE_KEY
+from actors.report_queue.message import ReportQueueMessage
+from services.audit import list_audit
+from services.record_detail import admin_record_detail
+from services.status import RecordStatus
+from services.uow import UnitOfWork
+from tests.integration.web_support import ADMIN_TOKEN, Records
+from tests.support.records import RecordSpec
+from web.console.signin import FAILURES_KEY_PREFIX, MAX_FAILURES, MSG_TOO_MANY
+
+CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+def csrf_token(client: FlaskClient, path: str) -> str:
+    match = CSRF.search(client.get(path).get_data(as_text=True))
+    assert match
+    return match.group(1)
+
+
+def sign_in(client: FlaskClient, token: str = ADMIN_TOKEN, name: str = "张三") -> int:
+    data = {"token": token, "name": name, "csrf_token": csrf_token(client, "/admin/login")}
+    return client.post("/admin/login", data=data).status_code
+
+
+def set_created_at(engine: Engine, record_id: int, when: datetime) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE assessment_records SET created_at = :t WHERE id = :id"), {"t": when, "id": record_id}
+        )
+
+
+def listed_ids(html: str) -> list[int]:
+    return [int(i) for i in re.findall(r'<tr data-record="(\d+)">', html)]
+
+
+def test_record_days_are_the_admins_days(client: FlaskClient, records: Records, engine: Engine) -> None:
+    late, next_day = records.insert(
+        RecordSpec(status=RecordStatus.PENDING), RecordSpec(status=RecordStatus.PENDING)
+    )
+    # 23:30 and 00:30 in Shanghai: two days there, one day in UTC.
+    set_created_at(engine, late, datetime(2026, 12, 1, 15, 30, tzinfo=UTC))
+    set_created_at(engine, next_day, datetime(2026, 12, 1, 16, 30, tzinfo=UTC))
+    assert sign_in(client) == 302
+
+    def listed(query: str) -> list[int]:
+        return listed_ids(client.get(f"/admin/records?{query}").get_data(as_text=True))
+
+    assert listed("from=2026-12-02&to=2026-12-02") == [next_day]
+    assert listed("from=2026-12-01&to=2026-12-01") == [late]
+    assert listed("from=2026-12-01") == [next_day, late]
+    assert listed("to=2026-11-30") == []
+    page = client.get("/admin/records?from=2026-12-02&to=2026-12-02").get_data(as_text=True)
+    assert "2026-12-02 00:30:00" in page  # shown in the admin's zone too
+
+
+def test_a_filter_that_cannot_be_read_is_named_and_ignored(client: FlaskClient, records: Records) -> None:
+    ids = records.insert(
+        RecordSpec(status=RecordStatus.FAILED, user_id=5), RecordSpec(status=RecordStatus.PENDING)
+    )
+    assert sign_in(client) == 302
+    response = client.get("/admin/records?user=abc&status=9&from=2026-13-01&to=yesterday")
+    html = response.get_data(as_text=True)
+    assert response.status_code == 200
+    for message in ("用户ID“abc”", "状态“9”", "开始日期“2026-13-01”", "结束日期“yesterday”"):
+        assert message in html
+    assert sorted(listed_ids(html)) == sorted(ids)
+    backwards = client.get("/admin/records?from=2026-12-02&to=2026-12-01").get_data(as_text=True)
+    assert "开始日期晚于结束日期" in backwards
+    assert listed_ids(client.get("/admin/records?status=5&user=5").get_data(as_text=True)) == [ids[0]]
+
+
+def test_the_overview_shows_delayed_jobs_and_the_oldest_wait(
+    client: FlaskClient, redis_client: redis.Redis
+) -> None:
+    enqueued = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=3)
+    job = ReportQueueMessage.new(41, now=enqueued)
+    redis_client.lpush(REPORT_QUEUE_KEY, job.encode())
+    redis_client.lpush(
+        REPORT_QUEUE_KEY, ReportQueueMessage.new(42, now=enqueued + timedelta(minutes=5)).encode()
+    )
+    due = datetime(2026, 12, 1, 2, 0, 30, tzinfo=UTC)
+    delayed: dict[bytes, float] = {job.retried(2).encode().encode(): due.timestamp() * 1000, b"garbage": 1}
+    redis_client.zadd(REPORT_DELAYED_KEY, delayed)
+
+    # The consumer's end of the list holds the oldest job; a retry keeps its first EnqueueTime.
+    assert oldest_waiting_age_s(redis_client, now=enqueued + timedelta(seconds=90)) == 90
+    jobs = delayed_jobs(redis_client)
+    assert [(j.record_id, j.retry_count, j.due_at) for j in jobs] == [
+        (None, None, datetime.fromtimestamp(0.001, UTC)),
+        (41, 2, due),
+    ]
+
+    assert sign_in(client) == 302
+    html = client.get("/admin/").get_data(as_text=True)
+    assert re.search(r'data-figure="queued">2<', html)
+    assert re.search(r'data-figure="delayed">2<', html)
+    assert "2026-12-01 10:00:30" in html  # the due time, in Shanghai
+    assert "<code>garbage</code>" in html
+    assert re.search(r'data-figure="oldest">3 小时 \d+ 分<', html)
+
+
+def test_the_record_detail_has_answers_report_and_reasons(
+    client: FlaskClient, records: Records, session_factory: sessionmaker[Session], engine: Engine
+) -> None:
+    (record_id,) = records.insert(RecordSpec(status=RecordStatus.COMPLETED, results=True, deleted=True))
+    detail = admin_record_detail(UnitOfWork(session_factory), record_id)
+    assert detail.is_deleted
+    assert len(detail.dimensions) == 8
+    assert sorted(d.rank for d in detail.dimensions) == list(range(1, 9))
+    assert detail.answers == []
+    assert sign_in(client) == 302
+    html = client.get(f"/admin/records/{record_id}").get_data(as_text=True)
+    assert "已删除" in html
+    assert html.count("<tr><td>") >= 8
+    assert "重新生成报告" not in html  # completed and deleted: nothing to regenerate
+    missing = client.get("/admin/records/999999")
+    assert missing.status_code == 404
+    assert "记录不存在" in missing.get_data(as_text=True)
+
+
+def test_sign_in_failures_are_limited_per_address(client: FlaskClient, redis_client: redis.Redis) -> None:
+    for _ in range(MAX_FAILURES):
+        assert sign_in(client, token="wrong") == 401
+    key = FAILURES_KEY_PREFIX + "127.0.0.1"
+    assert 0 < redis_client.ttl(key) <= 300
+    response = client.post(
+        "/admin/login", data={"token": ADMIN_TOKEN, "csrf_token": csrf_token(client, "/admin/login")}
+    )
+    assert response.status_code == 401
+    assert MSG_TOO_MANY in response.get_data(as_text=True)
+    redis_client.delete(key)  # the window passed
+    assert sign_in(client) == 302
+
+
+def test_a_regeneration_in_the_console_is_audited_with_the_admin(
+    client: FlaskClient,
+    records: Records,
+    redis_client: redis.Redis,
+    event_log: Engine,
+    session_factory: sessionmaker[Session],
+) -> None:
+    (record_id,) = records.insert(RecordSpec(status=RecordStatus.FAILED))
+    assert sign_in(client, name="李四") == 302
+    token = csrf_token(client, "/admin/records")
+    response = client.post(f"/admin/records/{record_id}/regenerate", data={"csrf_token": token})
+    assert response.status_code == 302
+    assert records.status(record_id) == RecordStatus.GENERATING
+    assert [
+        ReportQueueMessage.decode(raw).record_id for raw in redis_client.lrange(REPORT_QUEUE_KEY, 0, -1)
+    ] == [record_id]
+    entries = list_audit(UnitOfWork(session_factory), actor="console:李四").items
+    assert [(e.action, e.ids, e.outcome) for e in entries] == [("regenerate", [record_id], "ok")]
+    assert entries[0].credential.startswith("admin-token ")
+    assert ADMIN_TOKEN not in entries[0].credential
+
+
+def test_records_are_paged_with_their_filters_kept(client: FlaskClient, records: Records) -> None:
+    ids = records.insert(*[RecordSpec(status=RecordStatus.FAILED, user_id=9) for _ in range(25)])
+    records.insert(RecordSpec(status=RecordStatus.FAILED, user_id=10))
+    assert sign_in(client) == 302
+    first = client.get("/admin/records?user=9").get_data(as_text=True)
+    assert listed_ids(first) == sorted(ids, reverse=True)[:20]
+    assert "共 25 条，第 1 / 2 页" in first
+    assert 'href="/admin/records?user=9&amp;page=2"' in first
+    second = client.get("/admin/records?user=9&page=2").get_data(as_text=True)
+    assert listed_ids(second) == sorted(ids, reverse=True)[20:]
+    assert "下一页" not in second
+
+
+def test_a_process_silent_past_the_timeout_shows_as_gone(
+    client: FlaskClient, redis_client: redis.Redis
+) -> None:
+    now = time.time()
+    alive = ProcessIdentity("worker", "host-a", 101, "0.1.0", now - 600)
+    silent = ProcessIdentity("hotpath", "host-b", 202, "0.1.0", now - 600)
+    write_beat(redis_client, alive, "report 42", now=now - 1)
+    write_beat(redis_client, silent, "flushing answers", now=now - BEAT_TIMEOUT_S - 5)
+    assert sign_in(client) == 302
+    html = client.get("/admin/").get_data(as_text=True)
+    rows = dict(re.findall(r'<tr data-process="(\w+)" data-alive="(\w+)">', html))
+    assert rows == {"worker": "yes", "hotpath": "no"}
+    assert "已失联" in html
+    assert "report 42" in html
+    assert "host-b" in html

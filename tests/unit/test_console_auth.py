@@ -1,0 +1,213 @@
+"""The admin console's door: sign-in, the session cookie, CSRF, and every route of the URL map
+refused to the anonymous and to user tokens (no servers: the unit app's Redis and database
+are a closed port, and nothing here gets past the guard to them)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from werkzeug.routing import Rule
+
+from tests.unit.web_unit_support import ADMIN_AUTH, ADMIN_TOKEN, UNIT_SETTINGS, bearer, make_app, user_auth
+from web import create_app
+from web.auth import token_fingerprint
+from web.console.signin import MSG_BAD_TOKEN, MSG_USER_TOKEN
+
+APP = make_app()
+#: Open without a session, by design: the sign-in page and its style sheet.
+PUBLIC_ENDPOINTS = {"console.sign_in", "console.static"}
+IMPLICIT_METHODS = {"HEAD", "OPTIONS"}
+
+
+def _path(rule: Rule) -> str:
+    """The rule with its variables filled in (a record id, the style sheet's name)."""
+    path = re.sub(r"<int:[^>]+>", "1", rule.rule)
+    return re.sub(r"<(?:path:)?[^>]+>", "console.css", path)
+
+
+def console_routes(app: Flask = APP) -> list[tuple[str, str, str]]:
+    """(endpoint, path, method) of every console rule, from the URL map."""
+    found: list[tuple[str, str, str]] = []
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint.startswith("console."):
+            methods = sorted((rule.methods or set()) - IMPLICIT_METHODS)
+            found.extend((rule.endpoint, _path(rule), method) for method in methods)
+    return sorted(found)
+
+
+GUARDED = [route for route in console_routes() if route[0] not in PUBLIC_ENDPOINTS]
+
+
+def csrf_token(client: FlaskClient, path: str = "/admin/login") -> str:
+    html = client.get(path).get_data(as_text=True)
+    match = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert match, html[:500]
+    return match.group(1)
+
+
+def sign_in(client: FlaskClient, token: str = ADMIN_TOKEN, name: str = "张三") -> int:
+    response = client.post(
+        "/admin/login", data={"token": token, "name": name, "csrf_token": csrf_token(client)}
+    )
+    return response.status_code
+
+
+def test_the_console_has_its_pages_and_forms() -> None:
+    endpoints = {endpoint for endpoint, _, _ in GUARDED}
+    assert {"console.overview", "console.records", "console.record", "console.sign_out"} <= endpoints
+    assert {method for _, _, method in GUARDED} == {"GET", "POST"}
+    assert {endpoint for endpoint, _, _ in console_routes()} - endpoints == PUBLIC_ENDPOINTS
+
+
+@pytest.mark.parametrize(("endpoint", "path", "method"), GUARDED)
+def test_anonymous_pages_redirect_to_sign_in_and_forms_get_401(endpoint: str, path: str, method: str) -> None:
+    response = APP.test_client().open(path, method=method)
+    if method == "GET":
+        assert response.status_code == 302, endpoint
+        assert response.headers["Location"].startswith("/admin/login?next=")
+    else:
+        assert response.status_code == 401, endpoint
+        assert "请先登录" in response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize(("endpoint", "path", "method"), console_routes())
+def test_a_user_token_is_refused_everywhere(endpoint: str, path: str, method: str) -> None:
+    response = APP.test_client().open(path, method=method, headers=user_auth())
+    assert response.status_code == 403, endpoint
+    assert MSG_USER_TOKEN in response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize(("endpoint", "path", "method"), GUARDED)
+def test_an_admin_bearer_token_is_not_a_session(endpoint: str, path: str, method: str) -> None:
+    """The console takes its session only: a header would bypass the sign-in and its CSRF."""
+    response = APP.test_client().open(path, method=method, headers=ADMIN_AUTH)
+    assert response.status_code == (302 if method == "GET" else 401), endpoint
+
+
+def test_sign_in_sets_a_hardened_session_cookie_without_the_token() -> None:
+    client = APP.test_client()
+    response = client.post(
+        "/admin/login", data={"token": ADMIN_TOKEN, "name": "张三", "csrf_token": csrf_token(client)}
+    )
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/admin/"
+    cookie = response.headers["Set-Cookie"]
+    assert cookie.startswith("mi_admin_session=")
+    assert "HttpOnly" in cookie
+    assert "SameSite=Lax" in cookie
+    assert "Path=/admin" in cookie
+    assert "Secure" not in cookie  # development: plain HTTP on 127.0.0.1
+    assert ADMIN_TOKEN not in cookie
+    with client.session_transaction("/admin/") as session:
+        assert session["admin"] == token_fingerprint(ADMIN_TOKEN)
+        assert session["name"] == "张三"
+
+
+def test_in_production_the_cookie_is_secure() -> None:
+    strong = UNIT_SETTINGS.with_overrides(secret_key="s" * 40, admin_tokens=("a" * 40,))
+    client = create_app(strong, environment="production").test_client()
+    response = client.post("/admin/login", data={"token": "a" * 40, "csrf_token": csrf_token(client)})
+    assert response.status_code == 302
+    assert "Secure" in response.headers["Set-Cookie"]
+
+
+@pytest.mark.parametrize(
+    ("token", "message"),
+    [("wrong-token", MSG_BAD_TOKEN), ("", MSG_BAD_TOKEN), (ADMIN_TOKEN + "x", MSG_BAD_TOKEN)],
+)
+def test_a_wrong_token_does_not_sign_in(token: str, message: str) -> None:
+    client = APP.test_client()
+    response = client.post("/admin/login", data={"token": token, "csrf_token": csrf_token(client)})
+    assert response.status_code == 401
+    assert message in response.get_data(as_text=True)
+    assert client.get("/admin/").status_code == 302
+
+
+def test_a_user_token_typed_into_the_form_does_not_sign_in() -> None:
+    client = APP.test_client()
+    user_token = user_auth()["Authorization"].removeprefix("Bearer ")
+    response = client.post("/admin/login", data={"token": user_token, "csrf_token": csrf_token(client)})
+    assert response.status_code == 401
+    assert MSG_USER_TOKEN in response.get_data(as_text=True)
+    assert client.get("/admin/").status_code == 302
+
+
+def test_the_sign_in_form_needs_its_csrf_token() -> None:
+    client = APP.test_client()
+    client.get("/admin/login")
+    response = client.post("/admin/login", data={"token": ADMIN_TOKEN})
+    assert response.status_code == 400
+    assert "CSRF" in response.get_data(as_text=True)
+    assert client.get("/admin/").status_code == 302
+
+
+@pytest.mark.parametrize(("endpoint", "path", "method"), [r for r in GUARDED if r[2] == "POST"])
+def test_a_signed_in_form_post_without_its_csrf_token_is_refused(
+    endpoint: str, path: str, method: str
+) -> None:
+    client = APP.test_client()
+    assert sign_in(client) == 302
+    response = client.open(path, method=method, data={"ids": ["1"], "token": ADMIN_TOKEN})
+    assert response.status_code == 400, endpoint
+    assert "CSRF" in response.get_data(as_text=True)
+    forged = client.open(path, method=method, data={"ids": ["1"], "csrf_token": "forged"})
+    assert forged.status_code == 400, endpoint
+
+
+def test_sign_out_ends_the_session() -> None:
+    client = APP.test_client()
+    assert sign_in(client) == 302
+    # The overview answers with Redis down (the unit app's is a closed port) and has the sign-out form.
+    response = client.post("/admin/logout", data={"csrf_token": csrf_token(client, "/admin/")})
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/admin/login"
+    assert client.get("/admin/").status_code == 302
+    assert "已退出登录" in client.get("/admin/login").get_data(as_text=True)
+
+
+def test_a_session_of_a_token_no_longer_configured_is_signed_out() -> None:
+    client = APP.test_client()
+    assert sign_in(client, token="second-admin-token") == 302
+    with client.session_transaction("/admin/") as session:
+        cookie_session = dict(session)
+    for admin_tokens, status in (((ADMIN_TOKEN, "second-admin-token"), 200), ((ADMIN_TOKEN,), 302)):
+        other = make_app(admin_tokens=admin_tokens).test_client()
+        with other.session_transaction("/admin/") as session:
+            session.update(cookie_session)
+        assert other.get("/admin/").status_code == status, admin_tokens
+
+
+@pytest.mark.parametrize(
+    "target", ["https://evil.example/", "//evil.example/admin/", "/api/admin/queue/stats"]
+)
+def test_sign_in_never_redirects_out_of_the_console(target: str) -> None:
+    client = APP.test_client()
+    token = csrf_token(client)
+    response = client.post("/admin/login", data={"token": ADMIN_TOKEN, "csrf_token": token, "next": target})
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/admin/"
+
+
+def test_the_api_keeps_its_bearer_tokens_and_needs_no_csrf() -> None:
+    """CSRF is the console's: the JSON admin API is called with a bearer token, no form."""
+    response = APP.test_client().post(
+        "/api/admin/assessmentRecord/regenerateReport", json={"id": "x"}, headers=bearer(ADMIN_TOKEN)
+    )
+    assert response.status_code == 400  # a bad id, past auth and without a CSRF token
+    assert response.json is not None
+    assert response.json["code"] == 1001
+
+
+@pytest.mark.parametrize("overrides", [{"secret_key": ""}, {"admin_tokens": ()}])
+@pytest.mark.parametrize(
+    ("endpoint", "path", "method"), [r for r in console_routes() if r[0] != "console.static"]
+)
+def test_without_secret_key_or_admin_tokens_the_console_is_closed(
+    overrides: dict[str, object], endpoint: str, path: str, method: str
+) -> None:
+    response = make_app(**overrides).test_client().open(path, method=method, data={"token": ADMIN_TOKEN})
+    assert response.status_code == 503, endpoint
+    assert "管理后台未启用" in response.get_data(as_text=True)

@@ -1,0 +1,78 @@
+"""The log format of every process (actors/observe/logs.py): JSON lines or plain text, the job's ids."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+
+from actors.observe.logs import ContextFilter, JobContext, formatter, job_context, log_format
+from services.errors import ConfigError
+
+
+@pytest.fixture
+def stream() -> io.StringIO:
+    return io.StringIO()
+
+
+def emit(fmt: str, stream: io.StringIO, *, job: JobContext | None = None, fail: bool = False) -> str:
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter(fmt))
+    handler.addFilter(ContextFilter("worker"))
+    logger = logging.getLogger(f"test_logs.{fmt}")
+    logger.propagate = False
+    logger.addHandler(handler)
+    token = job_context.set(job)
+    try:
+        if fail:
+            try:
+                raise RuntimeError("generation failed\non two lines")
+            except RuntimeError:
+                logger.exception("report of record %s failed", 42)
+        else:
+            logger.warning("report of record %s generated", 42)
+    finally:
+        job_context.reset(token)
+        logger.removeHandler(handler)
+    return stream.getvalue()
+
+
+def test_json_is_one_line_with_the_traceback_and_the_job_ids(stream: io.StringIO) -> None:
+    out = emit("json", stream, job=JobContext("m-1", 42), fail=True)
+    assert out.count("\n") == 1
+    entry = json.loads(out)
+    assert entry["message"] == "report of record 42 failed"
+    assert (entry["level"], entry["process_kind"], entry["message_id"], entry["record_id"]) == (
+        "ERROR",
+        "worker",
+        "m-1",
+        42,
+    )
+    assert "Traceback" in entry["exc_info"]
+    assert "on two lines" in entry["exc_info"]
+    assert entry["time"].endswith("+00:00")
+    assert "job" not in entry
+
+
+def test_json_outside_a_job_has_no_job_fields(stream: io.StringIO) -> None:
+    entry = json.loads(emit("json", stream))
+    assert "message_id" not in entry
+    assert "record_id" not in entry
+
+
+def test_text_names_the_process_and_the_job(stream: io.StringIO) -> None:
+    line = emit("text", stream, job=JobContext("m-1", 42))
+    assert "WARNING [worker " in line
+    assert line.rstrip().endswith("report of record 42 generated [message m-1 record 42]")
+
+
+@pytest.mark.parametrize(("value", "expected"), [("", "text"), ("JSON", "json"), (" text ", "text")])
+def test_log_format_values(value: str, expected: str) -> None:
+    assert log_format({"LOG_FORMAT": value}) == expected
+
+
+def test_an_unknown_log_format_is_refused() -> None:
+    with pytest.raises(ConfigError, match="LOG_FORMAT"):
+        log_format({"LOG_FORMAT": "yaml"})

@@ -1,0 +1,82 @@
+"""The audit trail: every admin action (console, API, CLI), filterable by who, what and when."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from flask import render_template, request
+
+from services.audit import list_audit
+from web.console.blueprint import bp
+from web.console.display import admin_timezone, day_after, day_start
+from web.deps import current, new_uow
+
+PAGE_SIZE = 50
+
+#: The actions the services audit (services/operations.py, services/admin.py), in words.
+ACTION_NAMES = {
+    "regenerate": "重新生成报告",
+    "batch_regenerate": "批量重新生成",
+    "delete_record": "删除记录",
+    "requeue": "死信重新入队",
+    "delete_dead": "删除死信",
+    "delete_invalid": "删除无效消息",
+    "purge_invalid": "清空无效消息",
+}
+
+
+def _day(text: str) -> date | None:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+@bp.get("/audit")
+def audit() -> str:
+    tz = admin_timezone(current().settings)
+    args = request.args
+    who = args.get("actor", "").strip()
+    action = args.get("action", "").strip()
+    typed_from = args.get("from", "").strip()
+    typed_to = args.get("to", "").strip()
+    try:
+        page = max(1, min(int(args.get("page", "1")), 10_000))
+    except ValueError:
+        page = 1
+    problems = []
+    since = until = None
+    if typed_from:
+        day = _day(typed_from)
+        if day is None:
+            problems.append(f"开始日期“{typed_from}”无效（格式 2026-12-01），已忽略")
+        else:
+            since = day_start(day, tz)
+    if typed_to:
+        day = _day(typed_to)
+        if day is None:
+            problems.append(f"结束日期“{typed_to}”无效（格式 2026-12-01），已忽略")
+        else:
+            until = day_after(day, tz)
+    if since and until and since >= until:
+        problems.append("开始日期晚于结束日期，日期条件已忽略")
+        since = until = None
+    entries = list_audit(
+        new_uow(),
+        actor=who or None,
+        action=action or None,
+        since=since,
+        until=until,
+        offset=(page - 1) * PAGE_SIZE,
+        limit=PAGE_SIZE,
+    )
+    return render_template(
+        "console/audit.html",
+        entries=entries,
+        letters=entries,
+        page=page,
+        page_size=PAGE_SIZE,
+        filters={"actor": who, "action": action, "from": typed_from, "to": typed_to},
+        problems=problems,
+        actions=ACTION_NAMES,
+    )

@@ -1,0 +1,105 @@
+"""Dead letters and invalid payloads: look at them, requeue, delete, purge.
+
+Each form names entries by their handle (a digest of the entry's bytes, stable while
+other entries come and go); the outcome of every handle is shown after the action.
+"""
+
+from __future__ import annotations
+
+from flask import flash, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
+
+from services import operations
+from web.console.acting import actor
+from web.console.blueprint import bp
+from web.deps import audit_log, new_uow, queue_operations
+
+PAGE_SIZE = 50
+#: Most handles one form may carry (a page shows `PAGE_SIZE`).
+MAX_SELECTED = 500
+MSG_NOTHING_SELECTED = "请先勾选要处理的条目"
+
+
+def _page_number() -> int:
+    try:
+        return max(1, min(int(request.args.get("page", "1")), 10_000))
+    except ValueError:
+        return 1
+
+
+def _selected() -> list[str]:
+    """The handle of a row's own button, else the ticked boxes."""
+    one = request.form.get("one", "").strip()
+    if one:
+        return [one]
+    return [h.strip() for h in request.form.getlist("ids")[:MAX_SELECTED] if h.strip()]
+
+
+@bp.get("/dead")
+def dead_letters() -> str:
+    page = _page_number()
+    letters = operations.list_dead_letters(queue_operations(), offset=(page - 1) * PAGE_SIZE, limit=PAGE_SIZE)
+    return render_template("console/dead.html", letters=letters, page=page, page_size=PAGE_SIZE)
+
+
+@bp.post("/dead/requeue")
+def requeue_dead() -> ResponseReturnValue:
+    everything = request.form.get("all") == "1"
+    handles = None if everything else _selected()
+    if handles == []:
+        flash(MSG_NOTHING_SELECTED, "error")
+        return redirect(url_for("console.dead_letters"))
+    items = operations.requeue_dead_letters(new_uow(), queue_operations(), audit_log(), actor(), handles)
+    return render_template(
+        "console/outcomes.html",
+        title="死信重新入队结果",
+        items=items,
+        id_label="死信",
+        back=url_for("console.dead_letters"),
+    )
+
+
+@bp.post("/dead/delete")
+def delete_dead() -> ResponseReturnValue:
+    handles = _selected()
+    if not handles:
+        flash(MSG_NOTHING_SELECTED, "error")
+        return redirect(url_for("console.dead_letters"))
+    items = operations.delete_dead_letters(queue_operations(), audit_log(), actor(), handles)
+    return render_template(
+        "console/outcomes.html",
+        title="删除死信结果",
+        items=items,
+        id_label="死信",
+        back=url_for("console.dead_letters"),
+    )
+
+
+@bp.get("/invalid")
+def invalid_payloads() -> str:
+    page = _page_number()
+    payloads = operations.list_invalid(queue_operations(), offset=(page - 1) * PAGE_SIZE, limit=PAGE_SIZE)
+    return render_template("console/invalid.html", payloads=payloads, page=page, page_size=PAGE_SIZE)
+
+
+@bp.post("/invalid/delete")
+def delete_invalid() -> ResponseReturnValue:
+    keys = _selected()
+    if not keys:
+        flash(MSG_NOTHING_SELECTED, "error")
+        return redirect(url_for("console.invalid_payloads"))
+    items = operations.delete_invalid(queue_operations(), audit_log(), actor(), keys)
+    return render_template(
+        "console/outcomes.html",
+        title="删除无效消息结果",
+        items=items,
+        id_label="无效消息",
+        back=url_for("console.invalid_payloads"),
+    )
+
+
+@bp.post("/invalid/purge")
+def purge_invalid() -> ResponseReturnValue:
+    count = operations.purge_invalid(queue_operations(), audit_log(), actor())
+    flash(f"已清空无效消息队列，共删除 {count} 条", "ok")
+    return redirect(url_for("console.invalid_payloads"))

@@ -1,0 +1,182 @@
+"""Records: the filtered, paged list; regenerate one or a selection; one record's detail.
+
+Filters come from the query string as a form sends them; a value that cannot be read is
+named on the page and ignored, never a failed page. Dates are days in the admin's time
+zone: "from 2026-12-01 to 2026-12-01" is that whole day there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from flask import flash, redirect, render_template, request, url_for
+from werkzeug.datastructures import MultiDict
+from werkzeug.wrappers import Response as WerkzeugResponse
+
+from services import admin, event_store
+from services.errors import ServiceError
+from services.events import EventType
+from services.limits import MAX_ID
+from services.record_detail import admin_record_detail
+from services.status import REGENERATABLE, STATUS_TEXT, RecordStatus
+from services.views import RecordFilter
+from web.console.acting import actor
+from web.console.blueprint import bp
+from web.console.display import admin_timezone, day_after, day_start
+from web.deps import audit_log, current, new_uow, queue_operations, report_queue
+from web.events import log_event, log_events
+
+PAGE_SIZE = 20
+#: Most ids one batch form may carry (a page holds `PAGE_SIZE`; more is a forged form).
+MAX_BATCH = 500
+
+
+@dataclass
+class RecordQuery:
+    """The list's filters as typed, what they mean, and what could not be read."""
+
+    status: str = ""
+    user: str = ""
+    date_from: str = ""
+    date_to: str = ""
+    page: int = 1
+    filters: RecordFilter = field(default_factory=RecordFilter)
+    problems: list[str] = field(default_factory=list)
+
+    def args(self, **changes: Any) -> dict[str, Any]:
+        """The query string of this list (for paging links), with `changes`."""
+        values: dict[str, Any] = {
+            "status": self.status,
+            "user": self.user,
+            "from": self.date_from,
+            "to": self.date_to,
+            "page": self.page,
+        }
+        values.update(changes)
+        return {k: v for k, v in values.items() if v not in ("", None)}
+
+
+def _int(text: str, low: int, high: int) -> int | None:
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if low <= value <= high else None
+
+
+def _day(text: str) -> date | None:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def read_query(args: MultiDict[str, str]) -> RecordQuery:
+    tz = admin_timezone(current().settings)
+    query = RecordQuery(
+        status=args.get("status", "").strip(),
+        user=args.get("user", "").strip(),
+        date_from=args.get("from", "").strip(),
+        date_to=args.get("to", "").strip(),
+        page=_int(args.get("page", "1"), 1, MAX_ID // PAGE_SIZE) or 1,
+    )
+    status = user_id = None
+    created_from = created_to = None
+    if query.status:
+        status = _int(query.status, min(RecordStatus), max(RecordStatus))
+        if status is None:
+            query.problems.append(f"状态“{query.status}”无效，已忽略")
+    if query.user:
+        user_id = _int(query.user, 1, MAX_ID)
+        if user_id is None:
+            query.problems.append(f"用户ID“{query.user}”必须是正整数，已忽略")
+    if query.date_from:
+        day = _day(query.date_from)
+        if day is None:
+            query.problems.append(f"开始日期“{query.date_from}”无效（格式 2026-12-01），已忽略")
+        else:
+            created_from = day_start(day, tz)
+    if query.date_to:
+        day = _day(query.date_to)
+        if day is None:
+            query.problems.append(f"结束日期“{query.date_to}”无效（格式 2026-12-01），已忽略")
+        else:
+            created_to = day_after(day, tz)
+    if created_from and created_to and created_from >= created_to:
+        query.problems.append("开始日期晚于结束日期，日期条件已忽略")
+        created_from = created_to = None
+    query.filters = RecordFilter(
+        status=status, user_id=user_id, created_from=created_from, created_to=created_to
+    )
+    return query
+
+
+@bp.get("/records")
+def records() -> str:
+    query = read_query(request.args)
+    page = admin.list_records(new_uow(), query.filters, query.page, PAGE_SIZE)
+    return render_template(
+        "console/records.html",
+        query=query,
+        page=page,
+        statuses=STATUS_TEXT,
+        regeneratable={int(s) for s in REGENERATABLE},
+    )
+
+
+def _back_to_list() -> str:
+    """The list the admin came from (its filters kept), from the form's hidden field."""
+    back = request.form.get("back", "")
+    return back if back.startswith(url_for("console.records")) else url_for("console.records")
+
+
+@bp.post("/records/<int:record_id>/regenerate")
+def regenerate_one(record_id: int) -> WerkzeugResponse:
+    try:
+        admin.regenerate_report(
+            new_uow(),
+            report_queue(),
+            record_id,
+            actor=actor(),
+            audit=audit_log(),
+            dead_letters=queue_operations(),
+        )
+    except ServiceError as exc:
+        flash(f"记录 {record_id} 未能重新生成：{exc.message}", "error")
+    else:
+        log_event(EventType.REPORT_REGENERATED, record_id=record_id, batch=False)
+        flash(f"记录 {record_id} 已重新加入生成队列", "ok")
+    if request.form.get("from_detail"):
+        return redirect(url_for("console.record", record_id=record_id))
+    return redirect(_back_to_list())
+
+
+@bp.post("/records/regenerate")
+def regenerate_selected() -> str | WerkzeugResponse:
+    raw = request.form.getlist("ids")
+    ids = [i for i in (_int(r, 1, MAX_ID) for r in raw[:MAX_BATCH]) if i is not None]
+    if not ids:
+        flash("请先勾选要重新生成的记录", "error")
+        return redirect(_back_to_list())
+    outcome = admin.batch_regenerate(
+        new_uow(), report_queue(), ids, actor=actor(), audit=audit_log(), dead_letters=queue_operations()
+    )
+    log_events(EventType.REPORT_REGENERATED, outcome.queued, batch=True, requested=len(ids))
+    return render_template(
+        "console/outcomes.html", title="批量重新生成结果", items=outcome.items, back=_back_to_list()
+    )
+
+
+@bp.get("/records/<int:record_id>")
+def record(record_id: int) -> str:
+    detail = admin_record_detail(new_uow(), record_id)
+    # A record has a few dozen events in its whole life: the first page of the largest size.
+    events = event_store.list_record_events(new_uow(), record_id, 1, event_store.MAX_PAGE_SIZE)
+    return render_template(
+        "console/record.html",
+        record=detail,
+        events=events,
+        regeneratable=detail.status in {int(s) for s in REGENERATABLE} and not detail.is_deleted,
+    )
