@@ -52,12 +52,13 @@ class DatabaseAuditLog:
 
 def audit_event(entry: AuditEntry) -> Event:
     """The event-log form of an entry: type ``admin.<action>``, the actor's label as actor."""
-    record_ids = [i for i in entry.ids if isinstance(i, int)]
     return Event(
         id=Event.new(AUDIT_PREFIX + entry.action).id,
         event_type=AUDIT_PREFIX + entry.action,
         occurred_at=entry.at,
-        record_id=record_ids[0] if len(record_ids) == 1 else None,
+        # No record id: a record's timeline already has its own event for the action
+        # (report.regenerated, record.deleted); the ids are in `data`.
+        record_id=None,
         actor=entry.actor[:MAX_ACTOR_LENGTH],
         data={
             "actor": entry.actor,

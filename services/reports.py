@@ -109,8 +109,8 @@ def generate_report(uow: UnitOfWork, record_id: int) -> GenerationOutcome:
             conn.execute(_COMPLETE, (RecordStatus.COMPLETED, record_id))
             # Queued in the same round trip as the writes (psycopg syncs the pipeline here).
             uow.commit()
-    # DEBUG: the actor logs the outcome of every job already (one line per report, not two).
-    logger.debug("report of record %s generated", record_id)
+    # The one line per report (the actor logs only failures).
+    logger.info("report of record %s generated", record_id)
     return GenerationOutcome.GENERATED
 
 

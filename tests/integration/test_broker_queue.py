@@ -14,7 +14,14 @@ from dramatiq.middleware import Middleware
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.broker import HEARTBEATS_KEY, InvalidMessage, ListMessageProxy, RedisListBroker, RedisListConsumer
+from actors.broker import (
+    DEAD_LETTER_OPTION,
+    HEARTBEATS_KEY,
+    InvalidMessage,
+    ListMessageProxy,
+    RedisListBroker,
+    RedisListConsumer,
+)
 from actors.broker.consumer import MAX_ADAPTIVE_PREFETCH, PREFETCH_HOLD_SECONDS
 from tests.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.support.redis_keys import as_bytes
@@ -330,8 +337,13 @@ def test_generic_actor_keeps_dramatiq_retries_and_dead_letters(
     assert len(attempts) == 3
     dead = redis_client.lrange("flaky:queue:dead", 0, -1)
     assert len(dead) == 1
-    # Dead-lettered verbatim: the payload of its last delivery.
-    assert dramatiq.Message[Any].decode(as_bytes(dead[0])).options["retries"] == 2
+    # Dead-lettered as Dramatiq's own brokers do: the message with its final options (three
+    # failures and the traceback), plus why and when it died (`dead_letter`).
+    options = dramatiq.Message[Any].decode(as_bytes(dead[0])).options
+    assert options["retries"] == 3
+    assert "ValueError: always" in options["traceback"]
+    assert options[DEAD_LETTER_OPTION]["error"] == "ValueError: always"
+    assert options[DEAD_LETTER_OPTION]["dead_at"]
 
 
 def test_join_times_out_while_messages_wait(raw_broker: RedisListBroker, redis_client: redis.Redis) -> None:
