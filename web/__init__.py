@@ -128,8 +128,9 @@ def create_app(
                 ),
             ),
             questions=ActiveQuestions(),
-            queue_ops=RedisQueueOperations(client),
+            queue_ops=RedisQueueOperations(client, keys.report),
             audit=DatabaseAuditLog(factory),
+            keys=keys,
         ),
     )
 

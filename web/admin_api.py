@@ -127,7 +127,7 @@ def record_events() -> Response:
 @bp.get("/queue/stats")
 def queue_stats() -> Response:
     try:
-        figures = queue_figures(redis_client(), hash_tag=deps.current().settings.redis_hash_tags)
+        figures = queue_figures(redis_client(), hash_tag=deps.keyspace().hash_tags)
     except redis.RedisError as exc:
         raise QueueUnavailable(f"queue figures unavailable: {exc}") from exc
     return ok(figures)

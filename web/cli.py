@@ -98,7 +98,7 @@ def queue_command() -> None:
 def queue_stats() -> None:
     """Queued, delayed, in flight, dead and invalid jobs of report:queue."""
     with _as_click_errors():
-        figures = queue_figures(redis_client())
+        figures = queue_figures(redis_client(), hash_tag=current().keys.hash_tags)
     echo_table(
         ["queued", "delayed", "in_flight", "dead", "invalid"],
         [(figures.queued, figures.delayed, figures.in_flight, figures.dead, figures.invalid)],

@@ -6,13 +6,14 @@ tests inject fakes or other servers through `create_app(...)` and nothing else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import redis
 from flask import Flask, current_app
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors.adapters.keys import Keyspace
 from services.autosave import ActiveQuestions, AutosaveStore
 from services.config import Settings
 from services.events import EventSink
@@ -39,6 +40,8 @@ class Dependencies:
     queue_ops: QueueOperations
     #: Where admin actions are audited (PostgreSQL, directly).
     audit: AuditLog
+    #: Every Redis key family, in the layout REDIS_HASH_TAGS chose.
+    keys: Keyspace = field(default_factory=Keyspace.of)
 
 
 def install(app: Flask, dependencies: Dependencies) -> None:
@@ -47,6 +50,10 @@ def install(app: Flask, dependencies: Dependencies) -> None:
 
 def current() -> Dependencies:
     return cast(Dependencies, current_app.extensions[EXTENSION_KEY])
+
+
+def keyspace() -> Keyspace:
+    return current().keys
 
 
 def new_uow() -> UnitOfWork:

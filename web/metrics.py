@@ -26,9 +26,10 @@ from prometheus_client.registry import Collector
 
 from actors.adapters import queue_figures
 from actors.adapters.backlog import hotpath_backlog, oldest_job_age_s
+from actors.adapters.keys import Keyspace
 from actors.constants import REPORT_QUEUE_NAME
 from web.auth import bearer_token, is_admin_token, require_admin
-from web.deps import current, redis_client
+from web.deps import current, keyspace, redis_client
 
 bp = Blueprint("metrics", __name__)
 
@@ -51,15 +52,16 @@ class QueueCollector(Collector):
     scrape still succeeds and says why the figures are missing.
     """
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, keys: Keyspace) -> None:
         self.client = client
+        self.keys = keys
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("mi_redis_up", "1 when Redis answered this scrape's reads.")
         try:
-            figures = queue_figures(self.client)
-            oldest = oldest_job_age_s(self.client)
-            backlog = hotpath_backlog(self.client)
+            figures = queue_figures(self.client, hash_tag=self.keys.hash_tags)
+            oldest = oldest_job_age_s(self.client, key=self.keys.report.queue)
+            backlog = hotpath_backlog(self.client, self.keys)
         except (redis.RedisError, OSError):
             up.add_metric([], 0)
             yield up
@@ -103,5 +105,5 @@ def process_metrics() -> bytes:
 @bp.get("/metrics")
 def metrics() -> Response:
     queue = CollectorRegistry()
-    queue.register(QueueCollector(redis_client()))
+    queue.register(QueueCollector(redis_client(), keyspace()))
     return Response(process_metrics() + generate_latest(queue), content_type=CONTENT_TYPE)

@@ -10,18 +10,18 @@ from dataclasses import dataclass
 
 import redis
 
-from actors.adapters.keys import AutosaveKeys, EventLogKeys
+from actors.adapters.keys import Keyspace
 from actors.constants import REPORT_QUEUE_KEY
 from actors.report_queue.message import InvalidReportMessage, ReportQueueMessage
 
 
-def oldest_job_age_s(client: redis.Redis, *, now: float | None = None) -> float:
+def oldest_job_age_s(client: redis.Redis, *, now: float | None = None, key: str = REPORT_QUEUE_KEY) -> float:
     """Seconds since the oldest waiting report job was enqueued (its EnqueueTime); 0 when none.
 
     Jobs are LPUSHed and taken from the right, so the oldest is the last element. A job
     whose payload cannot be read counts as 0 here: the consumer quarantines it.
     """
-    raw = client.lindex(REPORT_QUEUE_KEY, -1)
+    raw = client.lindex(key, -1)
     if raw is None:
         return 0.0
     try:
@@ -39,8 +39,9 @@ class HotpathBacklog:
     events_in_backup: int  # events the consumer is inserting (or will replay after a crash)
 
 
-def hotpath_backlog(client: redis.Redis) -> HotpathBacklog:
-    autosave, events = AutosaveKeys.default(), EventLogKeys()
+def hotpath_backlog(client: redis.Redis, keyspace: Keyspace | None = None) -> HotpathBacklog:
+    keyspace = keyspace or Keyspace.of()
+    autosave, events = keyspace.autosave, keyspace.eventlog
     pipe = client.pipeline(transaction=False)
     pipe.scard(autosave.answers.dirty)
     pipe.scard(autosave.progress.dirty)

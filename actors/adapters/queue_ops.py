@@ -75,8 +75,9 @@ def _queue_errors() -> Iterator[None]:
 
 
 class RedisQueueOperations:
-    def __init__(self, client: redis.Redis, queue_name: str = REPORT_QUEUE_NAME) -> None:
-        self.store = DeadLetters(client, QueueKeys.for_queue(queue_name), job_key_pattern=JOB_KEY_PATTERN)
+    def __init__(self, client: redis.Redis, keys: QueueKeys | None = None) -> None:
+        keys = keys or QueueKeys.for_queue(REPORT_QUEUE_NAME)
+        self.store = DeadLetters(client, keys, job_key_pattern=JOB_KEY_PATTERN)
 
     # ------------------------------------------------------------------ dead letters
 

@@ -29,12 +29,12 @@ class DelayedJob:
     raw: str
 
 
-def delayed_jobs(client: redis.Redis, *, limit: int = DEFAULT_DELAYED_LIMIT) -> list[DelayedJob]:
+def delayed_jobs(
+    client: redis.Redis, *, limit: int = DEFAULT_DELAYED_LIMIT, key: str = REPORT_DELAYED_KEY
+) -> list[DelayedJob]:
     """The next `limit` delayed jobs, soonest due first (the sorted set is scored in ms)."""
     # The clients of this project do not decode responses: members are bytes, scores floats.
-    members = cast(
-        list[tuple[bytes, float]], client.zrange(REPORT_DELAYED_KEY, 0, limit - 1, withscores=True)
-    )
+    members = cast(list[tuple[bytes, float]], client.zrange(key, 0, limit - 1, withscores=True))
     jobs = []
     for member, score in members:
         raw = member.decode("utf-8", "replace")
@@ -50,11 +50,13 @@ def delayed_jobs(client: redis.Redis, *, limit: int = DEFAULT_DELAYED_LIMIT) -> 
     return jobs
 
 
-def oldest_waiting_age_s(client: redis.Redis, *, now: datetime | None = None) -> float | None:
+def oldest_waiting_age_s(
+    client: redis.Redis, *, now: datetime | None = None, key: str = REPORT_QUEUE_KEY
+) -> float | None:
     """Seconds since the oldest queued job's EnqueueTime (the consumer's end of the list), or
     None when nothing waits or its EnqueueTime cannot be read. A retry keeps its first
     EnqueueTime, so this is the age of the submission that is waiting longest."""
-    oldest = client.lindex(REPORT_QUEUE_KEY, -1)
+    oldest = client.lindex(key, -1)
     if oldest is None:
         return None
     try:

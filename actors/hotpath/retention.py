@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters.keys import RETENTION_LOCK_KEY, AutosaveKeys, EventLogKeys
+from actors.adapters.keys import RETENTION_LOCK_KEY, Keyspace
 from actors.adapters.lock import RedisLock
 from services import retention
 from services.config import env_int
@@ -43,9 +43,10 @@ PURGE_BATCH = 500
 DEFAULT_INVALID_KEEP = 100_000
 
 
-def invalid_lists() -> tuple[str, ...]:
-    autosave = AutosaveKeys.default()
-    return (autosave.answers.invalid, autosave.progress.invalid, EventLogKeys().invalid)
+def invalid_lists(keyspace: Keyspace | None = None) -> tuple[str, ...]:
+    keyspace = keyspace or Keyspace.of()
+    autosave = keyspace.autosave
+    return (autosave.answers.invalid, autosave.progress.invalid, keyspace.eventlog.invalid)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from actors.adapters.redis_clients import redis_client
 from actors.hotpath.autosave import AnswersFlusher
 from actors.hotpath.eventlog import EventLogConsumer
 from actors.hotpath.progress import ProgressFlusher
-from actors.hotpath.retention import RetentionJob
+from actors.hotpath.retention import RetentionJob, invalid_lists
 from actors.hotpath.settings import HotpathSettings, SettingsSource
 from actors.observe.heartbeat import Activity, Heartbeat
 from actors.observe.logs import configure_logging
@@ -167,7 +167,7 @@ def build_loops(
 
         specs.append(LoopSpec("events", consume, lambda s: s.events_interval_ms, events.lock, events.close))
     if "retention" in names:
-        job = RetentionJob(client, factory)
+        job = RetentionJob(client, factory, invalid_keys=invalid_lists(keyspace))
 
         def retain(s: HotpathSettings) -> bool:
             job.run_once(lock_ttl_ms=s.lock_ttl_ms)

@@ -36,9 +36,10 @@ def overview() -> str:
     figures = delayed = oldest = None
     queue_error: str | None = None
     try:
-        figures = queue_figures(client)
-        delayed = delayed_jobs(client)
-        oldest = oldest_waiting_age_s(client)
+        keys = current().keys
+        figures = queue_figures(client, hash_tag=keys.hash_tags)
+        delayed = delayed_jobs(client, key=keys.report.delayed)
+        oldest = oldest_waiting_age_s(client, key=keys.report.queue)
     except redis.RedisError as exc:
         log.warning("console overview: queue figures unavailable: %s", exc)
         queue_error = MSG_REDIS_DOWN
