@@ -9,6 +9,7 @@ drawn here (web/radar.py); times are shown in DISPLAY_TIMEZONE.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +23,7 @@ from services.errors import InvalidOperation
 from services.limits import MAX_ID, is_strict_int
 from services.questionnaire import load_questionnaire
 from services.status import status_text
-from services.views import ReportView
+from services.views import DimensionScoreView, ReportView
 from web import deps
 from web.auth import MSG_INVALID_USER, bearer_token, is_admin_token, verify_user_token
 from web.radar import radar_svg
@@ -111,10 +112,15 @@ def display_time(moment: datetime | None) -> str:
 
 
 def chart(report: ReportView) -> Markup:
-    """The radar chart of a report, its axes in the questionnaire's order of dimensions
-    (a fixed shape to compare reports by, not the ranking)."""
+    return dimensions_chart(report.dimensions)
+
+
+def dimensions_chart(dimensions: Sequence[DimensionScoreView]) -> Markup:
+    """The radar chart of a report's dimensions, its axes in the questionnaire's order of
+    dimensions (a fixed shape to compare reports by, not the ranking). The admin console's
+    record page draws the same chart."""
     order = {d.code: d.sort_order for d in load_questionnaire().dimensions}
-    ordered = sorted(report.dimensions, key=lambda d: (order.get(d.code, len(order) + 1), d.rank))
+    ordered = sorted(dimensions, key=lambda d: (order.get(d.code, len(order) + 1), d.rank))
     return radar_svg([d.name for d in ordered], [d.score for d in ordered], MAX_SCORE, title="多元智能雷达图")
 
 

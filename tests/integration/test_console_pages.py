@@ -129,6 +129,11 @@ def test_the_record_detail_has_answers_report_and_reasons(
     html = client.get(f"/admin/records/{record_id}").get_data(as_text=True)
     assert "已删除" in html
     assert html.count("<tr><td>") >= 8
+    # The report page's radar chart (web/radar.py), above the table.
+    assert '<figure class="radar">' in html
+    assert "<svg" in html
+    assert all(d.name in html for d in detail.dimensions)
+    assert detail.dimensions[0].interpretation  # the same texts the user reads
     assert "重新生成报告" not in html  # completed and deleted: nothing to regenerate
     missing = client.get("/admin/records/999999")
     assert missing.status_code == 404

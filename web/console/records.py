@@ -27,6 +27,7 @@ from web.console.blueprint import bp
 from web.console.display import admin_timezone, day_after, day_start
 from web.deps import audit_log, current, new_uow, queue_operations, report_queue
 from web.events import log_event, log_events
+from web.report_page import dimensions_chart
 
 PAGE_SIZE = 20
 #: Most ids one batch form may carry (a page holds `PAGE_SIZE`; more is a forged form).
@@ -177,6 +178,7 @@ def record(record_id: int) -> str:
     return render_template(
         "console/record.html",
         record=detail,
+        chart=dimensions_chart(detail.dimensions) if len(detail.dimensions) >= 3 else None,
         events=events,
         regeneratable=detail.status in {int(s) for s in REGENERATABLE} and not detail.is_deleted,
     )
