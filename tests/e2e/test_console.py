@@ -19,6 +19,7 @@ from playwright.sync_api import Locator, Page, expect
 from sqlalchemy import Engine, text
 
 from actors.adapters import RedisReportQueue
+from actors.adapters.throughput import last_hour
 from actors.constants import INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
 from services.config import Settings
 from services.status import RecordStatus
@@ -61,6 +62,17 @@ def sign_in(page: Page, stack: Stack, *, name: str = "值班管理员") -> None:
     expect(page.locator("header .who")).to_contain_text(name)
 
 
+def hour_totals(client: redis.Redis) -> tuple[int, int, int, int]:
+    """Processed, failed, retried and dead jobs over the last hour, as the overview sums them."""
+    minutes = last_hour(client)
+    return (
+        sum(m.processed for m in minutes),
+        sum(m.failed for m in minutes),
+        sum(m.retried for m in minutes),
+        sum(m.dead for m in minutes),
+    )
+
+
 def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
     stack: Stack, engine: Engine, redis_conn: redis.Redis, page: Page
 ) -> None:
@@ -73,6 +85,11 @@ def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
         lambda: db_status(engine, failing) == RecordStatus.FAILED, timeout=30, what="the record to fail"
     )
     assert {db_status(engine, r) for r in fine} == {RecordStatus.COMPLETED}
+    # The worker writes its per-minute counts once a second: the overview, rendered once,
+    # must not be read before the last attempt's count is in Redis.
+    stack.wait_until(
+        lambda: hour_totals(redis_conn) == (6, 4, 3, 1), timeout=10, what="the last hour's counts flushed"
+    )
 
     sign_in(page, stack)
     expect(page.locator('[data-figure="dead"]')).to_have_text("1")
