@@ -16,13 +16,12 @@ from sqlalchemy.orm import Session
 
 from services.autosave import AutosaveStore, MergedAnswers, SavedAnswer, from_epoch_ms, merge_submission
 from services.errors import InvalidOperation, ParamError, RecordNotFound, ServiceError
-from services.interpretation import StoredScore, interpret
+from services.interpretation import interpret, stored_scores
 from services.limits import is_id
 from services.models import (
     Answer,
     AssessmentRecord,
     Dimension,
-    DimensionResult,
     Question,
     ReportSummary,
 )
@@ -345,31 +344,13 @@ def get_report(
         record = _own_record(uow, user_id, record_id)
         if record.status != RecordStatus.COMPLETED:
             raise InvalidOperation(report_unavailable_message(record.status))
-        rows = session.execute(
-            select(
-                Dimension.code,
-                Dimension.name,
-                DimensionResult.raw_score,
-                DimensionResult.score,
-                DimensionResult.rank,
-                DimensionResult.level,
-            )
-            .join(Dimension, DimensionResult.dimension_id == Dimension.id)
-            .where(DimensionResult.record_id == record.id)
-            .order_by(DimensionResult.rank, Dimension.sort_order)
-        ).all()
+        rows = stored_scores(session, record.id)
         summary = session.get(ReportSummary, record.id)
         if summary is None or not rows:
             # Generation writes results, summary and status 4 in one transaction: this is damage.
             logger.error("record %s is completed but its report rows are missing", record.id)
             raise ServiceError("报告数据缺失，请联系客服")
-        reading = interpret(
-            [
-                StoredScore(code=code, name=name, raw_score=raw, score=score, rank=rank, level=level)
-                for code, name, raw, score, rank, level in rows
-            ],
-            q,
-        )
+        reading = interpret(rows, q)
         return ReportView(
             record_id=record.id,
             user_id=record.user_id,

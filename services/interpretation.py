@@ -13,6 +13,10 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from services.models import Dimension, DimensionResult
 from services.questionnaire import LEVELS, Questionnaire
 from services.scoring import level_for
 from services.views import DimensionRefView, DimensionScoreView
@@ -35,6 +39,27 @@ class StoredScore:
     score: float
     rank: int
     level: str
+
+
+def stored_scores(session: Session, record_id: int) -> list[StoredScore]:
+    """The record's `dimension_results` with their dimensions' code and name, by rank."""
+    rows = session.execute(
+        select(
+            Dimension.code,
+            Dimension.name,
+            DimensionResult.raw_score,
+            DimensionResult.score,
+            DimensionResult.rank,
+            DimensionResult.level,
+        )
+        .join(Dimension, DimensionResult.dimension_id == Dimension.id)
+        .where(DimensionResult.record_id == record_id)
+        .order_by(DimensionResult.rank, Dimension.sort_order)
+    ).all()
+    return [
+        StoredScore(code=code, name=name, raw_score=raw, score=score, rank=rank, level=level)
+        for code, name, raw, score, rank, level in rows
+    ]
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from datetime import datetime
 from sqlalchemy import select
 
 from services.errors import RecordNotFound
-from services.interpretation import StoredScore, interpret
+from services.interpretation import interpret, stored_scores
 from services.limits import is_id
-from services.models import Answer, AssessmentRecord, Dimension, DimensionResult, Question, ReportSummary
+from services.models import Answer, AssessmentRecord, Dimension, Question, ReportSummary
 from services.questionnaire import load_questionnaire
 from services.status import status_text
 from services.uow import UnitOfWork
@@ -74,19 +74,7 @@ def admin_record_detail(uow: UnitOfWork, record_id: int) -> AdminRecordDetail:
             .where(Answer.record_id == record_id)
             .order_by(Question.sort_order, Question.id)
         ).all()
-        scores = session.execute(
-            select(
-                Dimension.code,
-                Dimension.name,
-                DimensionResult.raw_score,
-                DimensionResult.score,
-                DimensionResult.rank,
-                DimensionResult.level,
-            )
-            .join(Dimension, DimensionResult.dimension_id == Dimension.id)
-            .where(DimensionResult.record_id == record_id)
-            .order_by(DimensionResult.rank, Dimension.sort_order)
-        ).all()
+        scores = stored_scores(session, record_id)
         summary = session.get(ReportSummary, record_id)
         return AdminRecordDetail(
             id=record.id,
@@ -110,13 +98,7 @@ def admin_record_detail(uow: UnitOfWork, record_id: int) -> AdminRecordDetail:
                 for qid, order, dim, text, value, at in answers
             ],
             # The same texts the user reads (levels, interpretations, suggestions).
-            dimensions=interpret(
-                [
-                    StoredScore(code=code, name=name, raw_score=raw, score=score, rank=rank, level=level)
-                    for code, name, raw, score, rank, level in scores
-                ],
-                load_questionnaire(),
-            ).dimensions,
+            dimensions=interpret(scores, load_questionnaire()).dimensions,
             top_dimensions=list(summary.top_dimensions) if summary else [],
             summary=summary.summary if summary else None,
         )
