@@ -217,6 +217,27 @@ _DUPLICATE = (ParamError.code, "重复的记录ID，已按第一次出现处理"
 _QUEUE_DOWN = (QueueUnavailable.code, QueueUnavailable.default_message)
 
 
+def reset_records(uow: UnitOfWork, record_ids: list[int]) -> dict[int, int]:
+    """Reset the records in status 3/5 among `record_ids` to 3 (committed); every live record's
+    status before the reset (missing and soft-deleted ones left out)."""
+    if not record_ids:
+        return {}
+    with uow:
+        session = uow.session
+        rows = session.execute(
+            select(AssessmentRecord.id, AssessmentRecord.status)
+            .where(_any(AssessmentRecord.id, record_ids), AssessmentRecord.is_deleted.is_(False))
+            .order_by(AssessmentRecord.id)
+            .with_for_update()
+        ).all()
+        statuses = {row.id: row.status for row in rows}
+        resettable = [i for i in record_ids if statuses.get(i) in REGENERATABLE]
+        if resettable:
+            _reset_for_regeneration(session, resettable)
+            uow.commit()
+    return statuses
+
+
 def batch_regenerate(
     uow: UnitOfWork,
     queue: ReportQueue,
@@ -251,23 +272,9 @@ def batch_regenerate(
         audit.ensure_available()
     # First occurrences in request order; ids outside BIGINT cannot exist, skip them here.
     candidates = list(dict.fromkeys(i for i in record_ids if is_id(i)))
-    statuses: dict[int, int] = {}
-    eligible: list[int] = []
+    statuses = reset_records(uow, candidates)
+    eligible = [i for i in candidates if statuses.get(i) in REGENERATABLE]
     queued = False
-    if candidates:
-        with uow:
-            session = uow.session
-            rows = session.execute(
-                select(AssessmentRecord.id, AssessmentRecord.status)
-                .where(_any(AssessmentRecord.id, candidates), AssessmentRecord.is_deleted.is_(False))
-                .order_by(AssessmentRecord.id)
-                .with_for_update()
-            ).all()
-            statuses = {row.id: row.status for row in rows}
-            eligible = [i for i in candidates if statuses.get(i) in REGENERATABLE]
-            if eligible:
-                _reset_for_regeneration(session, eligible)
-                uow.commit()
     if eligible:
         try:
             _enqueue(queue, dead_letters, eligible)

@@ -17,12 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sqlalchemy import select
-
-from services.admin import _any, _reset_for_regeneration  # the same reset as a regeneration
+from services.admin import reset_records  # the same reset as a regeneration
 from services.audit import list_audit, record_action, summarize
 from services.errors import InvalidOperation, ParamError, QueueUnavailable, RecordNotFound
-from services.models import AssessmentRecord
 from services.opsmodel import (
     DELETED,
     REQUEUED,
@@ -117,7 +114,7 @@ def requeue_dead_letters(
             outcomes[message_id] = _skip(message_id, _UNREADABLE)
         else:
             targets[message_id] = letter.record_id
-    statuses = _reset_records(uow, sorted(set(targets.values())))
+    statuses = reset_records(uow, sorted(set(targets.values())))
     ready: list[str] = []
     for message_id, record_id in targets.items():
         status = statuses.get(record_id)
@@ -139,27 +136,6 @@ def requeue_dead_letters(
         detail=("all; " if wanted is None else "") + _counts(items, REQUEUED),
     )
     return items
-
-
-def _reset_records(uow: UnitOfWork, record_ids: list[int]) -> dict[int, int]:
-    """Reset the records in status 3/5 among `record_ids` to 3 (committed); every live record's
-    status before the reset (missing and soft-deleted ones left out)."""
-    if not record_ids:
-        return {}
-    with uow:
-        session = uow.session
-        rows = session.execute(
-            select(AssessmentRecord.id, AssessmentRecord.status)
-            .where(_any(AssessmentRecord.id, record_ids), AssessmentRecord.is_deleted.is_(False))
-            .order_by(AssessmentRecord.id)
-            .with_for_update()
-        ).all()
-        statuses = {row.id: row.status for row in rows}
-        resettable = [i for i in record_ids if statuses.get(i) in REGENERATABLE]
-        if resettable:
-            _reset_for_regeneration(session, resettable)
-            uow.commit()
-    return statuses
 
 
 def _requeue(queue: QueueOperations, ready: list[str]) -> dict[str, ItemOutcome]:

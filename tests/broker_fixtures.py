@@ -8,11 +8,14 @@ from typing import Any
 import dramatiq
 import pytest
 import redis
+from sqlalchemy.orm import Session, sessionmaker
 
 from actors.broker import RedisListBroker
 from actors.configure import default_middleware
 from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
+from actors.report import generate_report
 from actors.report_queue.codec import ReportCodec
+from tests.support.actors import declare_actor
 
 #: Short timings so reaper and delay tests run in seconds.
 FAST_BROKER = {"heartbeat_timeout_ms": 2_000, "heartbeat_interval_ms": 250, "delay_poll_ms": 50}
@@ -67,3 +70,27 @@ def make_worker() -> Iterator[WorkerFactory]:
     yield make
     for worker in started:
         worker.stop(timeout=10_000)
+
+
+@pytest.fixture
+def report_broker(make_broker: BrokerFactory) -> RedisListBroker:
+    """A fresh broker with the real report actor (its function and options) declared on it."""
+    broker = make_broker()
+    declare_actor(
+        generate_report.fn,
+        broker,
+        actor_name=generate_report.actor_name,
+        queue_name=generate_report.queue_name,
+        **generate_report.options,
+    )
+    return broker
+
+
+@pytest.fixture
+def report_worker(
+    report_broker: RedisListBroker, session_factory: sessionmaker[Session]
+) -> Iterator[dramatiq.Worker]:
+    worker = dramatiq.Worker(report_broker, worker_threads=2, worker_timeout=100)
+    worker.start()
+    yield worker
+    worker.stop(timeout=10_000)

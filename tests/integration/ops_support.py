@@ -4,52 +4,23 @@ by the real retry path, answers added to a record after the fact, audit rows rea
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import dramatiq
-import pytest
 import redis
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.broker import RedisListBroker
 from actors.constants import DEAD_LETTER_QUEUE_KEY, MAX_RETRY_COUNT, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
-from actors.report import generate_report
 from actors.report_queue.message import ReportQueueMessage
 from services.models import Answer, Question
 from services.opsmodel import AdminActor
-from tests.broker_fixtures import BrokerFactory
 from tests.conftest import default_answer
 from tests.record_state import status_of
-from tests.support.actors import declare_actor
 from tests.support.redis_keys import as_bytes
 
 MakeRecord = Callable[..., int]
 ACTOR = AdminActor(name="admin:test", credential="admin-token …test")
-
-
-@pytest.fixture
-def report_broker(make_broker: BrokerFactory) -> RedisListBroker:
-    """A fresh broker with the real report actor (its function and options) declared on it."""
-    broker = make_broker()
-    declare_actor(
-        generate_report.fn,
-        broker,
-        actor_name=generate_report.actor_name,
-        queue_name=generate_report.queue_name,
-        **generate_report.options,
-    )
-    return broker
-
-
-@pytest.fixture
-def report_worker(
-    report_broker: RedisListBroker, session_factory: sessionmaker[Session]
-) -> Iterator[dramatiq.Worker]:
-    worker = dramatiq.Worker(report_broker, worker_threads=2, worker_timeout=100)
-    worker.start()
-    yield worker
-    worker.stop(timeout=10_000)
 
 
 def wait_for_status(

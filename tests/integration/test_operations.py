@@ -39,14 +39,10 @@ from tests.integration.ops_support import (
     MakeRecord,
     add_answers,
     dead_letter_by_worker,
-    report_broker,
-    report_worker,
     wait_for_status,
 )
 from tests.record_state import status_of
 from tests.support.urls import CLOSED_DATABASE_URL
-
-__all__ = ["report_broker", "report_worker"]  # fixtures
 
 
 def dead_entry(record_id: int) -> str:

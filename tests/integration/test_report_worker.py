@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 
 import dramatiq
@@ -22,38 +22,11 @@ from actors.constants import (
     REPORT_QUEUE_NAME,
     RETRY_DELAYS_MS,
 )
-from actors.report import generate_report
 from actors.report_queue.message import ReportQueueMessage
 from services.status import RecordStatus
-from tests.broker_fixtures import BrokerFactory
 from tests.record_state import report_rows, status_of
-from tests.support.actors import declare_actor
 
 MakeRecord = Callable[..., int]
-
-
-@pytest.fixture
-def report_broker(make_broker: BrokerFactory) -> RedisListBroker:
-    """A fresh broker with the real actor (its function and options) declared on it."""
-    broker = make_broker()
-    declare_actor(
-        generate_report.fn,
-        broker,
-        actor_name=generate_report.actor_name,
-        queue_name=generate_report.queue_name,
-        **generate_report.options,
-    )
-    return broker
-
-
-@pytest.fixture
-def report_worker(
-    report_broker: RedisListBroker, session_factory: sessionmaker[Session]
-) -> Iterator[dramatiq.Worker]:
-    worker = dramatiq.Worker(report_broker, worker_threads=2, worker_timeout=100)
-    worker.start()
-    yield worker
-    worker.stop(timeout=10_000)
 
 
 def wait_for_status(
