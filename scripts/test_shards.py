@@ -1,0 +1,95 @@
+"""Run the test suite as two shards at once, each with servers of its own.
+
+    python -m scripts.test_shards [pytest arguments]
+
+The tests marked `slow` spend most of their time waiting (the real 10/30/60 s retry
+schedule, outages held for seconds, processes killed and restarted), so they run beside
+the rest instead of after it: the suite takes about the time of its longer shard. Each
+shard runs under `scripts.with_test_services`, which claims a test database and a Redis
+db index of its own, so the shards share no data. Each output line is prefixed with its
+shard's name; the exit status is the first failing shard's (0 when both pass).
+
+When TEST_DATABASE_URL or TEST_REDIS_URL is set, the two shards would share those
+servers' data, so the suite runs as one shard, as `make pytest` runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from typing import IO
+
+#: Name and marker expression of each shard; together they select every test once.
+SHARDS: tuple[tuple[str, str], ...] = (("slow", "slow"), ("rest", "not slow"))
+
+_print_lock = threading.Lock()
+
+
+def _pytest(marker: str | None, args: list[str]) -> list[str]:
+    selection = ["-m", marker] if marker else []
+    return [
+        sys.executable,
+        "-m",
+        "scripts.with_test_services",
+        "--",
+        sys.executable,
+        "-m",
+        "pytest",
+        # Two runs at once must not both rewrite .pytest_cache.
+        *(["-p", "no:cacheprovider"] if marker else []),
+        *selection,
+        *args,
+    ]
+
+
+def _relay(name: str, stream: IO[str]) -> None:
+    for line in stream:
+        with _print_lock:
+            sys.stdout.write(f"[{name}] {line}")
+            sys.stdout.flush()
+
+
+def run_shards(args: list[str]) -> int:
+    """Start every shard, relay their output line by line, wait for all of them."""
+    started = time.monotonic()
+    running: list[tuple[str, subprocess.Popen[str], threading.Thread]] = []
+    for name, marker in SHARDS:
+        process = subprocess.Popen(
+            _pytest(marker, args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+        )
+        assert process.stdout is not None
+        relay = threading.Thread(target=_relay, args=(name, process.stdout), daemon=True)
+        relay.start()
+        running.append((name, process, relay))
+    outcome = 0
+    summary: list[str] = []
+    try:
+        for name, process, relay in running:
+            code = process.wait()
+            relay.join()
+            summary.append(f"shard {name}: exit {code}")
+            if code and not outcome:
+                outcome = code
+    except KeyboardInterrupt:
+        for _, process, _ in running:
+            process.terminate()
+        raise
+    print(f"{'; '.join(summary)}; {time.monotonic() - started:.0f} s in all", flush=True)
+    return outcome
+
+
+def main(args: list[str]) -> int:
+    if os.environ.get("TEST_DATABASE_URL") or os.environ.get("TEST_REDIS_URL"):
+        return subprocess.call(_pytest(None, args))
+    return run_shards(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
