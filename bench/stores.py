@@ -64,12 +64,13 @@ def delete_own_keys(client: redis.Redis, patterns: Iterable[str] = OWN_KEY_PATTE
 
 
 @contextlib.contextmanager
-def private_redis() -> Iterator[str]:
-    """A redis-server of our own on a free port (no persistence), stopped afterwards."""
+def private_redis(bind: tuple[str, ...] = ("127.0.0.1",)) -> Iterator[str]:
+    """A redis-server of our own on a free port (no persistence), stopped afterwards; its
+    URL is on 127.0.0.1, `bind` may add addresses (other network namespaces reach it there)."""
     from scripts import servers  # as `make test` uses it
 
     with servers.temporary_directory("mi-bench-redis-") as tmp:
-        server = servers.RedisServer(tmp).start()
+        server = servers.RedisServer(tmp, bind=bind).start()
         try:
             yield server.url
         finally:
