@@ -72,30 +72,33 @@ def _on(url: str, address: str) -> str:
 
 
 @contextlib.contextmanager
-def servers(postgres: str, with_netns: bool) -> Iterator[Servers]:
+def servers(postgres: str, hosts: netns.Hosts | None) -> Iterator[Servers]:
     """A private Redis (its CPU is ours alone) and the test PostgreSQL or a private one,
-    bound to the bridge as well when the netns mode runs."""
-    bind = ("127.0.0.1", netns.SERVER_ADDRESS) if with_netns else ("127.0.0.1",)
-    with stores.private_redis(bind=bind) as redis_url, _postgres(postgres, bind) as database_url:
+    bound to the hosts' bridge as well when there are hosts."""
+    bind = ("127.0.0.1", hosts.server_address) if hosts else ("127.0.0.1",)
+    clients = (hosts.network,) if hosts else ()
+    with (
+        stores.private_redis(bind=bind) as redis_url,
+        _postgres(postgres, bind, clients) as database_url,
+    ):
         found = Servers(redis_url, database_url)
         found.worker_urls["local"] = {"REDIS_URL": redis_url, "DATABASE_URL": database_url}
-        if with_netns:
+        if hosts:
             found.worker_urls["netns"] = {
-                "REDIS_URL": _on(redis_url, netns.SERVER_ADDRESS),
-                "DATABASE_URL": _on(database_url, netns.SERVER_ADDRESS),
+                "REDIS_URL": _on(redis_url, hosts.server_address),
+                "DATABASE_URL": _on(database_url, hosts.server_address),
             }
         yield found
 
 
 @contextlib.contextmanager
-def _postgres(kind: str, listen: tuple[str, ...]) -> Iterator[str]:
+def _postgres(kind: str, listen: tuple[str, ...], clients: tuple[str, ...]) -> Iterator[str]:
     if kind == "test":
         yield stores.database_url()
         return
     from scripts import servers as harness
 
     with harness.temporary_directory("mi-bench-pg-") as tmp:
-        clients = (netns.NETWORK,) if len(listen) > 1 else ()
         server = harness.PostgresServer(tmp, listen=listen, clients=clients).start()
         try:
             harness.ensure_database(server.admin_url, PRIVATE_DATABASE)
@@ -161,7 +164,7 @@ class Meter:
             "bench": after["bench"] - before["bench"],
         }
         busy, total = after["busy"] - before["busy"], after["total"] - before["total"]
-        result["machine_busy"] = busy / max(1e-9, total)
+        result["machine_busy"] = min(1.0, busy / max(1e-9, total))  # 1 + rounding when all busy
         # Busy CPU seconds of everything else on the machine: the other jobs sharing it.
         result["cpu_s"]["others"] = max(0.0, busy - sum(result["cpu_s"].values()))
 
@@ -418,15 +421,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     netns_error = None
     with contextlib.ExitStack() as stack:
-        hosts: list[str] = []
+        hosts: netns.Hosts | None = None
         if args.netns:
             try:
-                _, hosts = stack.enter_context(netns.hosts(max(args.processes)))
+                hosts = stack.enter_context(netns.hosts(max(args.processes)))
             except netns.NamespaceError as exc:
                 netns_error = str(exc)
                 output.log(f"  no network namespaces, local mode only: {exc}")
         modes = ["local", "netns"] if hosts else ["local"]
-        found = stack.enter_context(servers(args.postgres, bool(hosts)))
+        found = stack.enter_context(servers(args.postgres, hosts))
         client = stores.redis_client(found.redis_url)
         engine = db.prepare(found.database_url)
         stack.callback(engine.dispose)
@@ -436,7 +439,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             for processes in args.processes:
                 for mode in modes:
                     for run in one_shape(
-                        mode, processes, found=found, hosts=hosts, engine=engine, client=client, args=args
+                        mode,
+                        processes,
+                        found=found,
+                        hosts=hosts.names if hosts else [],
+                        engine=engine,
+                        client=client,
+                        args=args,
                     ):
                         run["round"] = round_no
                         runs.append(run)
