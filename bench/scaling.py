@@ -373,11 +373,22 @@ def one_shape(
                 f" PostgreSQL {100 * d['postgres_core']:.0f}; machine {100 * d['machine_busy']:.0f} %"
                 f" busy; load {run['loadavg'][0]:.1f})"
             )
+        # Where the workers say they run (their process beats: `worker:<host>:<pid>`).
+        hosts_seen = sorted(worker_hosts(client))
+        for run in runs:
+            run["worker_hosts"] = hosts_seen
     finally:
         for worker in workers:
             worker.stop(graceful=False)
         stores.delete_own_keys(client)
     return runs
+
+
+def worker_hosts(client: redis.Redis) -> set[str]:
+    """The host names in the worker processes' beats (actors/adapters/liveness.py)."""
+    from actors.adapters.liveness import live_processes
+
+    return {beat.host for beat in live_processes(client) if beat.kind == "worker" and beat.alive}
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:

@@ -17,15 +17,16 @@ import redis
 
 #: Key patterns the benchmarks create, deleted before and after each run (never FLUSHDB).
 #: `rq:*` is RQ's fixed namespace; `bench-dramatiq*` Dramatiq RedisBroker's namespace here;
-#: `bench-*:queue*` our broker's queues; `broker:heartbeats`, `report:queue*`, `eventlog:*`
-#: and `hotpath:*` belong to the real pipeline (the end-to-end benchmarks run it): the
-#: benchmarks must be given a db index of their own (the test one).
+#: `bench-*:queue*` our broker's queues; `broker:heartbeats`, `processes:beats`,
+#: `report:queue*`, `eventlog:*` and `hotpath:*` belong to the real pipeline (the end-to-end
+#: benchmarks run it): the benchmarks must be given a db index of their own (the test one).
 OWN_KEY_PATTERNS = (
     "bench-*",
     "bench:*",
     "rq:*",
     "report:queue*",
     "broker:heartbeats",
+    "processes:beats",
     "eventlog:*",
     "hotpath:*",
 )

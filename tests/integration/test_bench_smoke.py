@@ -140,6 +140,10 @@ def _scaling_hosts(data: dict[str, Any]) -> None:
     """Network namespaces as hosts where the sandbox allows them; else the error, local only."""
     if data["netns_error"] is None:
         _scaling_rows(data, ["local", "netns"])
+        # Each worker process beat under its host's name, as workers on other machines would.
+        two_hosts = [r["worker_hosts"] for r in data["runs"] if r["mode"] == "netns" and r["processes"] == 2]
+        assert two_hosts
+        assert all(hosts == ["scaling-host-1", "scaling-host-2"] for hosts in two_hosts)
     else:
         assert "failed" in data["netns_error"]
         _scaling_rows(data, ["local"])
