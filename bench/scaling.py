@@ -1,4 +1,4 @@
-"""Benchmark 10: the scaling curve, 1 to 8 worker processes, and what saturates (issue 16).
+"""Benchmark 11: the scaling curve, 1 to 8 worker processes, and what saturates (issue 16).
 
     python -m bench.scaling [--processes 1 2 4 8] [--threads 8] [--noop-n 20000]
                             [--reports-n 1000] [--runs 2] [--netns] [--postgres test|private]
@@ -229,19 +229,8 @@ def saturation(row: dict[str, float], nproc: int) -> str:
     if row["redis_core"] >= SATURATED:
         return f"Redis ({100 * row['redis_core']:.0f} % of its one core)"
     if row["machine_busy"] >= SATURATED:
-        parts = ("workers", "postgres", "redis", "bench", "others")
-        shares = ", ".join(f"{PART_NAMES[k]} {100 * row[f'{k}_core']:.0f}" for k in parts)
-        return f"the {nproc} cores ({shares} % of a core)"
+        return f"the {nproc} cores (other jobs: {100 * row['others_core']:.0f} % of a core)"
     return "nothing (latency-bound)"
-
-
-PART_NAMES = {
-    "workers": "workers",
-    "postgres": "PostgreSQL",
-    "redis": "Redis",
-    "bench": "producer",
-    "others": "other jobs",
-}
 
 
 def derive(run: dict[str, Any], n: int) -> dict[str, Any]:
