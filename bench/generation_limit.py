@@ -35,45 +35,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import psutil  # type: ignore[import-untyped]
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from bench import ROOT, db, launch, output, stats, stores
+from bench.cpu import backend_cpu, cpu_delta, tree_cpu
 
 MODES = ("pipeline", "sql", "sql100")
-
-
-def backend_cpu(engine: Engine) -> dict[int, float]:
-    """CPU seconds so far of each PostgreSQL backend serving this database, ours excepted."""
-    with engine.connect() as conn:
-        pids = conn.scalars(
-            text(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-                " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
-            )
-        ).all()
-    return {int(pid): cpu for pid in pids if (cpu := _cpu(int(pid))) is not None}
-
-
-def _cpu(pid: int) -> float | None:
-    try:
-        times = psutil.Process(pid).cpu_times()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-    return float(times.user + times.system)
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU seconds so far of a process and all its descendants."""
-    root = psutil.Process(pid)
-    total = 0.0
-    for proc in [root, *root.children(recursive=True)]:
-        total += _cpu(proc.pid) or 0.0
-    return total
-
-
-def cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
-    """Backends that appeared during the run count from zero."""
-    return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
 
 
 def run_pipeline(

@@ -106,22 +106,38 @@ def start_worker(
     processes: int = 1,
     threads: int = 8,
     env: dict[str, str] | None = None,
+    queues: int = 1,
+    via: Sequence[str] = (),
 ) -> Service:
-    """`dramatiq MODULE` as the Procfile's worker line runs it; returns once its consumers beat."""
+    """`dramatiq MODULE` as the Procfile's worker line runs it; returns once its consumers
+    beat (`queues` per process). `via` prefixes the command (e.g. `ip netns exec NAME`);
+    `env` may then point REDIS_URL / DATABASE_URL at addresses seen from there, while
+    `redis` is where this process watches the heartbeats."""
     client = redis_client(redis)
     before = set(client.zrange("broker:heartbeats", 0, -1))
-    service = Service(
-        "worker",
-        [sys.executable, "-m", "dramatiq", module, "--processes", str(processes), "--threads", str(threads)],
-        {**stack_env(redis, database), **(env or {})},
-    )
+    argv = [
+        sys.executable,
+        "-m",
+        "dramatiq",
+        module,
+        "--processes",
+        str(processes),
+        "--threads",
+        str(threads),
+    ]
+    service = Service("worker", [*via, *argv], {**stack_env(redis, database), **(env or {})})
 
     def ready() -> bool:
         if not service.alive():
             raise RuntimeError(f"worker exited:\n{service.output()[-3000:]}")
-        return len(set(client.zrange("broker:heartbeats", 0, -1)) - before) >= processes
+        return len(set(client.zrange("broker:heartbeats", 0, -1)) - before) >= processes * queues
 
-    wait_until(ready, timeout=60, what="the worker's consumers", interval=0.05)
+    try:
+        wait_until(ready, timeout=60, what="the worker's consumers", interval=0.05)
+    except TimeoutError as exc:
+        log = service.output()[-3000:]
+        service.stop(graceful=False)
+        raise TimeoutError(f"{exc}; worker log:\n{log}") from None
     return service
 
 

@@ -17,15 +17,16 @@ import redis
 
 #: Key patterns the benchmarks create, deleted before and after each run (never FLUSHDB).
 #: `rq:*` is RQ's fixed namespace; `bench-dramatiq*` Dramatiq RedisBroker's namespace here;
-#: `bench-*:queue*` our broker's queues; `broker:heartbeats`, `report:queue*`, `eventlog:*`
-#: and `hotpath:*` belong to the real pipeline (the end-to-end benchmarks run it): the
-#: benchmarks must be given a db index of their own (the test one).
+#: `bench-*:queue*` our broker's queues; `broker:heartbeats`, `processes:beats`,
+#: `report:queue*`, `eventlog:*` and `hotpath:*` belong to the real pipeline (the end-to-end
+#: benchmarks run it): the benchmarks must be given a db index of their own (the test one).
 OWN_KEY_PATTERNS = (
     "bench-*",
     "bench:*",
     "rq:*",
     "report:queue*",
     "broker:heartbeats",
+    "processes:beats",
     "eventlog:*",
     "hotpath:*",
 )
@@ -64,12 +65,13 @@ def delete_own_keys(client: redis.Redis, patterns: Iterable[str] = OWN_KEY_PATTE
 
 
 @contextlib.contextmanager
-def private_redis() -> Iterator[str]:
-    """A redis-server of our own on a free port (no persistence), stopped afterwards."""
+def private_redis(bind: tuple[str, ...] = ("127.0.0.1",)) -> Iterator[str]:
+    """A redis-server of our own on a free port (no persistence), stopped afterwards; its
+    URL is on 127.0.0.1, `bind` may add addresses (other network namespaces reach it there)."""
     from scripts import servers  # as `make test` uses it
 
     with servers.temporary_directory("mi-bench-redis-") as tmp:
-        server = servers.RedisServer(tmp).start()
+        server = servers.RedisServer(tmp, bind=bind).start()
         try:
             yield server.url
         finally:

@@ -122,7 +122,8 @@ def redis_version(client: redis.Redis) -> tuple[int, ...]:
 
 @dataclass
 class RedisServer:
-    """A private redis-server process on a port of its own, bound to 127.0.0.1 only.
+    """A private redis-server process on a port of its own, bound to 127.0.0.1 only (unless
+    `bind` names more).
 
     With a `password` it requires one (`requirepass`); its settings, password included,
     are in `redis.conf` (mode 0600) in its folder rather than on its command line, which
@@ -136,6 +137,9 @@ class RedisServer:
     port: int = field(default_factory=free_port)
     appendonly: bool = False
     password: str | None = None
+    #: Addresses it listens on; more than loopback only for clients in other network
+    #: namespaces of this machine (bench.scaling's "hosts", on a private bridge).
+    bind: tuple[str, ...] = ("127.0.0.1",)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -154,8 +158,10 @@ class RedisServer:
     def _config(self) -> str:
         lines = [
             f"port {self.port}",
-            "bind 127.0.0.1",
-            "protected-mode yes",
+            f"bind {' '.join(self.bind)}",
+            # Protected mode refuses clients on any address but loopback when there is no
+            # password: addresses named in `bind` beyond loopback are meant to be reached.
+            f"protected-mode {'yes' if self.bind == ('127.0.0.1',) or self.password else 'no'}",
             f'dir "{self.directory}"',
             'save ""',
             f"appendonly {'yes' if self.appendonly else 'no'}",
@@ -334,7 +340,8 @@ host    all       all   127.0.0.1/32  scram-sha-256
 
 @dataclass
 class PostgresServer:
-    """A private PostgreSQL cluster in a folder, on a port of its own, on 127.0.0.1 only.
+    """A private PostgreSQL cluster in a folder, on a port of its own, on 127.0.0.1 only
+    (unless `listen` and `clients` say more).
 
     With a `password`, the `postgres` role has it and pg_hba.conf asks for it on every
     connection (scram-sha-256, socket and TCP); a cluster made earlier without one gets
@@ -349,6 +356,11 @@ class PostgresServer:
     port: int = field(default_factory=free_port)
     password: str | None = None
     durable: bool = False
+    #: Addresses it listens on, and networks (CIDR) whose clients pg_hba.conf admits besides
+    #: loopback: only for clients in other network namespaces of this machine
+    #: (bench.scaling's "hosts", on a private bridge).
+    listen: tuple[str, ...] = ("127.0.0.1",)
+    clients: tuple[str, ...] = ()
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -381,6 +393,8 @@ class PostgresServer:
             self._initdb(bindir, user)
         if self.password:
             self._require_password(bindir, user)
+        if self.clients:
+            self._admit_clients(user)
         self.socket_dir.mkdir(mode=0o700, exist_ok=True)
         self.socket_dir.chmod(0o700)
         if user:
@@ -395,7 +409,7 @@ class PostgresServer:
                 "-p",
                 str(self.port),
                 "-c",
-                "listen_addresses=127.0.0.1",
+                f"listen_addresses={','.join(self.listen)}",
                 "-c",
                 f"unix_socket_directories={self.socket_dir}",
                 "-c",
@@ -460,6 +474,18 @@ class PostgresServer:
             pwfile.unlink(missing_ok=True)
         if self.password:
             write_private(self.password_stamp, _fingerprint(self.password) + "\n")
+
+    def _admit_clients(self, user: str | None) -> None:
+        """Add a pg_hba.conf line per network of `clients` (the cluster's method), once."""
+        hba = self.data / "pg_hba.conf"
+        current = hba.read_text()
+        method = "scram-sha-256" if self.password else "trust"
+        lines = [f"host    all       all   {cidr}  {method}" for cidr in self.clients]
+        missing = [line for line in lines if line not in current.splitlines()]
+        if missing:
+            write_private(hba, current.rstrip("\n") + "\n" + "\n".join(missing) + "\n")
+            if user:
+                shutil.chown(hba, user)
 
     def _require_password(self, bindir: Path, user: str | None) -> None:
         """Give `postgres` our password and ask for it in pg_hba.conf, unless already done.

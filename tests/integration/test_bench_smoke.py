@@ -98,6 +98,57 @@ def _cluster(data: dict[str, Any]) -> None:
     assert all(mode["drain_s"] > 0 for mode in data["modes"].values())
 
 
+SCALING_FIELDS = {"rate", "workers_ms_per_msg", "redis_ms_per_msg", "postgres_ms_per_msg", "saturated"}
+
+
+def _scaling_rows(data: dict[str, Any], modes: list[str]) -> None:
+    rows = data["summary"]["rows"]
+    assert set(rows) == {f"{m}/{p}/{k}" for m in modes for p in (1, 2) for k in ("noop", "reports")}
+    for row in rows.values():
+        assert set(row) >= SCALING_FIELDS
+        assert row["rate"] > 0
+        assert 0 < row["machine_busy"] <= 1
+    assert all(run["loadavg"] for run in data["runs"])
+    # psutil's CPU times tick in 10 ms: tiny runs are only sure to show some in total.
+    assert sum(run["cpu_s"]["workers"] for run in data["runs"]) > 0
+    assert sum(run["cpu_s"]["postgres"] for run in data["runs"] if run["kind"] == "reports") > 0
+
+
+SCALING_TINY = (
+    "--processes",
+    "1",
+    "2",
+    "--threads",
+    "2",
+    "--noop-n",
+    "100",
+    "--reports-n",
+    "10",
+    "--runs",
+    "1",
+)
+
+
+@case("scaling", *SCALING_TINY)
+def _scaling(data: dict[str, Any]) -> None:
+    _scaling_rows(data, ["local"])
+    assert data["netns_error"] is None
+
+
+@case("scaling", *SCALING_TINY, "--netns")
+def _scaling_hosts(data: dict[str, Any]) -> None:
+    """Network namespaces as hosts where the sandbox allows them; else the error, local only."""
+    if data["netns_error"] is None:
+        _scaling_rows(data, ["local", "netns"])
+        # Each worker process beat under its host's name, as workers on other machines would.
+        two_hosts = [r["worker_hosts"] for r in data["runs"] if r["mode"] == "netns" and r["processes"] == 2]
+        assert two_hosts
+        assert all(hosts == ["scaling-host-1", "scaling-host-2"] for hosts in two_hosts)
+    else:
+        assert "failed" in data["netns_error"]
+        _scaling_rows(data, ["local"])
+
+
 @pytest.mark.parametrize(("name", "args", "check"), CASES, ids=[c[0] for c in CASES])
 def test_benchmark_runs_and_reports(
     name: str,
