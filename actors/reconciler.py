@@ -42,7 +42,7 @@ from actors.constants import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
 from actors.observe.heartbeat import Activity, Heartbeat
 from actors.observe.logs import configure_logging
 from services import reconcile
-from services.config import Settings, env_int
+from services.config import DEFAULT_EVENT_LOG_QUEUE_MAX, Settings, env_int
 from services.db import session_factory
 from services.events import Event, EventType, emit
 from services.uow import UnitOfWork
@@ -104,6 +104,7 @@ class Reconciler:
         queue_key: str = REPORT_QUEUE_KEY,
         jobs_key: str = REPORT_JOBS_KEY,
         events_keys: EventLogKeys | None = None,
+        events_queue_max: int = DEFAULT_EVENT_LOG_QUEUE_MAX,
     ) -> None:
         self.client = client
         self.factory = factory
@@ -111,7 +112,7 @@ class Reconciler:
         self.queue = RedisReportQueue(client, key=queue_key, jobs_key=jobs_key)
         self.jobs_key = jobs_key
         self.lock = RedisLock(client, LOCK_KEY)
-        self.events = RedisEventSink(client, events_keys)
+        self.events = RedisEventSink(client, events_keys, max_queue=events_queue_max)
 
     def run_once(self) -> PassReport:
         """One pass over every record owed; raises on a Redis or database error (retried next pass)."""
@@ -233,6 +234,7 @@ def main() -> int:
         queue_key=keys.report.queue,
         jobs_key=keys.report.jobs,
         events_keys=keys.eventlog,
+        events_queue_max=settings.event_log_queue_max,
     )
     stop = threading.Event()
 

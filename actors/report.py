@@ -57,7 +57,9 @@ def _events() -> EventSink:
             settings = Settings.from_env()
             client = redis_client(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
             sink = _sinks[os.getpid()] = RedisEventSink(
-                client, Keyspace.of(settings.redis_hash_tags).eventlog
+                client,
+                Keyspace.of(settings.redis_hash_tags).eventlog,
+                max_queue=settings.event_log_queue_max,
             )
         return sink
 

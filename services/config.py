@@ -29,6 +29,12 @@ REDIS_CLUSTER_SCHEME = "redis+cluster://"
 #: Size of the SQLAlchemy connection pool of one process.
 DEFAULT_DB_POOL_SIZE = 5
 
+#: Most entries `eventlog:queue` holds (EVENT_LOG_QUEUE_MAX). Beyond it (the hot path's
+#: consumer stopped or far behind) events are written to PostgreSQL directly instead of
+#: growing Redis's memory: about 300 bytes an entry, so 500,000 is ~150 MB, or hours of
+#: events at the product's rates.
+DEFAULT_EVENT_LOG_QUEUE_MAX = 500_000
+
 #: Time zone of the admins (the product's users are in China): ADMIN_TIMEZONE's default.
 DEFAULT_ADMIN_TIMEZONE = "Asia/Shanghai"
 
@@ -145,6 +151,8 @@ class Settings:
     metrics_tokens: tuple[str, ...] = field(default_factory=tuple)
     #: IANA time zone in which an admin's date/time without an offset is read (ADMIN_TIMEZONE).
     admin_timezone: str = DEFAULT_ADMIN_TIMEZONE
+    #: Bound of `eventlog:queue` (EVENT_LOG_QUEUE_MAX, see DEFAULT_EVENT_LOG_QUEUE_MAX).
+    event_log_queue_max: int = DEFAULT_EVENT_LOG_QUEUE_MAX
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -170,6 +178,7 @@ class Settings:
             redis_hash_tags=redis_hash_tags(env, redis_url),
             metrics_tokens=scrapers,
             admin_timezone=_timezone(env, "ADMIN_TIMEZONE", DEFAULT_ADMIN_TIMEZONE),
+            event_log_queue_max=env_int(env, "EVENT_LOG_QUEUE_MAX", DEFAULT_EVENT_LOG_QUEUE_MAX, minimum=1),
         )
 
     @property

@@ -126,6 +126,7 @@ def create_app(
                 fallback=DirectEventWriter(
                     settings.database_url, transaction_pooling=settings.db_transaction_pooling
                 ),
+                max_queue=settings.event_log_queue_max,
             ),
             questions=ActiveQuestions(),
             queue_ops=RedisQueueOperations(client, keys.report),

@@ -5,6 +5,11 @@ bulk-inserts them.
 When Redis refuses, the sink writes the events straight into PostgreSQL (its fallback,
 `services.event_store.DirectEventWriter`, short timeouts), and when that fails too it counts
 them in `services.events.dropped_events()` (`emit()` then returns False; it never raises).
+
+The list is bounded (EVENT_LOG_QUEUE_MAX): while the consumer is stopped or behind and the
+list holds that many entries, new events take the same direct way instead of growing
+Redis's memory without end. The length check and the LPUSH are one script, so a bound
+costs no round trip and holds on a Redis Cluster slot.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Callable, Sequence
 import redis
 
 from actors.adapters.keys import EventLogKeys
+from services.config import DEFAULT_EVENT_LOG_QUEUE_MAX
 from services.event_store import DirectEventWriter
 from services.events import Event, EventsDropped, count_dropped
 
@@ -27,6 +33,19 @@ logger = logging.getLogger(__name__)
 #: After Redis failed, events go straight to PostgreSQL for this long before Redis is tried
 #: again, so a dead (or black-holed) Redis costs one timeout a second, not one per request.
 REDIS_RETRY_AFTER_S = 1.0
+#: Most entries one script call pushes (Lua's unpack has a stack limit of about 8,000).
+PUSH_CHUNK = 1_000
+
+#: LPUSH as many of ARGV[2..] to KEYS[1] as fit below ARGV[1] entries, in order; how many.
+_BOUNDED_LPUSH = """
+local room = tonumber(ARGV[1]) - redis.call('LLEN', KEYS[1])
+local n = #ARGV - 1
+if room <= 0 then return 0 end
+if room < n then n = room end
+redis.call('LPUSH', KEYS[1], unpack(ARGV, 2, n + 1))
+return n
+"""
+
 #: After the direct write failed too, events are counted as dropped for this long without
 #: trying, for the same reason.
 DATABASE_RETRY_AFTER_S = 1.0
@@ -48,9 +67,17 @@ class RedisEventSink:
         *,
         fallback: DirectEventWriter | None = None,
         clock: Callable[[], float] = time.monotonic,
+        max_queue: int = DEFAULT_EVENT_LOG_QUEUE_MAX,
     ) -> None:
+        if max_queue < 1:
+            raise ValueError("max_queue must be at least 1")
         self.client = client
         self.keys = keys or EventLogKeys()
+        self.max_queue = max_queue
+        self._push = client.register_script(_BOUNDED_LPUSH)
+        self._full = False
+        #: Events written directly because the list was full, since it last took one.
+        self._diverted = 0
         #: Built lazily from DATABASE_URL unless given; connects only when Redis fails.
         self.fallback = fallback if fallback is not None else DirectEventWriter()
         self.clock = clock
@@ -64,13 +91,53 @@ class RedisEventSink:
             return
         if self.clock() >= self._redis_retry_at:
             try:
-                self.client.lpush(self.keys.queue, *[wire_format(e) for e in events])
+                left = self._push_bounded(events)
             except Exception as exc:  # any failure to hand over: take the other way
                 self._redis_failed(exc)
             else:
                 self._redis_ok()
-                return
+                if not left:
+                    return
+                self._queue_full(len(left))
+                events = left
         self._write_direct(events)
+
+    def _push_bounded(self, events: Sequence[Event]) -> Sequence[Event]:
+        """Push `events` in chunks while the list has room; the events not pushed."""
+        for start in range(0, len(events), PUSH_CHUNK):
+            chunk = events[start : start + PUSH_CHUNK]
+            pushed = self._push(
+                keys=[self.keys.queue], args=[self.max_queue, *map(wire_format, chunk)], client=self.client
+            )
+            if int(pushed) < len(chunk):
+                return events[start + int(pushed) :]
+            if self._full:
+                self._queue_drained()
+        return ()
+
+    def _queue_full(self, count: int) -> None:
+        with self._state_lock:
+            first = not self._full
+            self._full = True
+            self._diverted += count
+        if first:
+            logger.warning(
+                "events: %s holds %d entries or more (EVENT_LOG_QUEUE_MAX; is the hot path's "
+                "event-log consumer running?); writing events to PostgreSQL until it drains",
+                self.keys.queue,
+                self.max_queue,
+            )
+
+    def _queue_drained(self) -> None:
+        with self._state_lock:
+            was_full, self._full = self._full, False
+            diverted, self._diverted = self._diverted, 0
+        if was_full:
+            logger.info(
+                "events: %s takes events again; %d event(s) went to PostgreSQL meanwhile",
+                self.keys.queue,
+                diverted,
+            )
 
     def _redis_failed(self, exc: Exception) -> None:
         with self._state_lock:

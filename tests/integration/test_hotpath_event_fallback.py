@@ -22,7 +22,8 @@ from actors.adapters import RedisEventSink
 from actors.adapters.events import REDIS_RETRY_AFTER_S
 from actors.adapters.keys import EventLogKeys
 from actors.hotpath.eventlog import EventLogConsumer
-from services.config import Settings
+from services.config import DEFAULT_EVENT_LOG_QUEUE_MAX, Settings
+from services.errors import ConfigError
 from services.event_partitions import month_of, partition_name
 from services.event_store import DirectEventWriter
 from services.events import Event, EventType, dropped_events, emit
@@ -128,6 +129,42 @@ def test_with_the_database_unreachable_too_the_event_is_counted_as_dropped(
         assert f"{before + 3} dropped by this process so far" in caplog.text
     assert stored(event_log) == {}
     writer.dispose()
+
+
+def test_a_full_queue_sends_events_to_the_database_until_it_drains(
+    redis_client: redis.Redis, writer: DirectEventWriter, event_log: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """EVENT_LOG_QUEUE_MAX: with the consumer stopped, the list stops growing at its bound and
+    the events past it are stored directly, none lost; once it drains, Redis takes them again."""
+    sink = RedisEventSink(redis_client, fallback=writer, max_queue=3)
+    queued = [Event.new(EventType.RECORD_CREATED, record_id=n) for n in (1, 2)]
+    assert emit(sink, *queued)
+    before = dropped_events()
+    with caplog.at_level(logging.INFO, logger="actors.adapters.events"):
+        # One fits; the other two of the call, and the next call's, go to PostgreSQL.
+        over = [Event.new(EventType.RECORD_CREATED, record_id=n) for n in (3, 4, 5)]
+        assert emit(sink, *over)
+        late = Event.new(EventType.RECORD_CREATED, record_id=6)
+        assert emit(sink, late)
+        assert redis_client.llen(EVENTS.queue) == 3
+        assert set(stored(event_log)) == {str(e.id) for e in (*over[1:], late)}
+        assert caplog.text.count("writing events to PostgreSQL until it drains") == 1
+        consumer = EventLogConsumer(redis_client, writer._factory()[0])
+        assert consumer.run_once().inserted == 3
+        consumer.close()
+        again = Event.new(EventType.RECORD_CREATED, record_id=7)
+        assert emit(sink, again)
+        assert redis_client.llen(EVENTS.queue) == 1
+        assert "takes events again; 3 event(s) went to PostgreSQL meanwhile" in caplog.text
+    assert dropped_events() == before
+    assert set(stored(event_log)) == {str(e.id) for e in (*queued, *over, late)}
+
+
+def test_the_bound_is_a_setting() -> None:
+    assert Settings.from_env({}).event_log_queue_max == DEFAULT_EVENT_LOG_QUEUE_MAX
+    assert Settings.from_env({"EVENT_LOG_QUEUE_MAX": "10"}).event_log_queue_max == 10
+    with pytest.raises(ConfigError, match="EVENT_LOG_QUEUE_MAX"):
+        Settings.from_env({"EVENT_LOG_QUEUE_MAX": "0"})
 
 
 def test_a_sink_that_raises_is_counted_as_dropped_by_emit() -> None:
