@@ -42,6 +42,13 @@ def dead_letters() -> str:
     return render_template("console/dead.html", letters=letters, page=page, page_size=PAGE_SIZE)
 
 
+def _outcomes(title: str, items: object, id_label: str, back: str) -> str:
+    """The page of a batch action's outcome per item, with a way back to `back` (an endpoint)."""
+    return render_template(
+        "console/outcomes.html", title=title, items=items, id_label=id_label, back=url_for(back)
+    )
+
+
 @bp.post("/dead/requeue")
 def requeue_dead() -> ResponseReturnValue:
     everything = request.form.get("all") == "1"
@@ -50,13 +57,7 @@ def requeue_dead() -> ResponseReturnValue:
         flash(MSG_NOTHING_SELECTED, "error")
         return redirect(url_for("console.dead_letters"))
     items = operations.requeue_dead_letters(new_uow(), queue_operations(), audit_log(), actor(), handles)
-    return render_template(
-        "console/outcomes.html",
-        title="死信重新入队结果",
-        items=items,
-        id_label="死信",
-        back=url_for("console.dead_letters"),
-    )
+    return _outcomes("死信重新入队结果", items, "死信", "console.dead_letters")
 
 
 @bp.post("/dead/delete")
@@ -66,13 +67,7 @@ def delete_dead() -> ResponseReturnValue:
         flash(MSG_NOTHING_SELECTED, "error")
         return redirect(url_for("console.dead_letters"))
     items = operations.delete_dead_letters(queue_operations(), audit_log(), actor(), handles)
-    return render_template(
-        "console/outcomes.html",
-        title="删除死信结果",
-        items=items,
-        id_label="死信",
-        back=url_for("console.dead_letters"),
-    )
+    return _outcomes("删除死信结果", items, "死信", "console.dead_letters")
 
 
 @bp.get("/invalid")
@@ -89,13 +84,7 @@ def delete_invalid() -> ResponseReturnValue:
         flash(MSG_NOTHING_SELECTED, "error")
         return redirect(url_for("console.invalid_payloads"))
     items = operations.delete_invalid(queue_operations(), audit_log(), actor(), keys)
-    return render_template(
-        "console/outcomes.html",
-        title="删除无效消息结果",
-        items=items,
-        id_label="无效消息",
-        back=url_for("console.invalid_payloads"),
-    )
+    return _outcomes("删除无效消息结果", items, "无效消息", "console.invalid_payloads")
 
 
 @bp.post("/invalid/purge")
