@@ -82,6 +82,12 @@ class GroupCommit(Generic[K, R]):
         with self._cond:
             return GroupStats(self._groups, self._requests, self._largest)
 
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for the next group."""
+        with self._cond:
+            return len(self._pending)
+
     def submit(self, key: K) -> R:
         """The result of `key` in the group it ran in; raises the exception `run` gave for it,
         or `GroupFailed` when the whole group failed."""
