@@ -69,6 +69,11 @@ class ReportGroups:
     def stats(self) -> GroupStats:
         return self._groups.stats
 
+    @property
+    def waiting(self) -> int:
+        """Jobs waiting for the next group."""
+        return self._groups.waiting
+
     def generate(self, record_id: int) -> Generation:
         """As `services.reports.generate_one`, in a group with the other threads' records."""
         if not 1 <= record_id <= MAX_ID:
