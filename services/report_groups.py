@@ -10,6 +10,12 @@ transaction of two pipelined round trips: lock and read, then write and commit.
 Every job keeps its own outcome: GENERATED, SKIPPED (missing, deleted, not in status 3,
 invalid id) or its own `ServiceError` (incomplete answers, scoring refused), so a bad record
 never fails the others and each job is still acknowledged, retried or dead-lettered alone.
+
+A group never waits on another transaction's row lock (`SKIP LOCKED`): a record locked
+elsewhere (a racing worker's group, a submission, an admin reset) leaves the group and its
+job runs alone on the single-record path, which waits for the lock and then sees what the
+other transaction left, exactly as before group commit. So one busy record never holds up
+the rest of a group, and two groups (two processes) never deadlock.
 When the group's transaction fails as a whole (a database error), nothing of it was
 committed, and each job runs again alone on the single-record path
 (`services.reports.generate_one`), so the failure is that record's own; a database that
@@ -21,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
+from enum import Enum
 from typing import Any, cast
 
 import psycopg
@@ -41,7 +48,15 @@ from services.uow import UnitOfWork
 
 logger = logging.getLogger(__name__)
 
-GroupResult = Generation | ServiceError
+
+class Deferred(Enum):
+    """A group's answer for a record it left to the single-record path."""
+
+    #: Locked by another transaction when the group locked its records.
+    LOCKED = "locked"
+
+
+GroupResult = Generation | ServiceError | Deferred
 
 SKIPPED = Generation(GenerationOutcome.SKIPPED)
 
@@ -90,6 +105,9 @@ class ReportGroups:
             return generate_one(self._uow_factory(), record_id)
         if isinstance(result, ServiceError):
             raise result
+        if isinstance(result, Deferred):
+            # Locked elsewhere: wait for that transaction as a job alone always did.
+            return generate_one(self._uow_factory(), record_id)
         return result
 
     def _run(self, record_ids: Sequence[int]) -> list[GroupResult]:
@@ -110,10 +128,12 @@ class ReportGroups:
 def generate_reports(uow: UnitOfWork, record_ids: Sequence[int]) -> list[GroupResult]:
     """Generate the reports of `record_ids` (valid ids, 1..MAX_ID) in one transaction.
 
-    One result per id, in order: a `Generation`, or the `ServiceError` that record's job
-    must raise. An id given twice is generated once; its second place gets SKIPPED (as a
-    second job on the record would, after the first one's commit), or the same error.
-    Database errors propagate (nothing is committed then). Logs one line per record.
+    One result per id, in order: a `Generation`, the `ServiceError` that record's job must
+    raise, or `Deferred.LOCKED` for a record another transaction holds (not waited for; the
+    caller runs it alone). An id given twice is generated once; its second place gets
+    SKIPPED (as a second job on the record would, after the first one's commit), or the same
+    error. Database errors propagate (nothing is committed then). Logs one line per record
+    it settles.
     """
     if not record_ids:
         return []
@@ -121,13 +141,15 @@ def generate_reports(uow: UnitOfWork, record_ids: Sequence[int]) -> list[GroupRe
     with uow:
         conn = cast("psycopg.Connection[Any]", uow.session.connection().connection.driver_connection)
         with conn.pipeline():
-            # Locked in id order, so two groups (two processes) sharing records never deadlock:
-            # the second waits for the first's commit, then finds those records done.
+            # SKIP LOCKED: a record another transaction holds is left out, not waited for
+            # (its job runs alone and waits there), so the group cannot be held up or deadlock.
             lock = conn.execute(_LOCK_RECORDS, (unique,))
+            present = conn.execute(_PRESENT, (unique,))
             questions = conn.execute(_ACTIVE_QUESTIONS)
             dimensions = conn.execute(_DIMENSIONS)
             answers = conn.execute(_ANSWERS, (unique,))
             states = {rid: (status, deleted) for rid, status, deleted in lock.fetchall()}
+            existing = {rid for (rid,) in present.fetchall()}
             questionnaire = Questionnaire.of(questions.fetchall(), dimensions.fetchall())
             answer_rows = answers.fetchall()
         by_record: dict[int, list[tuple[int, int]]] = {}
@@ -138,6 +160,9 @@ def generate_reports(uow: UnitOfWork, record_ids: Sequence[int]) -> list[GroupRe
         reports: dict[int, ScoreReport] = {}
         for rid in unique:
             state = states.get(rid)
+            if state is None and rid in existing:
+                results[rid] = Deferred.LOCKED
+                continue
             if state is None or state[1] or state[0] != RecordStatus.GENERATING:
                 reason = "missing" if state is None else "deleted" if state[1] else f"in status {state[0]}"
                 logger.info("report of record %s skipped: record %s", rid, reason)
@@ -158,7 +183,7 @@ def generate_reports(uow: UnitOfWork, record_ids: Sequence[int]) -> list[GroupRe
     seen: set[int] = set()
     for rid in record_ids:
         result = results[rid]
-        if rid in seen:
+        if rid in seen and not isinstance(result, Deferred):
             result = SKIPPED if isinstance(result, Generation) else ServiceError(result.message)
         seen.add(rid)
         ordered.append(result)
@@ -196,8 +221,12 @@ def _write(
 # The set-based statements of generate_reports; each text is the same for any group size
 # (arrays, not lists of placeholders), so psycopg prepares each once per connection.
 _LOCK_RECORDS = (
-    "SELECT id, status, is_deleted FROM assessment_records WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
+    "SELECT id, status, is_deleted FROM assessment_records WHERE id = ANY(%s)"
+    " ORDER BY id FOR UPDATE SKIP LOCKED"
 )
+# Which of the ids exist, locked or not (a plain read never waits): a record missing from
+# the locked rows is either locked elsewhere or absent.
+_PRESENT = "SELECT id FROM assessment_records WHERE id = ANY(%s)"
 _ACTIVE_QUESTIONS = "SELECT id, dimension_id, reverse_scored FROM questions WHERE is_active"
 _DIMENSIONS = "SELECT id, code, name, sort_order, description FROM dimensions ORDER BY sort_order, id"
 _ANSWERS = "SELECT record_id, question_id, value FROM answers WHERE record_id = ANY(%s)"

@@ -21,7 +21,7 @@ from services.config import Settings
 from services.db import make_engine, make_session_factory
 from services.errors import DatabaseUnavailable, ServiceError
 from services.questionnaire import load_questionnaire
-from services.report_groups import ReportGroups, generate_reports
+from services.report_groups import Deferred, ReportGroups, generate_reports
 from services.reports import Generation, GenerationOutcome, generate_one
 from services.uow import UnitOfWork
 from tests.integration.test_report_generation import expected_scores, snapshot
@@ -197,8 +197,43 @@ def refused_insert(engine: Engine) -> Iterator[int]:
             conn.execute(text("DROP FUNCTION IF EXISTS mi_test_refuse()"))
 
 
+class HeldFirstGroup:
+    """A unit-of-work factory whose first call waits until released: the first group is held
+    in flight while the next jobs gather behind it (deterministic groups)."""
+
+    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+        self.session_factory = session_factory
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.calls = 0
+
+    def __call__(self) -> UnitOfWork:
+        self.calls += 1
+        if self.calls == 1:
+            self.entered.set()
+            self.release.wait(30)
+        return UnitOfWork(self.session_factory)
+
+
+def gathered_behind_a_first_group(
+    groups: ReportGroups, held: HeldFirstGroup, first: int, rest: Sequence[int]
+) -> tuple[threading.Thread, list[object]]:
+    """Run `first` as a group of its own, then `rest` together as the next group; returns the
+    first job's thread and (once joined) the results of `rest`."""
+    leader = threading.Thread(target=groups.generate, args=(first,))
+    leader.start()
+    assert held.entered.wait(10)
+    results: list[object] = []
+    others = threading.Thread(target=lambda: results.extend(run_threads(groups, rest)))
+    others.start()
+    wait_until(lambda: groups.waiting == len(rest), timeout=10, what="the jobs waiting for the next group")
+    held.release.set()
+    leader.join(30)
+    others.join(60)
+    return leader, results
+
+
 def test_a_database_error_in_a_group_leaves_the_others_to_run_alone(
-    settings: Settings,
     session_factory: sessionmaker[Session],
     make_record: MakeRecord,
     refused_insert: int,
@@ -207,23 +242,9 @@ def test_a_database_error_in_a_group_leaves_the_others_to_run_alone(
     first = good_record(make_record, 0)
     bad = make_record(3, user_id=refused_insert, answers=varied_answers(1))
     others = [good_record(make_record, seed) for seed in (2, 3)]
-    groups = ReportGroups(lambda: UnitOfWork(session_factory))
-    # Hold the first record's lock so its group (of one) waits in the database; the other
-    # jobs gather meanwhile and form the next group together.
-    with row_locked(settings.database_url, first):
-        leader = threading.Thread(target=groups.generate, args=(first,))
-        leader.start()
-        wait_until(
-            lambda: sessions_waiting_for_a_lock(settings.database_url) >= 1,
-            timeout=10,
-            what="the first group",
-        )
-        results: list[object] = []
-        rest = threading.Thread(target=lambda: results.extend(run_threads(groups, [bad, *others])))
-        rest.start()
-        wait_until(lambda: groups.waiting == 3, timeout=10, what="three jobs waiting for the next group")
-    leader.join(30)
-    rest.join(60)
+    held = HeldFirstGroup(session_factory)
+    groups = ReportGroups(held)
+    _, results = gathered_behind_a_first_group(groups, held, first, [bad, *others])
 
     # Its own database error, from the single-record path (raised at its commit, through SQLAlchemy).
     assert isinstance(results[0], psycopg.Error | DBAPIError)
@@ -234,9 +255,40 @@ def test_a_database_error_in_a_group_leaves_the_others_to_run_alone(
     for record_id in [first, *others]:
         assert_generated(session_factory, record_id)
     assert_untouched(session_factory, bad)
-    assert any(
-        "each runs again alone" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING
-    )
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("group of 3 reports failed" in m and "each runs again alone" in m for m in warnings)
+
+
+def test_a_record_locked_elsewhere_leaves_the_group_and_waits_alone(
+    settings: Settings, uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: MakeRecord
+) -> None:
+    locked, *free = (good_record(make_record, seed) for seed in range(3))
+    with row_locked(settings.database_url, locked):
+        # The group does not wait for the lock: the free records are generated at once.
+        assert [outcome(r) for r in generate_reports(uow, [locked, *free])] == [
+            Deferred.LOCKED,
+            GENERATED,
+            GENERATED,
+        ]
+        assert_untouched(session_factory, locked)
+        # Through the generator: the locked record's job waits alone, on the lock, as a job
+        # always did; a second record's jobs are not held up by it meanwhile.
+        groups = ReportGroups(lambda: UnitOfWork(session_factory))
+        waiting: list[object] = []
+        alone = threading.Thread(target=lambda: waiting.append(groups.generate(locked)))
+        alone.start()
+        wait_until(
+            lambda: sessions_waiting_for_a_lock(settings.database_url) >= 1,
+            timeout=10,
+            what="the locked record's job waiting on its lock",
+        )
+        later = good_record(make_record, 7)
+        assert groups.generate(later).outcome is GenerationOutcome.GENERATED
+        assert waiting == []
+    alone.join(30)
+    assert [outcome(r) for r in waiting] == [GENERATED]
+    for record_id in [locked, *free, later]:
+        assert_generated(session_factory, record_id)
 
 
 def test_an_unreachable_database_is_database_unavailable_for_every_job() -> None:
