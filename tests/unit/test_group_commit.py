@@ -169,3 +169,56 @@ def test_every_request_runs_once_gets_its_own_result_and_groups_never_overlap(
     assert not run.overlapped
     assert commit.stats.requests == len(keys)
     assert commit.waiting == 0
+
+
+class Interrupted(BaseException):
+    """As Dramatiq's time limit: raised into a thread, not an Exception."""
+
+
+def test_an_interrupted_leader_frees_its_followers() -> None:
+    release = threading.Event()
+    entered = threading.Event()
+
+    def run(keys: Sequence[int]) -> list[int | BaseException]:
+        if keys == [1]:
+            entered.set()
+            release.wait(10)
+            raise Interrupted
+        return list(keys)
+
+    commit: GroupCommit[int, int] = GroupCommit(run)
+    leader, leader_result = submit_all(commit, [1])
+    assert entered.wait(10)
+    followers, results = submit_all(commit, [2, 3])
+    wait_for(lambda: commit.waiting == 2, "two requests waiting")
+    release.set()
+    for t in [*leader, *followers]:
+        t.join(10)
+    assert isinstance(leader_result[0], Interrupted)  # the leader's own interruption goes on up
+    # The others ran in the next group, led by one of them: nobody waits forever.
+    assert results == {0: 2, 1: 3}
+    assert commit.stats.groups == 2
+
+
+def test_the_members_of_an_interrupted_leaders_group_get_group_failed() -> None:
+    release = threading.Event()
+    entered = threading.Event()
+
+    def run(keys: Sequence[int]) -> list[int | BaseException]:
+        if keys == [0]:
+            entered.set()
+            release.wait(10)
+            return [0]
+        raise Interrupted  # in the second group's leader, whichever thread it is
+
+    commit: GroupCommit[int, int] = GroupCommit(run)
+    first, _ = submit_all(commit, [0])
+    assert entered.wait(10)
+    members, results = submit_all(commit, [1, 2, 3])
+    wait_for(lambda: commit.waiting == 3, "three requests waiting")
+    release.set()
+    for t in [*first, *members]:
+        t.join(10)
+    kinds = sorted(type(r).__name__ for r in results.values())
+    assert kinds == ["GroupFailed", "GroupFailed", "Interrupted"]
+    assert commit.waiting == 0
