@@ -5,6 +5,10 @@ Declared as an `ActorSpec`: importing this module builds and touches no broker;
 
 Each outcome goes to the event log (`eventlog:queue`): generated, a failed attempt (with
 its number), dead-lettered. Logging an event never fails the job (services.events.emit).
+
+The jobs that a worker process's threads run at the same moment are generated together, one
+transaction per group (group commit, services/report_groups.py); each job keeps its own
+outcome, so it is acknowledged, retried or dead-lettered on its own as before.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from services.config import Settings
 from services.db import session_factory
 from services.errors import DatabaseUnavailable
 from services.events import Event, EventSink, EventType, emit
+from services.report_groups import ReportGroups
 from services.uow import UnitOfWork
 
 logger = logging.getLogger(__name__)
@@ -42,11 +47,23 @@ MAX_ERROR_CHARS = 500
 
 _sinks: dict[int, EventSink] = {}
 _sinks_lock = threading.Lock()
+_groups: dict[int, ReportGroups] = {}
+_groups_lock = threading.Lock()
 
 
 def _uow() -> UnitOfWork:
     # session_factory() is per process: built after dramatiq forks its workers.
     return UnitOfWork(session_factory())
+
+
+def _report_groups() -> ReportGroups:
+    """The group generator of this process, shared by its worker threads (made after the fork:
+    its lock and pending requests belong to one process)."""
+    with _groups_lock:
+        groups = _groups.get(os.getpid())
+        if groups is None:
+            groups = _groups[os.getpid()] = ReportGroups(_uow, on_group=metrics.report_group_size.observe)
+        return groups
 
 
 def _events() -> EventSink:
@@ -111,7 +128,7 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> None:
 def generate_report(record_id: int) -> None:
     """Generate the report; a record that is not in status 3 is acknowledged and skipped."""
     try:
-        outcome = reports.generate_report(_uow(), record_id)
+        generation = _report_groups().generate(record_id)
     except DatabaseUnavailable as exc:
         # Nothing was done: no attempt is spent while the database is down (actors/broker/gate.py).
         raise DependencyUnavailable(str(exc)) from exc
@@ -120,17 +137,8 @@ def generate_report(record_id: int) -> None:
         _log_event(EventType.REPORT_GENERATION_FAILED, record_id, attempt=_attempt(), error=error)
         raise
     # The outcome's log line is services.reports' (one line per report, with its reason).
-    if outcome is reports.GenerationOutcome.GENERATED:
+    if generation.outcome is reports.GenerationOutcome.GENERATED:
         _log_event(EventType.REPORT_GENERATED, record_id, attempt=_attempt())
-        _observe_latency(record_id)
-
-
-def _observe_latency(record_id: int) -> None:
-    """Never raises: a report must not fail for want of a metric."""
-    try:
-        latency = reports.submit_to_report_seconds(_uow(), record_id)
-    except Exception:
-        logger.warning("submit-to-report latency of record %s not measured", record_id, exc_info=True)
-        return
-    if latency is not None:
-        metrics.report_latency_s.observe(latency)
+        # Read back by the write itself (RETURNING): no query of its own.
+        if generation.latency_s is not None:
+            metrics.report_latency_s.observe(generation.latency_s)

@@ -21,7 +21,9 @@ run), modes interleaved round by round:
 Besides reports/s, the CPU seconds of the clients (the worker's processes, or the loop's)
 and of the PostgreSQL backends serving this database (psutil on the pids of
 `pg_stat_activity`, the benchmark's own connection left out) during the timed section: their
-share shows whether the database or the client is the limit.
+share shows whether the database or the client is the limit. For the pipeline, the mean
+number of records per transaction (group commit): the worker's `mi_report_group_size`
+histogram, written to a metrics folder of the run's own (`PROMETHEUS_MULTIPROC_DIR`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -49,7 +52,14 @@ def run_pipeline(
     from actors.adapters import RedisReportQueue
 
     client = stores.redis_client(redis_url)
-    worker = launch.start_worker(redis_url, database_url, processes=shape[0], threads=shape[1])
+    metrics_dir = tempfile.TemporaryDirectory(prefix="mi-bench-metrics-")
+    worker = launch.start_worker(
+        redis_url,
+        database_url,
+        processes=shape[0],
+        threads=shape[1],
+        env={"PROMETHEUS_MULTIPROC_DIR": metrics_dir.name},
+    )
     try:
         pg0, client0 = backend_cpu(engine), tree_cpu(worker.pid)
         started = time.perf_counter()
@@ -64,7 +74,27 @@ def run_pipeline(
     finally:
         worker.stop(graceful=False)
         stores.delete_own_keys(client)
-    return {"seconds": elapsed, "pg_cpu_s": pg_cpu, "client_cpu_s": client_cpu}
+    groups, grouped = group_sizes(metrics_dir.name)
+    metrics_dir.cleanup()
+    return {
+        "seconds": elapsed,
+        "pg_cpu_s": pg_cpu,
+        "client_cpu_s": client_cpu,
+        "groups": groups,
+        "mean_group": grouped / groups if groups else None,
+    }
+
+
+def group_sizes(metrics_dir: str) -> tuple[int, int]:
+    """(groups, records in them) from the worker processes' `mi_report_group_size` files."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=metrics_dir)  # type: ignore[no-untyped-call]  # registers itself
+    count = registry.get_sample_value("mi_report_group_size_count") or 0.0
+    total = registry.get_sample_value("mi_report_group_size_sum") or 0.0
+    return int(count), int(total)
 
 
 def run_sql(engine: Engine, database_url: str, ids: list[int], args: Any, *, batch: int) -> dict[str, Any]:
@@ -175,9 +205,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 run["reports_per_s"] = args.n / run["seconds"]
                 run["loadavg"] = list(psutil.getloadavg())
                 runs[mode].append(run)
+                note = f", mean group {run['mean_group']:.1f}" if run.get("mean_group") else ""
                 output.log(
                     f"  round {round_no} {mode}: {run['reports_per_s']:,.0f} reports/s"
-                    f" (client CPU {run['client_cpu_s']:.2f} s, PostgreSQL {run['pg_cpu_s']:.2f} s)"
+                    f" (client CPU {run['client_cpu_s']:.2f} s, PostgreSQL {run['pg_cpu_s']:.2f} s{note})"
                 )
     finally:
         db.delete_bench_records(engine)
@@ -192,14 +223,28 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         client_ms = stats.median([1000 * r["client_cpu_s"] / args.n for r in mode_runs])
         pg_ms = stats.median([1000 * r["pg_cpu_s"] / args.n for r in mode_runs])
         share = stats.median([r["pg_cpu_s"] / (r["pg_cpu_s"] + r["client_cpu_s"]) for r in mode_runs])
+        groups = [r["mean_group"] for r in mode_runs if r.get("mean_group")]
+        # The sql modes' transaction size is fixed: 1, or --batch.
+        mean_group = stats.median(groups) if groups else float(args.batch if mode == "sql100" else 1)
         summary[mode] = {
             "reports_per_s": rate,
             "vs_sql": stats.ratio(rate, base),
             "client_cpu_ms_per_report": client_ms,
             "pg_cpu_ms_per_report": pg_ms,
             "pg_cpu_share": share,
+            "records_per_transaction": mean_group,
         }
-        rows.append([mode, rate, stats.ratio(rate, base), client_ms, pg_ms, f"{100 * share:.0f} %"])
+        rows.append(
+            [
+                mode,
+                rate,
+                stats.ratio(rate, base),
+                client_ms,
+                pg_ms,
+                f"{100 * share:.0f} %",
+                f"{mean_group:.1f}",
+            ]
+        )
     table = output.print_table(
         f"Report generation, {args.n} records, {args.processes} processes × {args.threads} threads"
         " (a pipeline PxT: its worker shape),"
@@ -211,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "client CPU ms/report",
             "PostgreSQL CPU ms/report",
             "PostgreSQL share",
+            "records/transaction",
         ],
         rows,
     )

@@ -5,22 +5,27 @@ idempotent: it only acts on a record in status 3 and leaves it in 4, so a second
 redelivered message or a racing worker finds nothing to do and reports SKIPPED (the
 message is then acknowledged, not retried). Anything unexpected raises, so the worker
 retries and finally dead-letters the message and calls `mark_generation_failed`.
+
+The worker runs the jobs in hand as groups, one transaction each (services/report_groups.py);
+`generate_one` is the single-record path it falls back to, and what the admin and tests use.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, cast
 
 import psycopg
 from psycopg.types.json import Jsonb
-from sqlalchemy import select, update
+from sqlalchemy import update
 
 from services.errors import ParamError, ServiceError
 from services.limits import MAX_ID
 from services.models import AssessmentRecord
-from services.scoring import DimensionSpec, QuestionSpec, format_ids, score_answers
+from services.scoring import DimensionSpec, QuestionSpec, ScoreReport, format_ids, score_answers
 from services.status import RecordStatus
 from services.uow import UnitOfWork
 
@@ -32,7 +37,67 @@ class GenerationOutcome(StrEnum):
     SKIPPED = "skipped"
 
 
+@dataclass(frozen=True)
+class Generation:
+    """What generating one record's report did."""
+
+    outcome: GenerationOutcome
+    #: Seconds from the record's submission to its report (completed_at - submitted_at, by the
+    #: database's clock, read back from the write itself): the latency operators watch. None
+    #: unless GENERATED, or when the record has no submission time.
+    latency_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Questionnaire:
+    """The active questions and the dimensions they score, as read in a generation's transaction."""
+
+    questions: list[QuestionSpec]
+    dimensions: list[DimensionSpec]
+    active: frozenset[int]
+
+    @classmethod
+    def of(
+        cls, question_rows: Iterable[Sequence[Any]], dimension_rows: Iterable[Sequence[Any]]
+    ) -> Questionnaire:
+        """From the rows of `_ACTIVE_QUESTIONS` and `_DIMENSIONS`."""
+        questions = [
+            QuestionSpec(id=qid, dimension_id=did, reverse_scored=rev) for qid, did, rev in question_rows
+        ]
+        used = {q.dimension_id for q in questions}
+        dimensions = [
+            DimensionSpec(id=did, code=code, name=name, sort_order=order, description=description)
+            for did, code, name, order, description in dimension_rows
+            if did in used
+        ]
+        return cls(questions, dimensions, frozenset(q.id for q in questions))
+
+    def score(self, record_id: int, answer_values: Iterable[Sequence[Any]]) -> ScoreReport:
+        """The report of a record's (question id, value) answers; `ServiceError` when an active
+        question lacks its answer (damaged data must not yield a report) or scoring refuses."""
+        answers = {qid: value for qid, value in answer_values if qid in self.active}
+        missing = self.active - answers.keys()
+        if missing:
+            raise ServiceError(
+                f"测评记录 {record_id} 的答案不完整，缺少题目：{format_ids(missing)}，无法生成报告"
+            )
+        try:
+            return score_answers(self.dimensions, self.questions, answers)
+        except ParamError as exc:
+            raise ServiceError(f"测评记录 {record_id} 无法生成报告：{exc.message}") from exc
+
+
+def latency_seconds(value: object) -> float | None:
+    """A `_COMPLETE`-style RETURNING column (epoch seconds, numeric or NULL) as the latency."""
+    return None if value is None else max(0.0, float(cast("float", value)))
+
+
 def generate_report(uow: UnitOfWork, record_id: int) -> GenerationOutcome:
+    """Generate the report of record `record_id` alone (see `generate_one`): its outcome."""
+    return generate_one(uow, record_id).outcome
+
+
+def generate_one(uow: UnitOfWork, record_id: int) -> Generation:
     """Score the answers of record `record_id` and write its results, summary and status 4.
 
     SKIPPED (no error) when the record is missing, soft-deleted or not in status 3.
@@ -49,7 +114,7 @@ def generate_report(uow: UnitOfWork, record_id: int) -> GenerationOutcome:
     """
     if not 1 <= record_id <= MAX_ID:
         logger.info("report of record %s skipped: not a valid record id", record_id)
-        return GenerationOutcome.SKIPPED
+        return Generation(GenerationOutcome.SKIPPED)
     with uow:
         conn = cast("psycopg.Connection[Any]", uow.session.connection().connection.driver_connection)
         with conn.pipeline():
@@ -61,34 +126,13 @@ def generate_report(uow: UnitOfWork, record_id: int) -> GenerationOutcome:
             dimension_rows = conn.execute(_DIMENSIONS)
             answer_rows = conn.execute(_ANSWERS, (record_id,))
             row = lock.fetchone()
-            question_specs = [
-                QuestionSpec(id=qid, dimension_id=did, reverse_scored=rev)
-                for qid, did, rev in questions.fetchall()
-            ]
-            dimension_values = dimension_rows.fetchall()
+            questionnaire = Questionnaire.of(questions.fetchall(), dimension_rows.fetchall())
             answer_values = answer_rows.fetchall()
         if row is None or row[1] or row[0] != RecordStatus.GENERATING:
             reason = "missing" if row is None else "deleted" if row[1] else f"in status {row[0]}"
             logger.info("report of record %s skipped: record %s", record_id, reason)
-            return GenerationOutcome.SKIPPED
-
-        used_dimensions = {q.dimension_id for q in question_specs}
-        dimensions = [
-            DimensionSpec(id=did, code=code, name=name, sort_order=order, description=description)
-            for did, code, name, order, description in dimension_values
-            if did in used_dimensions
-        ]
-        active = {q.id for q in question_specs}
-        answers = {qid: value for qid, value in answer_values if qid in active}
-        missing = active - answers.keys()
-        if missing:
-            raise ServiceError(
-                f"测评记录 {record_id} 的答案不完整，缺少题目：{format_ids(missing)}，无法生成报告"
-            )
-        try:
-            report = score_answers(dimensions, question_specs, answers)
-        except ParamError as exc:
-            raise ServiceError(f"测评记录 {record_id} 无法生成报告：{exc.message}") from exc
+            return Generation(GenerationOutcome.SKIPPED)
+        report = questionnaire.score(record_id, answer_values)
 
         with conn.pipeline():
             # Delete-then-insert keeps a regeneration from leaving rows of an older questionnaire.
@@ -106,12 +150,13 @@ def generate_report(uow: UnitOfWork, record_id: int) -> GenerationOutcome:
                 ),
             )
             conn.execute(_INSERT_SUMMARY, (record_id, Jsonb(list(report.top_dimensions)), report.summary))
-            conn.execute(_COMPLETE, (RecordStatus.COMPLETED, record_id))
+            completed = conn.execute(_COMPLETE, (RecordStatus.COMPLETED, record_id))
             # Queued in the same round trip as the writes (psycopg syncs the pipeline here).
             uow.commit()
+        latency_row = completed.fetchone()
     # The one line per report (the actor logs only failures).
     logger.info("report of record %s generated", record_id)
-    return GenerationOutcome.GENERATED
+    return Generation(GenerationOutcome.GENERATED, latency_seconds(latency_row[0] if latency_row else None))
 
 
 # The statements of generate_report, written for the tables of services/models.py (the
@@ -130,25 +175,12 @@ _INSERT_RESULTS = (
 _INSERT_SUMMARY = "INSERT INTO report_summaries (record_id, top_dimensions, summary) VALUES (%s, %s, %s)"
 # clock_timestamp(), not now(): now() is when the transaction began, which for a generation
 # that waited on the row lock is long before the report existed. updated_at = now() is what
-# the model's onupdate wrote.
+# the model's onupdate wrote. It returns the submission-to-report latency, so observing it
+# costs no statement of its own.
 _COMPLETE = (
     "UPDATE assessment_records SET status = %s, completed_at = clock_timestamp(), updated_at = now()"
-    " WHERE id = %s"
+    " WHERE id = %s RETURNING EXTRACT(EPOCH FROM completed_at - submitted_at)"
 )
-
-
-def submit_to_report_seconds(uow: UnitOfWork, record_id: int) -> float | None:
-    """Seconds from the record's submission to its report (completed_at - submitted_at), None if
-    either is missing: the latency operators watch, measured by the database's own clock."""
-    with uow:
-        row = uow.session.execute(
-            select(AssessmentRecord.submitted_at, AssessmentRecord.completed_at).where(
-                AssessmentRecord.id == record_id
-            )
-        ).one_or_none()
-    if row is None or row.submitted_at is None or row.completed_at is None:
-        return None
-    return max(0.0, float((row.completed_at - row.submitted_at).total_seconds()))
 
 
 def mark_generation_failed(uow: UnitOfWork, record_id: int) -> bool:

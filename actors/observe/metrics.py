@@ -12,7 +12,9 @@ only (tests). The variable must be set before `prometheus_client` is first impor
 - `dramatiq_messages_inprogress`: attempts running now;
 - `dramatiq_message_duration_milliseconds`: time of each attempt (the report's generation);
 - `mi_report_latency_seconds`: a record's submission to its report (from the database's
-  `submitted_at` and `completed_at`).
+  `submitted_at` and `completed_at`);
+- `mi_report_group_size`: the records generated together in one transaction (group commit,
+  services/report_groups.py): its mean says how much the worker's threads coalesce.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ DURATION_BUCKETS_MS = (
 )  # fmt: skip
 #: Submission to report: seconds to minutes (the retry schedule adds 10 + 30 + 60 s).
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 45, 60, 120, 300, 600)
+#: Records per group: 1 (an idle worker) up to the group cap (services/group_commit.py).
+GROUP_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 
 messages_total = Counter("dramatiq_messages_total", "The number of messages processed.", LABELS)
 message_errors_total = Counter("dramatiq_message_errors_total", "The number of errored messages.", LABELS)
@@ -54,6 +58,11 @@ report_latency_s = Histogram(
     "mi_report_latency_seconds",
     "Time from a record's submission to its report (submitted_at to completed_at).",
     buckets=LATENCY_BUCKETS_S,
+)
+report_group_size = Histogram(
+    "mi_report_group_size",
+    "Records whose reports were generated together in one transaction (group commit).",
+    buckets=GROUP_SIZE_BUCKETS,
 )
 
 

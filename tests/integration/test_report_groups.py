@@ -1,0 +1,354 @@
+"""Group commit of report generation (services/report_groups.py) against the real PostgreSQL."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from multiprocessing.synchronize import Event as EventType
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Engine, text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session, sessionmaker
+
+from services.config import Settings
+from services.db import make_engine, make_session_factory
+from services.errors import DatabaseUnavailable, ServiceError
+from services.questionnaire import load_questionnaire
+from services.report_groups import Deferred, ReportGroups, generate_reports
+from services.reports import Generation, GenerationOutcome, generate_one
+from services.uow import UnitOfWork
+from tests.integration.test_report_generation import expected_scores, snapshot
+from tests.support.processes import row_locked, sessions_waiting_for_a_lock, wait_until
+from tests.support.urls import CLOSED_DATABASE_URL
+
+GENERATED = Generation(GenerationOutcome.GENERATED)
+SKIPPED = Generation(GenerationOutcome.SKIPPED)
+MakeRecord = Callable[..., int]
+
+
+def varied_answers(seed: int) -> dict[int, int]:
+    """A full set of answers that differs from record to record, so each has its own scores."""
+    return {q.id: (q.id * 7 + seed) % 5 + 1 for q in load_questionnaire().questions}
+
+
+def good_record(make_record: MakeRecord, seed: int) -> int:
+    return make_record(3, answers=varied_answers(seed))
+
+
+def run_threads(groups: ReportGroups, record_ids: Sequence[int]) -> list[object]:
+    """`groups.generate` of each id on a thread of its own, all at once; results in order."""
+    results: list[object] = [None] * len(record_ids)
+    barrier = threading.Barrier(len(record_ids))
+
+    def one(index: int) -> None:
+        barrier.wait()
+        try:
+            results[index] = groups.generate(record_ids[index])
+        except Exception as exc:  # collected for the assertions
+            results[index] = exc
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(record_ids))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+def outcome(result: object) -> object:
+    """A Generation without its latency (which varies), anything else as it is."""
+    return Generation(result.outcome) if isinstance(result, Generation) else result
+
+
+def assert_generated(session_factory: sessionmaker[Session], record_id: int) -> None:
+    snap = snapshot(session_factory, record_id)
+    assert snap["status"] == 4
+    assert snap["completed"]
+    assert snap["results"] == expected_scores(session_factory, record_id)
+    assert len(snap["summaries"]) == 1
+
+
+def assert_untouched(session_factory: sessionmaker[Session], record_id: int, status: int = 3) -> None:
+    assert snapshot(session_factory, record_id) == {
+        "status": status,
+        "completed": False,
+        "results": [],
+        "summaries": [],
+    }
+
+
+def test_each_record_of_a_group_gets_its_own_outcome(
+    uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: MakeRecord
+) -> None:
+    good = [good_record(make_record, seed) for seed in range(3)]
+    not_generating = make_record(2, answers=varied_answers(9))
+    no_answers = make_record(3, answers={})
+    deleted = make_record(3, deleted=True)
+    missing = 999_999
+    ids = [good[0], not_generating, no_answers, good[1], deleted, missing, good[2], good[0]]
+
+    results = generate_reports(uow, ids)
+
+    assert [outcome(r) for r in results[:2]] == [GENERATED, SKIPPED]
+    assert isinstance(results[2], ServiceError)
+    assert "答案不完整" in results[2].message
+    assert [outcome(r) for r in results[3:]] == [GENERATED, SKIPPED, SKIPPED, GENERATED, SKIPPED]
+    for record_id in good:
+        assert_generated(session_factory, record_id)
+    assert_untouched(session_factory, not_generating, status=2)
+    assert_untouched(session_factory, no_answers)
+    assert_untouched(session_factory, deleted)
+    # Each record its own scores: the group did not mix them up.
+    assert len({tuple(snapshot(session_factory, r)["results"]) for r in good}) == 3
+
+
+def test_a_group_reads_back_each_records_latency(
+    uow: UnitOfWork, engine: Engine, make_record: MakeRecord
+) -> None:
+    submitted, unsubmitted = good_record(make_record, 1), good_record(make_record, 2)
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE assessment_records SET submitted_at = now() - interval '90 seconds' WHERE id = :id"),
+            {"id": submitted},
+        )
+    first, second = generate_reports(uow, [submitted, unsubmitted])
+    assert isinstance(first, Generation)
+    assert first.latency_s is not None
+    assert 90 <= first.latency_s < 90 + 600
+    assert second == Generation(GenerationOutcome.GENERATED, None)  # no submission time: no latency
+    # The single-record path reads it back the same way.
+    again = good_record(make_record, 3)
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE assessment_records SET submitted_at = now() - interval '5 seconds' WHERE id = :id"),
+            {"id": again},
+        )
+    alone = generate_one(uow, again)
+    assert alone.latency_s is not None
+    assert 5 <= alone.latency_s < 5 + 600
+
+
+def test_an_empty_group_does_nothing(uow: UnitOfWork) -> None:
+    assert generate_reports(uow, []) == []
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    records=st.integers(min_value=1, max_value=12),
+    picks=st.lists(st.integers(min_value=0, max_value=11), min_size=1, max_size=24),
+    max_group=st.integers(min_value=1, max_value=64),
+)
+def test_many_threads_on_one_generator_generate_each_record_exactly_once(
+    session_factory: sessionmaker[Session],
+    make_record: MakeRecord,
+    records: int,
+    picks: list[int],
+    max_group: int,
+) -> None:
+    ids = [good_record(make_record, seed) for seed in range(records)]
+    jobs = [ids[p % records] for p in picks]  # a record may have several jobs (redeliveries)
+    groups = ReportGroups(lambda: UnitOfWork(session_factory), max_group=max_group)
+    results = run_threads(groups, jobs)
+    assert all(isinstance(r, Generation) for r in results), results
+    for record_id in set(jobs):
+        outcomes = [outcome(r) for j, r in zip(jobs, results, strict=True) if j == record_id]
+        assert sorted(map(str, outcomes)) == sorted(
+            map(str, [GENERATED] + [SKIPPED] * (len(outcomes) - 1))
+        ), outcomes
+        assert_generated(session_factory, record_id)
+    stats = groups.stats
+    assert stats.requests == len(jobs)
+    assert stats.largest <= max_group
+
+
+@pytest.fixture
+def refused_insert(engine: Engine) -> Iterator[int]:
+    """A trigger that makes PostgreSQL refuse the results of records of user 666: a real
+    database error in the middle of a group's transaction. Yields that user id."""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "CREATE FUNCTION mi_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$"
+                " BEGIN"
+                "  IF EXISTS (SELECT 1 FROM assessment_records WHERE id = NEW.record_id AND user_id = 666)"
+                "  THEN RAISE EXCEPTION 'refused results of record %', NEW.record_id; END IF;"
+                "  RETURN NEW;"
+                " END $$"
+            )
+        )
+        conn.execute(
+            text(
+                "CREATE TRIGGER mi_test_refuse BEFORE INSERT ON dimension_results"
+                " FOR EACH ROW EXECUTE FUNCTION mi_test_refuse()"
+            )
+        )
+    try:
+        yield 666
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text("DROP TRIGGER IF EXISTS mi_test_refuse ON dimension_results"))
+            conn.execute(text("DROP FUNCTION IF EXISTS mi_test_refuse()"))
+
+
+class HeldFirstGroup:
+    """A unit-of-work factory whose first call waits until released: the first group is held
+    in flight while the next jobs gather behind it (deterministic groups)."""
+
+    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+        self.session_factory = session_factory
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.calls = 0
+
+    def __call__(self) -> UnitOfWork:
+        self.calls += 1
+        if self.calls == 1:
+            self.entered.set()
+            self.release.wait(30)
+        return UnitOfWork(self.session_factory)
+
+
+def gathered_behind_a_first_group(
+    groups: ReportGroups, held: HeldFirstGroup, first: int, rest: Sequence[int]
+) -> tuple[threading.Thread, list[object]]:
+    """Run `first` as a group of its own, then `rest` together as the next group; returns the
+    first job's thread and (once joined) the results of `rest`."""
+    leader = threading.Thread(target=groups.generate, args=(first,))
+    leader.start()
+    assert held.entered.wait(10)
+    results: list[object] = []
+    others = threading.Thread(target=lambda: results.extend(run_threads(groups, rest)))
+    others.start()
+    wait_until(lambda: groups.waiting == len(rest), timeout=10, what="the jobs waiting for the next group")
+    held.release.set()
+    leader.join(30)
+    others.join(60)
+    return leader, results
+
+
+def test_a_database_error_in_a_group_leaves_the_others_to_run_alone(
+    session_factory: sessionmaker[Session],
+    make_record: MakeRecord,
+    refused_insert: int,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    first = good_record(make_record, 0)
+    bad = make_record(3, user_id=refused_insert, answers=varied_answers(1))
+    others = [good_record(make_record, seed) for seed in (2, 3)]
+    held = HeldFirstGroup(session_factory)
+    groups = ReportGroups(held)
+    _, results = gathered_behind_a_first_group(groups, held, first, [bad, *others])
+
+    # Its own database error, from the single-record path (raised at its commit, through SQLAlchemy).
+    assert isinstance(results[0], psycopg.Error | DBAPIError)
+    assert "refused results of record" in str(results[0])
+    assert [outcome(r) for r in results[1:]] == [GENERATED, GENERATED]
+    assert groups.stats.groups == 2
+    assert groups.stats.largest == 3
+    for record_id in [first, *others]:
+        assert_generated(session_factory, record_id)
+    assert_untouched(session_factory, bad)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("group of 3 reports failed" in m and "each runs again alone" in m for m in warnings)
+
+
+def test_a_record_locked_elsewhere_leaves_the_group_and_waits_alone(
+    settings: Settings, uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: MakeRecord
+) -> None:
+    locked, *free = (good_record(make_record, seed) for seed in range(3))
+    with row_locked(settings.database_url, locked):
+        # The group does not wait for the lock: the free records are generated at once.
+        assert [outcome(r) for r in generate_reports(uow, [locked, *free])] == [
+            Deferred.LOCKED,
+            GENERATED,
+            GENERATED,
+        ]
+        assert_untouched(session_factory, locked)
+        # Through the generator: the locked record's job waits alone, on the lock, as a job
+        # always did; a second record's jobs are not held up by it meanwhile.
+        groups = ReportGroups(lambda: UnitOfWork(session_factory))
+        waiting: list[object] = []
+        alone = threading.Thread(target=lambda: waiting.append(groups.generate(locked)))
+        alone.start()
+        wait_until(
+            lambda: sessions_waiting_for_a_lock(settings.database_url) >= 1,
+            timeout=10,
+            what="the locked record's job waiting on its lock",
+        )
+        later = good_record(make_record, 7)
+        assert groups.generate(later).outcome is GenerationOutcome.GENERATED
+        assert waiting == []
+    alone.join(30)
+    assert [outcome(r) for r in waiting] == [GENERATED]
+    for record_id in [locked, *free, later]:
+        assert_generated(session_factory, record_id)
+
+
+def test_an_unreachable_database_is_database_unavailable_for_every_job() -> None:
+    engine = make_engine(CLOSED_DATABASE_URL, pool_size=1, connect_timeout_s=1)
+    factory = make_session_factory(engine)
+    try:
+        groups = ReportGroups(lambda: UnitOfWork(factory))
+        results = run_threads(groups, [1, 2, 3])
+    finally:
+        engine.dispose()
+    assert all(isinstance(r, DatabaseUnavailable) for r in results), results
+    assert len({id(r) for r in results}) == 3  # each thread its own exception
+
+
+def _generate_in_a_process(
+    database_url: str, record_ids: list[int], threads: int, go: EventType, out: Any
+) -> None:
+    """A worker process of its own: `threads` threads sharing one ReportGroups."""
+    engine = make_engine(database_url, pool_size=threads)
+    factory = make_session_factory(engine)
+    groups = ReportGroups(lambda: UnitOfWork(factory))
+    outcomes: dict[int, list[str]] = {}
+    lock = threading.Lock()
+
+    def work(mine: list[int]) -> None:
+        for record_id in mine:
+            result = groups.generate(record_id).outcome
+            with lock:
+                outcomes.setdefault(record_id, []).append(str(result))
+
+    go.wait(60)
+    workers = [threading.Thread(target=work, args=(record_ids[i::threads],)) for i in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    engine.dispose()
+    out.put(outcomes)
+
+
+@pytest.mark.parametrize("order", ["same", "reversed"])
+def test_two_processes_racing_on_the_same_records_write_each_report_once(
+    settings: Settings, session_factory: sessionmaker[Session], make_record: MakeRecord, order: str
+) -> None:
+    ids = [good_record(make_record, seed) for seed in range(40)]
+    ctx = multiprocessing.get_context("spawn")
+    go, out = ctx.Event(), ctx.Queue()
+    second = ids if order == "same" else ids[::-1]
+    processes = [
+        ctx.Process(target=_generate_in_a_process, args=(settings.database_url, job_ids, 8, go, out))
+        for job_ids in (ids, second)
+    ]
+    for p in processes:
+        p.start()
+    go.set()
+    found = [out.get(timeout=120), out.get(timeout=120)]
+    for p in processes:
+        p.join(30)
+        assert p.exitcode == 0
+    for record_id in ids:
+        outcomes = sorted(found[0][record_id] + found[1][record_id])
+        assert outcomes == ["generated", "skipped"], (record_id, outcomes)
+        assert_generated(session_factory, record_id)
