@@ -46,6 +46,8 @@ class Generation:
     #: database's clock, read back from the write itself): the latency operators watch. None
     #: unless GENERATED, or when the record has no submission time.
     latency_s: float | None = None
+    #: Why a SKIPPED record was skipped ("record in status 4"), for its job's log line.
+    detail: str = ""
 
 
 @dataclass(frozen=True)
