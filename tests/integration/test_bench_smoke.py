@@ -102,6 +102,12 @@ def _cluster(data: dict[str, Any]) -> None:
     assert all(mode["drain_s"] > 0 for mode in data["modes"].values())
 
 
+@case("profile_worker", "--quick", "--threads", "2")
+def _profile_worker(data: dict[str, Any]) -> None:
+    assert data["samples"] > 0
+    assert abs(sum(data["shares"].values()) - 1) < 1e-9
+
+
 SCALING_FIELDS = {"rate", "workers_ms_per_msg", "redis_ms_per_msg", "postgres_ms_per_msg", "saturated"}
 
 
