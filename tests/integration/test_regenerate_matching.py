@@ -98,28 +98,7 @@ def test_the_call_answers_202_at_once_and_queues_exactly_one_task(
     assert f"{n} matched" in entry["detail"]
 
 
-@pytest.mark.parametrize(
-    "body",
-    [
-        {},
-        {"status": None},
-        {"status": 4},
-        {"status": "5"},
-        {"status": True},
-        {"status": 5.0},
-        {"status": 5, "userId": 0},
-        {"status": 5, "userId": "7"},
-        {"status": 5, "userId": 2**63},
-        {"status": 5, "submittedFrom": "yesterday"},
-        {"status": 5, "submittedFrom": 20250101},
-        {"status": 5, "submittedFrom": "2025-02-01T00:00:00Z", "submittedTo": "2025-01-01T00:00:00Z"},
-    ],
-)
-def test_bad_filters_are_1001_and_queue_nothing(
-    body: dict[str, Any], client: FlaskClient, admin_headers: dict[str, str], redis_client: redis.Redis
-) -> None:
-    error(client.post(MATCHING, json=body, headers=admin_headers), 400, 1001)
-    assert redis_client.llen(KEYS.admin.queue) == 0
+# Bad filters (1001, nothing queued or changed) are in tests/integration/test_web_bad_input.py.
 
 
 def test_only_an_admin_may_start_or_read_a_task(
