@@ -25,11 +25,13 @@ from actors.broker import RedisListBroker
 from actors.constants import ADMIN_QUEUE_NAME, REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
 from services import admin, regeneration_tasks
+from services.audit import list_audit
 from services.config import Settings
 from services.regeneration_tasks import MatchFilter, Task, TaskState, run_task, start_regenerate_matching
 from services.uow import UnitOfWork
 from tests.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.integration.ops_support import ACTOR
+from tests.integration.test_console_pages import csrf_token, sign_in
 from tests.integration.web_support import ADMIN_PATH, Records
 from tests.support.actors import declare_actor
 from tests.support.envelope import data, error
@@ -322,3 +324,39 @@ def test_a_finished_or_unknown_task_is_not_run_again(
     assert (again.state, again.regenerated) == (TaskState.DONE, 1)
     assert redis_client.llen(REPORT_QUEUE_KEY) == 1
     assert run(session_factory, redis_client, store, "0" * 32) is None
+
+
+# -- the console's button and progress page ------------------------------------------------------
+
+
+def test_the_console_regenerates_every_failed_record_and_shows_the_progress(
+    client: FlaskClient,
+    records: Records,
+    redis_client: redis.Redis,
+    event_log: Engine,
+    session_factory: sessionmaker[Session],
+    store: RedisTaskStore,
+) -> None:
+    failed = records.insert(RecordSpec(status=5), RecordSpec(status=5, user_id=3))
+    assert sign_in(client, name="王五") == 302
+    page = client.get("/admin/records?status=4").get_data(as_text=True)
+    assert 'id="regenerate-failed"' in page
+    token = csrf_token(client, "/admin/records")
+    response = client.post("/admin/records/regenerate-failed", data={"csrf_token": token})
+    assert response.status_code == 302
+    task_path = response.headers["Location"]
+    task_id = task_path.rsplit("/", 1)[1]
+    assert redis_client.llen(KEYS.admin.queue) == 1
+    queued = client.get(task_path).get_data(as_text=True)
+    assert 'data-state="queued"' in queued
+    assert 'http-equiv="refresh"' in queued
+    assert 'data-count="matched">2<' in queued
+    run(session_factory, redis_client, store, task_id)
+    done = client.get(task_path).get_data(as_text=True)
+    assert 'data-state="done"' in done
+    assert 'data-count="regenerated">2<' in done
+    assert 'http-equiv="refresh"' not in done
+    assert sorted(queued_record_ids(redis_client)) == failed
+    entries = list_audit(UnitOfWork(session_factory), actor="console:王五").items
+    assert [(e.action, e.ids, e.outcome) for e in entries] == [("regenerate_matching", [task_id], "ok")]
+    assert client.get(f"/admin/tasks/{'0' * 32}").status_code == 404
