@@ -154,8 +154,8 @@ def start_regenerate_matching(
 ) -> TaskStarted:
     """Count the matches, store the task and queue its message; the records are not touched.
 
-    ParamError (1001) for a bad filter, QueueUnavailable (5003) when Redis refuses the
-    task, ServiceError (5000) when the COUNT exceeds COUNT_TIMEOUT_MS. Audited as
+    ParamError (1001) for a bad filter or when the COUNT exceeds COUNT_TIMEOUT_MS (narrow
+    the filter), QueueUnavailable (5003) when Redis refuses the task. Audited as
     `regenerate_matching` (refusals too); refused first when the audit log is down.
     """
     if audit is not None:
@@ -225,7 +225,8 @@ def _count(uow: UnitOfWork, match: MatchFilter) -> tuple[int, int]:
             )
         except DBAPIError as exc:
             if getattr(exc.orig, "sqlstate", None) == _QUERY_CANCELED:
-                raise ServiceError("统计匹配记录超时，请缩小筛选范围") from exc
+                # The scope is too large to count in time: the admin narrows the filter.
+                raise ParamError(f"统计匹配记录超过 {COUNT_TIMEOUT_MS // 1000} 秒，请缩小筛选范围") from exc
             raise
     return int(max_id), int(matched)
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 import redis
 from flask import Flask
@@ -360,3 +361,21 @@ def test_the_console_regenerates_every_failed_record_and_shows_the_progress(
     entries = list_audit(UnitOfWork(session_factory), actor="console:王五").items
     assert [(e.action, e.ids, e.outcome) for e in entries] == [("regenerate_matching", [task_id], "ok")]
     assert client.get(f"/admin/tasks/{'0' * 32}").status_code == 404
+
+
+def test_a_count_beyond_its_timeout_is_refused_and_queues_nothing(
+    client: FlaskClient,
+    admin_headers: dict[str, str],
+    records: Records,
+    redis_client: redis.Redis,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The statement timeout counts lock waits: a table locked elsewhere stands for a COUNT too slow."""
+    records.insert(RecordSpec(status=5))
+    monkeypatch.setattr("services.regeneration_tasks.COUNT_TIMEOUT_MS", 200)
+    with psycopg.connect(settings.database_url.replace("+psycopg", "")) as conn:
+        conn.execute("LOCK TABLE assessment_records IN ACCESS EXCLUSIVE MODE")
+        message = error(client.post(MATCHING, json={"status": 5}, headers=admin_headers), 400, 1001)
+    assert "请缩小筛选范围" in message
+    assert redis_client.llen(KEYS.admin.queue) == 0
