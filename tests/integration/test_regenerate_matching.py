@@ -32,9 +32,9 @@ from services.regeneration_tasks import MatchFilter, Task, TaskState, run_task, 
 from services.uow import UnitOfWork
 from tests.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.integration.ops_support import ACTOR
-from tests.integration.test_console_pages import csrf_token, sign_in
 from tests.integration.web_support import ADMIN_PATH, Records
 from tests.support.actors import declare_actor
+from tests.support.console import csrf_token, sign_in
 from tests.support.envelope import data, error
 from tests.support.records import RecordSpec
 from tests.support.urls import CLOSED_DATABASE_URL
