@@ -31,7 +31,7 @@ from actors.broker import (
     RedisListBroker,
     RequeueOnShutdown,
 )
-from actors.constants import ERROR_RECOVERY_DELAY_MS, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
+from actors.constants import ADMIN_QUEUE_NAME, ERROR_RECOVERY_DELAY_MS, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
 from actors.observe.jobs import JobObserver
 from actors.report_queue.codec import ReportCodec
 from services.config import Settings, env_int
@@ -46,13 +46,13 @@ def database_available() -> bool:
 def default_middleware(database_probe: Probe | None = None) -> list[Middleware]:
     """Dramatiq's default middleware, with its Retries replaced by ExactRetries.
 
-    AvailabilityGate (first: see actors/broker/gate.py) holds report jobs while PostgreSQL is
-    down; CurrentMessage lets the report actor log which attempt failed
+    AvailabilityGate (first: see actors/broker/gate.py) holds report jobs and admin tasks while
+    PostgreSQL is down; CurrentMessage lets the report actor log which attempt failed
     (actors/report.py); RequeueOnShutdown gives prefetched messages back at once on SIGTERM.
     """
     gate: list[Middleware] = []
     if database_probe is not None:
-        gate.append(AvailabilityGate(database_probe, queues={REPORT_QUEUE_NAME}))
+        gate.append(AvailabilityGate(database_probe, queues={REPORT_QUEUE_NAME, ADMIN_QUEUE_NAME}))
     return [
         *gate,
         JobObserver(),

@@ -18,6 +18,10 @@ REPORT_QUEUE_NAME = "report"
 #: Name of the report actor: Dramatiq messages of the report queue name it.
 REPORT_ACTOR_NAME = "generate_report"
 
+#: The queue of admin tasks (e.g. regenerating every record matching a filter), and its actor.
+ADMIN_QUEUE_NAME = "admin"
+REGENERATE_MATCHING_ACTOR_NAME = "regenerate_matching"
+
 _REPORT_KEYS = QueueKeys.for_queue(REPORT_QUEUE_NAME)
 REPORT_QUEUE_KEY = _REPORT_KEYS.queue  # "report:queue"
 DEAD_LETTER_QUEUE_KEY = _REPORT_KEYS.dead  # "report:queue:dead"

@@ -4,7 +4,8 @@ The only module that changes global state when imported, as Dramatiq's CLI expec
 the module it is given: it sets the log format (actors/observe/logs.py), builds the
 `RedisListBroker` from REDIS_URL and sets it as
 Dramatiq's global broker, makes the worker process absorb a runner's duplicate SIGTERM,
-and declares the actors on the broker. Dramatiq imports it in its main process and
+and declares the actors on the broker (the report actor, and the admin tasks' actor on
+the `admin` queue). Dramatiq imports it in its main process and
 again in each worker process.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from actors import report
+from actors import admin_tasks, report
 from actors.broker import debounce_worker_sigterm
 from actors.configure import install
 from actors.observe.logs import configure_logging
@@ -25,5 +26,6 @@ broker = install()
 debounce_worker_sigterm()
 
 generate_report = report.generate_report.declare(broker)
+regenerate_matching = admin_tasks.regenerate_matching.declare(broker)
 
-__all__ = ["broker", "generate_report"]
+__all__ = ["broker", "generate_report", "regenerate_matching"]

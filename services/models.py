@@ -71,7 +71,9 @@ class AssessmentRecord(Base):
     __tablename__ = "assessment_records"
     __table_args__ = (
         CheckConstraint(f"status BETWEEN {MIN_STATUS} AND {MAX_STATUS}", name="ck_assessment_records_status"),
-        Index("ix_assessment_records_status_live", "status", postgresql_where="NOT is_deleted"),
+        # By status, then id: the admin list's filter, and regeneration tasks' keyset pages
+        # (services/regeneration_tasks.py).
+        Index("ix_assessment_records_status_id_live", "status", "id", postgresql_where="NOT is_deleted"),
         # The reconciler's pages (services/reconcile.py).
         Index("ix_assessment_records_generating", "id", postgresql_where="status = 3 AND NOT is_deleted"),
     )

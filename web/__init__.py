@@ -17,6 +17,7 @@ from flask import Flask
 
 from actors.adapters import RedisAutosaveStore, RedisEventSink, RedisQueueOperations, RedisReportQueue
 from actors.adapters.keys import Keyspace
+from actors.adapters.tasks import RedisTaskStore
 from services.audit import DatabaseAuditLog
 from services.autosave import ActiveQuestions, AutosaveStore
 from services.config import Settings
@@ -27,7 +28,13 @@ from services.events import EventSink
 from services.queue import ReportQueue
 from web import admin_api, console, deps, health, http_metrics, metrics, openapi, report_page, user_api
 from web.auth import issue_user_token
-from web.cli import audit_command, issue_user_token_command, queue_command
+from web.cli import (
+    audit_command,
+    issue_user_token_command,
+    queue_command,
+    regenerate_matching_command,
+    task_command,
+)
 from web.errors import register_error_handlers
 from web.jsonify import JSONProvider
 from web.redis_guard import guarded_redis
@@ -132,6 +139,7 @@ def create_app(
             queue_ops=RedisQueueOperations(client, keys.report),
             audit=DatabaseAuditLog(factory),
             keys=keys,
+            tasks=RedisTaskStore(client, keys),
         ),
     )
 
@@ -143,6 +151,8 @@ def create_app(
     app.cli.add_command(issue_user_token_command)
     app.cli.add_command(queue_command)
     app.cli.add_command(audit_command)
+    app.cli.add_command(regenerate_matching_command)
+    app.cli.add_command(task_command)
 
     if not settings.secret_key:
         log.warning("SECRET_KEY is empty: every call to the user API is refused (401)")

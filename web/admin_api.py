@@ -17,10 +17,11 @@ from flask import Blueprint, Response, request
 from werkzeug.datastructures import MultiDict
 
 from actors.adapters import queue_figures
-from services import admin, event_store, operations
+from services import admin, event_store, operations, regeneration_tasks
 from services.errors import MSG_EMPTY_ID_LIST, ParamError, QueueUnavailable
 from services.events import MAX_ACTOR_LENGTH, EventType
-from services.limits import MAX_ID
+from services.limits import MAX_ID, is_strict_int
+from services.regeneration_tasks import TASK_STATUSES, MatchFilter
 from services.status import RecordStatus
 from services.views import RecordFilter
 from web import deps
@@ -33,13 +34,16 @@ from web.deps import (
     queue_operations,
     redis_client,
     report_queue,
+    task_store,
 )
-from web.envelope import ok
+from web.envelope import SUCCESS_CODE, SUCCESS_MESSAGE, envelope, ok
 from web.events import log_event, log_events
 from web.validation import (
+    body_datetime,
     body_handle_list,
     body_id,
     body_id_list,
+    int_in_range,
     json_object,
     optional_query_int,
     optional_query_text,
@@ -48,6 +52,7 @@ from web.validation import (
     query_datetime,
     query_id,
     query_int,
+    required,
 )
 
 bp = Blueprint("admin_api", __name__, url_prefix="/api/admin")
@@ -86,6 +91,33 @@ def batch_regenerate_report() -> Response:
     )
     log_events(EventType.REPORT_REGENERATED, outcome.queued, batch=True, requested=len(ids))
     return ok(outcome.result)
+
+
+@bp.post("/assessmentRecord/regenerateMatching")
+def regenerate_matching() -> Response:
+    """Regenerate every record matching a filter, in the background: 202 ``{taskId, matched}``
+    at once, whatever the number of matches; progress at ``GET /api/admin/tasks/<taskId>``."""
+    body = json_object(request)
+    status = required(body, "status")
+    if not is_strict_int(status) or status not in TASK_STATUSES:
+        raise ParamError("参数 status 只能是 3（生成中）或 5（生成失败）")
+    user_id = body.get("userId")
+    match = MatchFilter(
+        status=status,
+        submitted_from=body_datetime(body, "submittedFrom", admin_zone()),
+        submitted_to=body_datetime(body, "submittedTo", admin_zone()),
+        user_id=None if user_id is None else int_in_range(user_id, "userId", 1, MAX_ID),
+    )
+    started = regeneration_tasks.start_regenerate_matching(
+        new_uow(), task_store(), match, actor=current_admin(), audit=audit_log()
+    )
+    return envelope(SUCCESS_CODE, SUCCESS_MESSAGE, started, status=202)
+
+
+@bp.get("/tasks/<task_id>")
+def task(task_id: str) -> Response:
+    """An admin task's progress (kept 7 days after its last change)."""
+    return ok(regeneration_tasks.get_task(task_store(), task_id))
 
 
 @bp.get("/assessmentRecord/list")

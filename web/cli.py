@@ -1,5 +1,5 @@
-"""Flask CLI commands: ``flask --app web issue-user-token USER_ID``, ``flask --app web queue ...``
-and ``flask --app web audit``.
+"""Flask CLI commands: ``flask --app web issue-user-token USER_ID``, ``flask --app web queue ...``,
+``flask --app web audit``, ``flask --app web regenerate-matching`` and ``flask --app web task ID``.
 
 The queue and audit commands call the same service functions as the admin API
 (services/operations.py) and are audited the same way, as the actor ``cli:<os user>``.
@@ -19,12 +19,12 @@ import redis
 from flask.cli import with_appcontext
 
 from actors.adapters import queue_figures
-from services import operations
+from services import operations, regeneration_tasks
 from services.errors import DatabaseUnavailable, ServiceError
 from services.limits import MAX_ID
 from services.opsmodel import AdminActor, ItemOutcome
 from web.auth import issue_user_token
-from web.deps import audit_log, current, new_uow, queue_operations, redis_client
+from web.deps import audit_log, current, new_uow, queue_operations, redis_client, task_store
 
 #: Longest cell shown in a table (raw entries and errors are cut with "…").
 MAX_CELL = 80
@@ -207,3 +207,56 @@ def audit_command(
     ]
     echo_table(["at", "actor", "credential", "action", "ids", "outcome", "detail"], rows)
     click.echo(f"{len(page.items)} of {page.total} audit entries from offset {page.offset}")
+
+
+@click.command("regenerate-matching")
+@click.option("--status", type=click.Choice(["3", "5"]), required=True, help="3 生成中 or 5 生成失败")
+@click.option(
+    "--from", "from_", type=click.DateTime(), default=None, help="submitted at or after (ADMIN_TIMEZONE)"
+)
+@click.option("--to", type=click.DateTime(), default=None, help="submitted before (ADMIN_TIMEZONE)")
+@click.option("--user", type=click.IntRange(1, MAX_ID), default=None, help="only this user's records")
+@with_appcontext
+def regenerate_matching_command(
+    status: str, from_: datetime | None, to: datetime | None, user: int | None
+) -> None:
+    """Regenerate every record matching the filter, in the background (prints the task id)."""
+    zone = current().settings.admin_zone
+    match = regeneration_tasks.MatchFilter(
+        status=int(status),
+        submitted_from=from_.replace(tzinfo=zone).astimezone(UTC) if from_ else None,
+        submitted_to=to.replace(tzinfo=zone).astimezone(UTC) if to else None,
+        user_id=user,
+    )
+    with _as_click_errors():
+        started = regeneration_tasks.start_regenerate_matching(
+            new_uow(), task_store(), match, actor=cli_actor(), audit=audit_log()
+        )
+    click.echo(f"task {started.task_id}: {started.matched} record(s) matched, queued")
+
+
+@click.command("task")
+@click.argument("task_id")
+@with_appcontext
+def task_command(task_id: str) -> None:
+    """An admin task's progress."""
+    with _as_click_errors():
+        task = regeneration_tasks.get_task(task_store(), task_id)
+    echo_table(
+        ["task", "state", "filter", "matched", "pages", "regenerated", "skipped", "started", "finished"],
+        [
+            (
+                task.task_id,
+                task.state,
+                regeneration_tasks.describe(task.filter),
+                task.matched,
+                task.pages,
+                task.regenerated,
+                task.skipped,
+                task.started_at,
+                task.finished_at,
+            )
+        ],
+    )
+    if task.error:
+        click.echo(f"error: {task.error}")

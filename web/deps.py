@@ -19,6 +19,7 @@ from services.config import Settings
 from services.events import EventSink
 from services.opsmodel import AuditLog, QueueOperations
 from services.queue import ReportQueue
+from services.regeneration_tasks import TaskStore
 from services.uow import UnitOfWork
 
 EXTENSION_KEY = "mi_assessment"
@@ -42,6 +43,8 @@ class Dependencies:
     audit: AuditLog
     #: Every Redis key family, in the layout REDIS_HASH_TAGS chose.
     keys: Keyspace = field(default_factory=Keyspace.of)
+    #: Admin tasks and their progress (Redis: actors/adapters/tasks.py).
+    tasks: TaskStore | None = None
 
 
 def install(app: Flask, dependencies: Dependencies) -> None:
@@ -87,3 +90,10 @@ def queue_operations() -> QueueOperations:
 
 def audit_log() -> AuditLog:
     return current().audit
+
+
+def task_store() -> TaskStore:
+    tasks = current().tasks
+    if tasks is None:
+        raise RuntimeError("the app was built without a task store")
+    return tasks

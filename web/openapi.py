@@ -18,6 +18,8 @@ from services.events import EventType
 from services.limits import MAX_ID
 from services.operations import MAX_PAGE_SIZE as OPS_PAGE_SIZE
 from services.questionnaire import LEVELS, MAX_SUGGESTIONS, MAX_VALUE, MIN_SUGGESTIONS, MIN_VALUE
+from services.regeneration_tasks import PAGE_SIZE as TASK_PAGE_SIZE
+from services.regeneration_tasks import TASK_STATUSES, TaskState
 from services.status import MAX_STATUS, MIN_STATUS, STATUS_TEXT
 from web.errors import RETRY_AFTER_S
 from web.report_page import LINK_MAX_AGE_S
@@ -305,8 +307,8 @@ SCHEMAS: dict[str, Schema] = {
         },
         action={
             "type": "string",
-            "description": "regenerate, batch_regenerate, delete_record, requeue, delete_dead, "
-            "delete_invalid, purge_invalid",
+            "description": "regenerate, batch_regenerate, regenerate_matching, delete_record, requeue, "
+            "delete_dead, delete_invalid, purge_invalid",
         },
         ids={"type": "array", "items": {"type": ["integer", "string"]}},
         outcome={"type": "string", "description": "ok, partial or failed"},
@@ -317,6 +319,40 @@ SCHEMAS: dict[str, Schema] = {
         total={"type": "integer", "minimum": 0},
         offset={"type": "integer", "minimum": 0},
         limit={"type": "integer", "minimum": 1, "maximum": OPS_PAGE_SIZE},
+    ),
+    "TaskStarted": _all(
+        taskId={
+            "type": "string",
+            "pattern": "^[0-9a-f]{32}$",
+            "description": "GET /api/admin/tasks/{task_id}",
+        },
+        matched={"type": "integer", "minimum": 0, "description": "records matching now (one COUNT)"},
+    ),
+    "MatchFilter": _all(
+        status={"type": "integer", "enum": list(TASK_STATUSES)},
+        submittedFrom=NULLABLE_DATETIME,
+        submittedTo=NULLABLE_DATETIME,
+        userId=NULLABLE_ID,
+    ),
+    "Task": _all(
+        taskId={"type": "string"},
+        state={"type": "string", "enum": [str(s) for s in TaskState]},
+        filter=_ref("MatchFilter"),
+        matched={"type": "integer", "minimum": 0, "description": "records matching when the task was made"},
+        maxId={"type": "integer", "minimum": 0, "description": "scope: records with id <= maxId only"},
+        cursor={"type": "integer", "minimum": 0, "description": "last id of the last page done"},
+        pages={"type": "integer", "minimum": 0, "description": f"pages of up to {TASK_PAGE_SIZE} ids done"},
+        regenerated={"type": "integer", "minimum": 0, "description": "records reset to 3 and queued"},
+        skipped={
+            "type": "integer",
+            "minimum": 0,
+            "description": "ids of a page whose record changed meanwhile",
+        },
+        actor={"type": "string", "description": "who started it"},
+        createdAt=NULLABLE_DATETIME,
+        startedAt=NULLABLE_DATETIME,
+        finishedAt=NULLABLE_DATETIME,
+        error={"type": ["string", "null"]},
     ),
     "Purged": _all(purged={"type": "integer", "minimum": 0, "description": "payloads dropped"}),
     "HandlesRequest": _obj(
@@ -377,6 +413,13 @@ SCHEMAS: dict[str, Schema] = {
     ),
     "RecordIdRequest": _obj(["recordId"], recordId=ID),
     "IdRequest": _obj(["id"], id=ID),
+    "RegenerateMatchingRequest": _obj(
+        ["status"],
+        status={"type": "integer", "enum": list(TASK_STATUSES), "description": "3 生成中 or 5 生成失败"},
+        submittedFrom={**DATETIME, "description": "submitted at or after (no offset = ADMIN_TIMEZONE)"},
+        submittedTo={**DATETIME, "description": "submitted before (no offset = ADMIN_TIMEZONE)"},
+        userId=ID,
+    ),
     "IdsRequest": _obj(
         ["ids"],
         ids={
@@ -531,6 +574,7 @@ def _operation(
     body: str | None = None,
     parameters: list[Schema] | None = None,
     description: str | None = None,
+    success_status: int = 200,
 ) -> Schema:
     op: Schema = {"summary": summary, "tags": [tag]}
     if description:
@@ -541,7 +585,7 @@ def _operation(
         op["parameters"] = parameters
     if body:
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(body)}}}
-    responses: Schema = {"200": _success(data)}
+    responses: Schema = {str(success_status): _success(data)}
     for status in sorted(set(errors)):
         responses[str(status)] = {"$ref": f"#/components/responses/{ERROR_RESPONSE_NAMES[status]}"}
     op["responses"] = responses
@@ -719,6 +763,40 @@ PATHS: dict[str, dict[str, Schema]] = {
             data=_ref("BatchRegenerateResult"),
             body="IdsRequest",
             errors=BODY_ERRORS,
+        ),
+    },
+    "/api/admin/assessmentRecord/regenerateMatching": {
+        "post": _admin(
+            "Regenerate every record matching a filter, in the background (202)",
+            description=(
+                "Counts the matching live records (status 3 or 5, optionally submitted in "
+                "[submittedFrom, submittedTo) and of one user), fixes the scope to those with an id up to "
+                "the largest id now, queues one task for the worker and answers 202 {taskId, matched} "
+                "without touching the records, in a time independent of their number. The worker resets "
+                f"and queues them {TASK_PAGE_SIZE} at a time, as batchRegenerateReport does; progress at "
+                "GET /api/admin/tasks/{task_id}. Audited; refused (503) if the audit cannot be written "
+                "or the task cannot be queued."
+            ),
+            data=_ref("TaskStarted"),
+            body="RegenerateMatchingRequest",
+            errors=BODY_ERRORS,
+            success_status=202,
+        ),
+    },
+    "/api/admin/tasks/{task_id}": {
+        "get": _admin(
+            "An admin task's progress (kept 7 days after its last change)",
+            data=_ref("Task"),
+            parameters=[
+                {
+                    "name": "task_id",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string"},
+                    "description": "the taskId of regenerateMatching",
+                }
+            ],
+            errors=(404,),
         ),
     },
     "/api/admin/assessmentRecord/list": {

@@ -219,14 +219,24 @@ def query_bool(args: MultiDict[str, str], name: str, default: bool = False) -> b
 
 def query_datetime(args: MultiDict[str, str], name: str, zone: tzinfo = UTC) -> datetime | None:
     """An ISO-8601 date or date-time, in UTC; one without an offset is read in `zone`
-    (the admin API passes ADMIN_TIMEZONE).
-
-    Normalised here so no later step can overflow on the edges of the calendar (year 1
-    with a positive offset, year 9999 with a negative one).
-    """
+    (the admin API passes ADMIN_TIMEZONE)."""
     raw = _single(args, name)
-    if raw is None:
+    return None if raw is None else _datetime(raw, name, zone)
+
+
+def body_datetime(body: dict[str, Any], name: str, zone: tzinfo = UTC) -> datetime | None:
+    """An optional ISO-8601 string field of a body, read as `query_datetime` reads a parameter."""
+    value = body.get(name)
+    if value is None:
         return None
+    if not isinstance(value, str):
+        raise ParamError(f"参数 {name} 必须是 ISO-8601 时间字符串")
+    return _datetime(value, name, zone)
+
+
+def _datetime(raw: str, name: str, zone: tzinfo) -> datetime:
+    """Normalised to UTC here so no later step can overflow on the edges of the calendar
+    (year 1 with a positive offset, year 9999 with a negative one)."""
     try:
         value = datetime.fromisoformat(raw)
         if value.tzinfo is None:

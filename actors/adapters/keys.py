@@ -22,6 +22,8 @@ Redis keys (all strings are the defaults; the key classes take a prefix for benc
 | `eventlog:invalid` | list | entries that could not be decoded, kept verbatim |
 | `eventlog:lock` | string | the event-log consumer's lock |
 | `hotpath:retention:lock` | string | the retention loop's lock (actors/hotpath/retention.py) |
+| `admin:queue` | list | the admin tasks' Dramatiq queue (`{admin}:queue` when hash-tagged) |
+| `admin:task:<id>` | hash | an admin task's progress (actors/adapters/tasks.py), kept 7 days |
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from actors.broker.keys import QueueKeys
-from actors.constants import REPORT_QUEUE_NAME
+from actors.constants import ADMIN_QUEUE_NAME, REPORT_QUEUE_NAME
 
 #: Prefix of every hot-path key but the event log's.
 HOTPATH_PREFIX = "hotpath:"
@@ -130,6 +132,10 @@ class Keyspace:
     eventlog: EventLogKeys
     #: The hot-path loops' run-time settings hash (actors/hotpath/settings.py).
     hotpath_settings: str
+    #: The admin tasks' queue and the prefix of their progress hashes: one family, so a
+    #: task and its message are written in one MULTI (actors/adapters/tasks.py).
+    admin: QueueKeys
+    task_prefix: str
 
     @classmethod
     def of(cls, hash_tags: bool = False) -> Keyspace:
@@ -140,4 +146,6 @@ class Keyspace:
             autosave=AutosaveKeys.default(hotpath),
             eventlog=EventLogKeys.with_prefix(family_prefix("eventlog", hash_tag=hash_tags)),
             hotpath_settings=hotpath + "settings",
+            admin=QueueKeys.for_queue(ADMIN_QUEUE_NAME, hash_tag=hash_tags),
+            task_prefix=family_prefix(ADMIN_QUEUE_NAME, hash_tag=hash_tags) + "task:",
         )

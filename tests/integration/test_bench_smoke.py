@@ -91,6 +91,21 @@ def _batch_end_to_end(data: dict[str, Any]) -> None:
     assert 0 < summary["end_to_end_calls_s"] < summary["end_to_end_generated_s"]
 
 
+@case(
+    "batch_regenerate",
+    *("--n", "40", "--batch", "20", "--no-single", "--end-to-end", "--one-call", "--worker-threads", "2"),
+)
+def _batch_one_call(data: dict[str, Any]) -> None:
+    summary = data["summary"]
+    [call_s], [task_s], [generated_s] = (
+        summary["one_call_s"],
+        summary["one_call_task_s"],
+        summary["one_call_generated_s"],
+    )
+    assert 0 < call_s < task_s <= generated_s
+    assert len(summary["per_round_generated_ratio"]) == 1
+
+
 @case("memory", "--n", "400", "--step", "200")
 def _memory(data: dict[str, Any]) -> None:
     assert [s["processed"] for s in data["samples"]] == [0, 200, 400]

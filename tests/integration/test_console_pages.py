@@ -22,21 +22,9 @@ from services.record_detail import admin_record_detail
 from services.status import RecordStatus
 from services.uow import UnitOfWork
 from tests.integration.web_support import ADMIN_TOKEN, Records
+from tests.support.console import csrf_token, sign_in
 from tests.support.records import RecordSpec
 from web.console.signin import FAILURES_KEY_PREFIX, MAX_FAILURES, MSG_TOO_MANY
-
-CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
-
-
-def csrf_token(client: FlaskClient, path: str) -> str:
-    match = CSRF.search(client.get(path).get_data(as_text=True))
-    assert match
-    return match.group(1)
-
-
-def sign_in(client: FlaskClient, token: str = ADMIN_TOKEN, name: str = "张三") -> int:
-    data = {"token": token, "name": name, "csrf_token": csrf_token(client, "/admin/login")}
-    return client.post("/admin/login", data=data).status_code
 
 
 def set_created_at(engine: Engine, record_id: int, when: datetime) -> None:

@@ -137,6 +137,8 @@ BAD_ANSWERS: list[tuple[str, Any]] = [
 IN_PROGRESS = 2
 BATCH = post(f"{ADMIN_PATH}/assessmentRecord/batchRegenerateReport")
 LIST = get(f"{ADMIN_PATH}/assessmentRecord/list")
+MATCHING = post(f"{ADMIN_PATH}/assessmentRecord/regenerateMatching")
+TASK = get(f"{ADMIN_PATH}/tasks/<task_id>")
 
 CASES: list[Bad] = [
     *method_only(post(f"{USER_PATH}/createRecord")),
@@ -211,6 +213,35 @@ CASES: list[Bad] = [
     Bad(BATCH, "array body", 400, 1001, body=[1, 2]),
     Bad(BATCH, "over 64 KiB", 413, 413, body={"ids": [1], "pad": "x" * MAX_CONTENT_LENGTH}),
     Bad(BATCH, "wrong method", 405, 405, method="GET"),
+    *[
+        Bad(MATCHING, name, 400, 1001, body=body)
+        for name, body in [
+            ("no status", {}),
+            ("null status", {"status": None}),
+            ("status 4", {"status": 4}),
+            ("status text", {"status": "5"}),
+            ("status bool", {"status": True}),
+            ("status float", {"status": 5.0}),
+            ("userId 0", {"status": 5, "userId": 0}),
+            ("userId text", {"status": 5, "userId": "7"}),
+            ("userId beyond bigint", {"status": 5, "userId": BIG}),
+            ("submittedFrom garbage", {"status": 5, "submittedFrom": "yesterday"}),
+            ("submittedFrom number", {"status": 5, "submittedFrom": 20250101}),
+            ("submittedTo out of calendar", {"status": 5, "submittedTo": "9999-12-31T23:59:59-08:00"}),
+            (
+                "submittedFrom after submittedTo",
+                {"status": 5, "submittedFrom": "2025-02-01T00:00:00Z", "submittedTo": "2025-01-01T00:00:00Z"},
+            ),
+        ]
+    ],
+    Bad(MATCHING, "no content type", 415, 415, raw='{"status": 5}', content_type=None),
+    Bad(MATCHING, "malformed JSON", 400, 1001, raw='{"status": 5,'),
+    Bad(MATCHING, "array body", 400, 1001, body=[5]),
+    Bad(MATCHING, "over 64 KiB", 413, 413, body={"status": 5, "pad": "x" * MAX_CONTENT_LENGTH}),
+    Bad(MATCHING, "wrong method", 405, 405, method="GET"),
+    Bad(TASK, "unknown task", 404, 3241, url=f"{ADMIN_PATH}/tasks/{'0' * 32}"),
+    Bad(TASK, "malformed task id", 404, 3241, url=f"{ADMIN_PATH}/tasks/x%00y"),
+    Bad(TASK, "wrong method", 405, 405, method="POST", url=f"{ADMIN_PATH}/tasks/{'0' * 32}"),
     *[
         Bad(LIST, name, 400, 1001, query=query)
         for name, query in [

@@ -9,14 +9,18 @@ from pathlib import Path
 
 import pytest
 import redis
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters import QueueFigures, RedisReportQueue, queue_figures
+from actors.adapters.tasks import RedisTaskStore
 from actors.broker import HEARTBEATS_KEY
-from actors.constants import REPORT_QUEUE_KEY
+from actors.constants import ADMIN_QUEUE_NAME, REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
 from services.config import Settings
+from services.regeneration_tasks import MatchFilter, TaskState, start_regenerate_matching
 from services.status import RecordStatus
+from services.uow import UnitOfWork
 from tests.record_state import report_rows, status_of
 from tests.support.processes import (
     RedisServer,
@@ -25,6 +29,7 @@ from tests.support.processes import (
     sessions_waiting_for_a_lock,
     wait_until,
 )
+from tests.support.records import RecordSpec, insert_records
 
 pytestmark = pytest.mark.slow
 
@@ -40,8 +45,9 @@ def start_worker(
 ) -> Iterator[Callable[..., WorkerProcess]]:
     started: list[WorkerProcess] = []
 
-    def start(*, redis: str | None = None, threads: int = 1) -> WorkerProcess:
+    def start(*, redis: str | None = None, threads: int = 1, queues: tuple[str, ...] = ()) -> WorkerProcess:
         worker = WorkerProcess(
+            queues=queues,
             database_url=settings.database_url,
             redis_url=redis or redis_url,
             log_path=tmp_path / f"worker-{len(started)}.log",
@@ -94,6 +100,47 @@ def test_worker_killed_mid_generation_redelivers_and_completes_once(
         what="the queue to settle",
     )
     assert not redis_client.exists(f"{REPORT_QUEUE_KEY}:crashed")
+
+
+def test_worker_killed_mid_task_resumes_at_the_cursor_and_queues_each_record_once(
+    start_worker: Callable[..., WorkerProcess],
+    engine: Engine,
+    redis_client: redis.Redis,
+    session_factory: sessionmaker[Session],
+    settings: Settings,
+) -> None:
+    """A regenerateMatching task, its worker SIGKILLed while page 2 waits for a row lock:
+    the reaper gives the message back, and the next worker resumes after page 1."""
+    ids = insert_records(engine, [RecordSpec(status=RecordStatus.FAILED)] * 2_500)
+    store = RedisTaskStore(redis_client)
+    started = start_regenerate_matching(UnitOfWork(session_factory), store, MatchFilter(status=5))
+    with row_locked(settings.database_url, ids[1_500]):
+        # Only the admin queue: the report jobs stay in report:queue to be counted.
+        worker = start_worker(queues=(ADMIN_QUEUE_NAME,))
+        wait_until(
+            lambda: sessions_waiting_for_a_lock(settings.database_url) > 0,
+            timeout=30,
+            what="page 2 to wait for the locked row",
+        )
+        worker.kill()
+    task = store.get(started.task_id)
+    assert task is not None
+    assert (task.state, task.pages, task.cursor) == (TaskState.RUNNING, 1, ids[999])
+
+    start_worker(queues=(ADMIN_QUEUE_NAME,))
+
+    def done() -> bool:
+        task = store.get(started.task_id)
+        return task is not None and task.state is TaskState.DONE
+
+    wait_until(done, timeout=3 + 5 + 20, what="the redelivered task to finish")
+    task = store.get(started.task_id)
+    assert task is not None
+    assert (task.pages, task.regenerated) == (3, 2_500)
+    queued = [
+        ReportQueueMessage.decode(raw).record_id for raw in redis_client.lrange(REPORT_QUEUE_KEY, 0, -1)
+    ]
+    assert sorted(queued) == ids  # each record queued once
 
 
 def test_sigterm_finishes_in_flight_work_and_returns_prefetched_messages(

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 
-def data(response: Any) -> Any:
-    """The data of a success: HTTP 200, code 0, message "success"."""
+def data(response: Any, status: int = 200) -> Any:
+    """The data of a success: HTTP 200 (202 for a call that only queues work), code 0, message "success"."""
     body = response.json
-    assert response.status_code == 200, body
+    assert response.status_code == status, body
     assert (body["code"], body["message"]) == (0, "success"), body
     return body["data"]
 

@@ -44,7 +44,9 @@ class WorkerProcess(SessionProcess):
         threads: int = 1,
         processes: int = 1,
         env: dict[str, str] | None = None,
+        queues: tuple[str, ...] = (),
     ) -> None:
+        """`queues`: consume only these (Dramatiq's `--queues`); all declared ones by default."""
         full_env = {
             **os.environ,
             "DATABASE_URL": database_url,
@@ -62,6 +64,7 @@ class WorkerProcess(SessionProcess):
                 str(processes),
                 "--threads",
                 str(threads),
+                *(["--queues", *queues] if queues else []),
             ],
             env=full_env,
             log_path=log_path,

@@ -17,6 +17,7 @@ PAGE_SIZE = 50
 ACTION_NAMES = {
     "regenerate": "重新生成报告",
     "batch_regenerate": "批量重新生成",
+    "regenerate_matching": "按条件重新生成",
     "delete_record": "删除记录",
     "requeue": "死信重新入队",
     "delete_dead": "删除死信",

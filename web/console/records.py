@@ -1,4 +1,5 @@
-"""Records: the filtered, paged list; regenerate one or a selection; one record's detail.
+"""Records: the filtered, paged list; regenerate one or a selection, or every failed record
+(a background task, its progress on its own page); one record's detail.
 
 Filters come from the query string as a form sends them; a value that cannot be read is
 named on the page and ignored, never a failed page. Dates are days in the admin's time
@@ -15,7 +16,7 @@ from flask import flash, redirect, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from services import admin, event_store
+from services import admin, event_store, regeneration_tasks
 from services.errors import ServiceError
 from services.events import EventType
 from services.limits import MAX_ID
@@ -25,7 +26,7 @@ from services.views import RecordFilter
 from web.console.acting import actor
 from web.console.blueprint import bp
 from web.console.display import admin_timezone, day_after, day_start
-from web.deps import audit_log, current, new_uow, queue_operations, report_queue
+from web.deps import audit_log, current, new_uow, queue_operations, report_queue, task_store
 from web.events import log_event, log_events
 from web.report_page import dimensions_chart
 
@@ -168,6 +169,30 @@ def regenerate_selected() -> str | WerkzeugResponse:
     return render_template(
         "console/outcomes.html", title="批量重新生成结果", items=outcome.items, back=_back_to_list()
     )
+
+
+@bp.post("/records/regenerate-failed")
+def regenerate_failed() -> WerkzeugResponse:
+    """Every record in status 5, by one task in the worker (as regenerateMatching {status: 5})."""
+    try:
+        started = regeneration_tasks.start_regenerate_matching(
+            new_uow(),
+            task_store(),
+            regeneration_tasks.MatchFilter(status=int(RecordStatus.FAILED)),
+            actor=actor(),
+            audit=audit_log(),
+        )
+    except ServiceError as exc:
+        flash(f"未能开始重新生成：{exc.message}", "error")
+        return redirect(_back_to_list())
+    flash(f"已开始在后台重新生成 {started.matched} 条生成失败的记录", "ok")
+    return redirect(url_for("console.task", task_id=started.task_id))
+
+
+@bp.get("/tasks/<task_id>")
+def task(task_id: str) -> str:
+    """A task's progress; the page reloads itself every 2 s until the task ends."""
+    return render_template("console/task.html", task=regeneration_tasks.get_task(task_store(), task_id))
 
 
 @bp.get("/records/<int:record_id>")

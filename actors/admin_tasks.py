@@ -1,0 +1,96 @@
+"""The admin tasks' actor: regenerates every record matching a filter, page by page
+(services/regeneration_tasks.py), on the `admin` queue.
+
+Declared as an `ActorSpec` (importing this module builds no broker); `actors.worker`
+declares it next to the report actor. A worker killed mid-task has its message
+redelivered by the broker's reaper and the task resumes at its cursor; a failure is
+retried on the actor's schedule, and a task whose attempts are used up is marked failed.
+While PostgreSQL is down the message waits behind the availability gate, as report jobs do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+import dramatiq
+
+from actors.adapters.keys import Keyspace
+from actors.adapters.queue_ops import RedisQueueOperations
+from actors.adapters.redis_clients import redis_client
+from actors.adapters.report_queue import RedisReportQueue
+from actors.adapters.tasks import RedisTaskStore
+from actors.broker import DependencyUnavailable, actor_spec
+from actors.constants import (
+    ADMIN_QUEUE_NAME,
+    MAX_RETRY_COUNT,
+    REGENERATE_MATCHING_ACTOR_NAME,
+    retry_delays_ms,
+)
+from services.config import Settings
+from services.db import session_factory
+from services.errors import DatabaseUnavailable
+from services.regeneration_tasks import TaskState, run_task
+from services.uow import UnitOfWork
+
+logger = logging.getLogger(__name__)
+
+#: Longest one run of a task may take (100,000 records take well under a minute).
+TASK_TIME_LIMIT_MS = 60 * 60_000
+
+
+class _Adapters:
+    """The Redis adapters of one worker process (a connection must not cross a fork)."""
+
+    def __init__(self) -> None:
+        settings = Settings.from_env()
+        keys = Keyspace.of(settings.redis_hash_tags)
+        client = redis_client(settings.redis_url, socket_connect_timeout=5, socket_timeout=30)
+        self.queue = RedisReportQueue(client, key=keys.report.queue, jobs_key=keys.report.jobs)
+        self.dead_letters = RedisQueueOperations(client, keys.report)
+        self.tasks = RedisTaskStore(client, keys)
+
+
+_adapters: dict[int, _Adapters] = {}
+_adapters_lock = threading.Lock()
+
+
+def adapters() -> _Adapters:
+    with _adapters_lock:
+        made = _adapters.get(os.getpid())
+        if made is None:
+            made = _adapters[os.getpid()] = _Adapters()
+        return made
+
+
+def _uow() -> UnitOfWork:
+    return UnitOfWork(session_factory())
+
+
+def mark_task_failed(message: dramatiq.Message[Any]) -> None:
+    """on_dead_letter hook: the task's attempts are used up."""
+    task_id = str(message.args[0])
+    adapters().tasks.finished(
+        task_id, TaskState.FAILED, datetime.now(UTC), "attempts used up; see the worker log"
+    )
+    logger.error("regeneration task %s failed after %d retries", task_id, MAX_RETRY_COUNT)
+
+
+@actor_spec(
+    actor_name=REGENERATE_MATCHING_ACTOR_NAME,
+    queue_name=ADMIN_QUEUE_NAME,
+    max_retries=MAX_RETRY_COUNT,
+    retry_delays=retry_delays_ms(os.environ),
+    on_dead_letter=mark_task_failed,
+    time_limit=TASK_TIME_LIMIT_MS,
+)
+def regenerate_matching(task_id: str) -> None:
+    made = adapters()
+    try:
+        run_task(_uow, made.queue, made.dead_letters, made.tasks, task_id)
+    except DatabaseUnavailable as exc:
+        # Not an attempt: the gate holds the task until PostgreSQL answers (actors/broker/gate.py).
+        raise DependencyUnavailable(str(exc)) from exc
