@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session
 from services.admin import batch_regenerate
 from services.audit import record_action
 from services.errors import ParamError, QueueUnavailable, RecordNotFound, ServiceError
-from services.limits import is_id
+from services.limits import is_id, is_strict_int
 from services.models import AssessmentRecord
 from services.opsmodel import AdminActor, AuditLog, QueueOperations
 from services.queue import ReportQueue
@@ -76,7 +76,7 @@ class MatchFilter:
     user_id: int | None = None
 
     def validate(self) -> None:
-        if self.status not in TASK_STATUSES or isinstance(self.status, bool):
+        if not is_strict_int(self.status) or self.status not in TASK_STATUSES:
             raise ParamError("参数 status 只能是 3（生成中）或 5（生成失败）")
         if self.user_id is not None and not is_id(self.user_id):
             raise ParamError("用户ID必须是正整数")
