@@ -181,6 +181,24 @@ def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
         what="both regenerated reports",
     )
 
+    # Every failed record at once: one task in the worker, its progress on a page of its own
+    # that reloads itself until the task is done.
+    failed_all = insert_records(engine, [RecordSpec(status=RecordStatus.FAILED, user_id=33)] * 3)
+    for record_id in failed_all:
+        add_answers(engine, record_id)
+    page.get_by_role("link", name="测评记录").click()
+    page.get_by_role("button", name="重新生成全部失败记录").click()
+    expect(page.locator("h1")).to_have_text("按条件重新生成")
+    expect(page.locator("[data-state]")).to_have_attribute("data-state", "done", timeout=15_000)
+    expect(page.locator('[data-count="matched"]')).to_have_text("3")
+    expect(page.locator('[data-count="regenerated"]')).to_have_text("3")
+    screenshot(page, "console-task")
+    stack.wait_until(
+        lambda: {db_status(engine, r) for r in failed_all} == {RecordStatus.COMPLETED},
+        timeout=15,
+        what="the task's regenerated reports",
+    )
+
     # Payloads the worker could not read are quarantined: shown verbatim, deleted, purged.
     garbage = [b'{"RecordId":"x"}', b"not json \xff", b"[1,2,3]"]
     redis_conn.lpush(REPORT_QUEUE_KEY, *garbage)
@@ -203,7 +221,14 @@ def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
     # Every action is in the audit, under this admin's name, filterable.
     page.get_by_role("link", name="操作审计").click()
     actions = page.locator("table.audit tbody tr[data-action]")
-    newest_first = ["purge_invalid", "delete_invalid", "batch_regenerate", "regenerate", "requeue"]
+    newest_first = [
+        "purge_invalid",
+        "delete_invalid",
+        "regenerate_matching",
+        "batch_regenerate",
+        "regenerate",
+        "requeue",
+    ]
     expect(actions).to_have_count(len(newest_first))
     for i, action in enumerate(newest_first):
         expect(actions.nth(i)).to_have_attribute("data-action", action)
