@@ -79,6 +79,24 @@ def one_mode(engine: Any, port: int, ids: list[int], mode: str, size: int) -> fl
     return elapsed
 
 
+def wait_generated(
+    engine: Any, ids: list[int], worker: launch.Service, started: float, progress: output.Progress
+) -> float:
+    """Seconds from `started` until every record of `ids` is in status 4 (polled twice a second)."""
+    done = 0
+    while done < len(ids):
+        time.sleep(0.5)
+        now_done = db.statuses(engine, ids).get(4, 0)
+        progress.step(now_done - done)
+        done = now_done
+        if not worker.alive():
+            raise RuntimeError(f"worker died:\n{worker.output()[-2000:]}")
+        if time.perf_counter() - started > max(300.0, len(ids) / 10):
+            raise TimeoutError(f"only {done} of {len(ids)} reports generated")
+    progress.close()
+    return time.perf_counter() - started
+
+
 def end_to_end(
     engine: Any, port: int, ids: list[int], size: int, shape: tuple[int, int]
 ) -> tuple[float, float]:
@@ -96,18 +114,7 @@ def end_to_end(
         calls_s = time.perf_counter() - started
         if result.errors:
             raise RuntimeError(f"end to end: {len(result.errors)} failed calls, e.g. {result.errors[:3]}")
-        done = 0
-        while done < len(ids):
-            time.sleep(0.5)
-            now_done = db.statuses(engine, ids).get(4, 0)
-            progress.step(now_done - done)
-            done = now_done
-            if not worker.alive():
-                raise RuntimeError(f"worker died:\n{worker.output()[-2000:]}")
-            if time.perf_counter() - started > max(300.0, len(ids) / 10):
-                raise TimeoutError(f"only {done} of {len(ids)} reports generated")
-        generated_s = time.perf_counter() - started
-        progress.close()
+        generated_s = wait_generated(engine, ids, worker, started, progress)
     finally:
         worker.stop(graceful=False)
         client.delete(REPORT_QUEUE_KEY)
@@ -164,18 +171,7 @@ def one_call(engine: Any, port: int, ids: list[int], shape: tuple[int, int]) -> 
                 task_s = time.perf_counter() - started
                 if task.regenerated != len(ids):
                     raise RuntimeError(f"task regenerated {task.regenerated} of {len(ids)}")
-        done = 0
-        while done < len(ids):
-            time.sleep(0.5)
-            now_done = db.statuses(engine, ids).get(4, 0)
-            progress.step(now_done - done)
-            done = now_done
-            if not worker.alive():
-                raise RuntimeError(f"worker died:\n{worker.output()[-2000:]}")
-            if time.perf_counter() - started > max(300.0, len(ids) / 10):
-                raise TimeoutError(f"only {done} of {len(ids)} reports generated")
-        generated_s = time.perf_counter() - started
-        progress.close()
+        generated_s = wait_generated(engine, ids, worker, started, progress)
     finally:
         worker.stop(graceful=False)
         client.delete(REPORT_QUEUE_KEY)

@@ -15,7 +15,7 @@ reconciler finishes it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from services.admin import reset_records  # the same reset as a regeneration
 from services.audit import list_audit, record_action, summarize
@@ -152,18 +152,9 @@ def delete_dead_letters(
     queue: QueueOperations, audit: AuditLog, actor: AdminActor, message_ids: Sequence[str]
 ) -> list[ItemOutcome]:
     """Delete the dead letters named; their records keep their status."""
-    wanted = _handles(message_ids, "死信ID")
-    audit.ensure_available()
-    try:
-        done = queue.delete_dead(wanted)
-    except QueueUnavailable:
-        record_action(audit, actor, "delete_dead", wanted, outcome="failed", detail="queue unavailable")
-        raise
-    items = [ItemOutcome(id=m, outcome=DELETED) if done.get(m) else _skip(m, _GONE) for m in wanted]
-    record_action(
-        audit, actor, "delete_dead", wanted, outcome=summarize(items, DELETED), detail=_counts(items, DELETED)
+    return _delete(
+        audit, actor, "delete_dead", _handles(message_ids, "死信ID"), delete=queue.delete_dead, gone=_GONE
     )
-    return items
 
 
 def list_invalid(queue: QueueOperations, *, offset: int = 0, limit: int = 50) -> Page[InvalidPayload]:
@@ -176,21 +167,36 @@ def list_invalid(queue: QueueOperations, *, offset: int = 0, limit: int = 50) ->
 def delete_invalid(
     queue: QueueOperations, audit: AuditLog, actor: AdminActor, keys: Sequence[str]
 ) -> list[ItemOutcome]:
-    wanted = _handles(keys, "无效消息ID")
-    audit.ensure_available()
-    try:
-        done = queue.delete_invalid(wanted)
-    except QueueUnavailable:
-        record_action(audit, actor, "delete_invalid", wanted, outcome="failed", detail="queue unavailable")
-        raise
-    items = [ItemOutcome(id=k, outcome=DELETED) if done.get(k) else _skip(k, _GONE_INVALID) for k in wanted]
-    record_action(
+    return _delete(
         audit,
         actor,
         "delete_invalid",
-        wanted,
-        outcome=summarize(items, DELETED),
-        detail=_counts(items, DELETED),
+        _handles(keys, "无效消息ID"),
+        delete=queue.delete_invalid,
+        gone=_GONE_INVALID,
+    )
+
+
+def _delete(
+    audit: AuditLog,
+    actor: AdminActor,
+    action: str,
+    wanted: list[str],
+    *,
+    delete: Callable[[list[str]], Mapping[str, bool]],
+    gone: tuple[int, str],
+) -> list[ItemOutcome]:
+    """Delete `wanted` from a list with `delete`, audited: the audit must be writable first,
+    a queue that is down is audited as a failure and raised, each handle gets its outcome."""
+    audit.ensure_available()
+    try:
+        done = delete(wanted)
+    except QueueUnavailable:
+        record_action(audit, actor, action, wanted, outcome="failed", detail="queue unavailable")
+        raise
+    items = [ItemOutcome(id=h, outcome=DELETED) if done.get(h) else _skip(h, gone) for h in wanted]
+    record_action(
+        audit, actor, action, wanted, outcome=summarize(items, DELETED), detail=_counts(items, DELETED)
     )
     return items
 

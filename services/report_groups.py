@@ -36,6 +36,8 @@ from services.errors import DatabaseUnavailable, ServiceError
 from services.group_commit import DEFAULT_MAX_GROUP, GroupCommit, GroupFailed, GroupStats
 from services.limits import MAX_ID
 from services.reports import (
+    ACTIVE_QUESTIONS_SQL,
+    DIMENSIONS_SQL,
     Generation,
     GenerationOutcome,
     Questionnaire,
@@ -153,8 +155,8 @@ def generate_reports(uow: UnitOfWork, record_ids: Sequence[int]) -> list[GroupRe
             # (its job runs alone and waits there), so the group cannot be held up or deadlock.
             lock = conn.execute(_LOCK_RECORDS, (unique,))
             present = conn.execute(_PRESENT, (unique,))
-            questions = conn.execute(_ACTIVE_QUESTIONS)
-            dimensions = conn.execute(_DIMENSIONS)
+            questions = conn.execute(ACTIVE_QUESTIONS_SQL)
+            dimensions = conn.execute(DIMENSIONS_SQL)
             answers = conn.execute(_ANSWERS, (unique,))
             states = {rid: (status, deleted) for rid, status, deleted in lock.fetchall()}
             existing = {rid for (rid,) in present.fetchall()}
@@ -233,8 +235,6 @@ _LOCK_RECORDS = (
 # Which of the ids exist, locked or not (a plain read never waits): a record missing from
 # the locked rows is either locked elsewhere or absent.
 _PRESENT = "SELECT id FROM assessment_records WHERE id = ANY(%s)"
-_ACTIVE_QUESTIONS = "SELECT id, dimension_id, reverse_scored FROM questions WHERE is_active"
-_DIMENSIONS = "SELECT id, code, name, sort_order, description FROM dimensions ORDER BY sort_order, id"
 _ANSWERS = "SELECT record_id, question_id, value FROM answers WHERE record_id = ANY(%s)"
 _DELETE_RESULTS = "DELETE FROM dimension_results WHERE record_id = ANY(%s)"
 _DELETE_SUMMARIES = "DELETE FROM report_summaries WHERE record_id = ANY(%s)"

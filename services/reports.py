@@ -62,7 +62,7 @@ class Questionnaire:
     def of(
         cls, question_rows: Iterable[Sequence[Any]], dimension_rows: Iterable[Sequence[Any]]
     ) -> Questionnaire:
-        """From the rows of `_ACTIVE_QUESTIONS` and `_DIMENSIONS`."""
+        """From the rows of `ACTIVE_QUESTIONS_SQL` and `DIMENSIONS_SQL`."""
         questions = [
             QuestionSpec(id=qid, dimension_id=did, reverse_scored=rev) for qid, did, rev in question_rows
         ]
@@ -124,8 +124,8 @@ def generate_one(uow: UnitOfWork, record_id: int) -> Generation:
             # status 4 and skips, so results are never written twice. The reads after it run
             # once the lock is held (each statement takes a fresh snapshot).
             lock = conn.execute(_LOCK_RECORD, (record_id,))
-            questions = conn.execute(_ACTIVE_QUESTIONS)
-            dimension_rows = conn.execute(_DIMENSIONS)
+            questions = conn.execute(ACTIVE_QUESTIONS_SQL)
+            dimension_rows = conn.execute(DIMENSIONS_SQL)
             answer_rows = conn.execute(_ANSWERS, (record_id,))
             row = lock.fetchone()
             questionnaire = Questionnaire.of(questions.fetchall(), dimension_rows.fetchall())
@@ -164,8 +164,9 @@ def generate_one(uow: UnitOfWork, record_id: int) -> Generation:
 # The statements of generate_report, written for the tables of services/models.py (the
 # schema test keeps those in step with the migrations).
 _LOCK_RECORD = "SELECT status, is_deleted FROM assessment_records WHERE id = %s FOR UPDATE"
-_ACTIVE_QUESTIONS = "SELECT id, dimension_id, reverse_scored FROM questions WHERE is_active"
-_DIMENSIONS = "SELECT id, code, name, sort_order, description FROM dimensions ORDER BY sort_order, id"
+#: The questionnaire as a generation reads it (also services/report_groups.py's).
+ACTIVE_QUESTIONS_SQL = "SELECT id, dimension_id, reverse_scored FROM questions WHERE is_active"
+DIMENSIONS_SQL = "SELECT id, code, name, sort_order, description FROM dimensions ORDER BY sort_order, id"
 _ANSWERS = "SELECT question_id, value FROM answers WHERE record_id = %s"
 _DELETE_RESULTS = "DELETE FROM dimension_results WHERE record_id = %s"
 _DELETE_SUMMARY = "DELETE FROM report_summaries WHERE record_id = %s"
