@@ -12,13 +12,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from sqlalchemy import BigInteger, ColumnElement, any_, bindparam, delete, func, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from services.audit import record_action, skipped_detail, summarize
+from services.audit import assume_utc, record_action, skipped_detail, summarize
 from services.errors import (
     MSG_EMPTY_ID_LIST,
     MSG_REGENERATE_NOT_ALLOWED,
@@ -48,10 +47,6 @@ def _any(column: InstrumentedAttribute[int], ids: Sequence[int]) -> ColumnElemen
     return column == any_(bindparam(None, list(ids), type_=ARRAY(BigInteger)))
 
 
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
-
-
 def list_records(
     uow: UnitOfWork, filters: RecordFilter, page: int = 1, page_size: int = 20
 ) -> Page[AdminRecordRow]:
@@ -75,8 +70,8 @@ def list_records(
         conditions.append(AssessmentRecord.user_id == filters.user_id)
     if not filters.include_deleted:
         conditions.append(AssessmentRecord.is_deleted.is_(False))
-    created_from = _utc(filters.created_from) if filters.created_from else None
-    created_to = _utc(filters.created_to) if filters.created_to else None
+    created_from = assume_utc(filters.created_from)
+    created_to = assume_utc(filters.created_to)
     if created_from and created_to and created_from > created_to:
         raise ParamError("开始时间不能晚于结束时间")
     if created_from:

@@ -128,8 +128,8 @@ def list_audit(
     reads an admin's naive input in ADMIN_TIMEZONE first)."""
     if not offset >= 0 or not 1 <= limit <= MAX_PAGE_SIZE:
         raise ParamError(f"分页参数错误：offset 不小于 0，limit 取 1 到 {MAX_PAGE_SIZE}")
-    since = _aware(since)
-    until = _aware(until)
+    since = assume_utc(since)
+    until = assume_utc(until)
     if since and until and since > until:
         raise ParamError("开始时间不能晚于结束时间")
     conditions: list[ColumnElement[bool]] = [text(AUDIT_EVENTS)]  # type: ignore[list-item]
@@ -155,7 +155,8 @@ def list_audit(
     return Page(items=items, total=total, offset=offset, limit=limit)
 
 
-def _aware(value: datetime | None) -> datetime | None:
+def assume_utc(value: datetime | None) -> datetime | None:
+    """`value` with UTC as its zone when it has none (an admin's filter time); None stays None."""
     if value is None:
         return None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value
