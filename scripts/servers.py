@@ -548,11 +548,25 @@ def postgres_serves(url: str, data: Path) -> bool:
     return row is not None and Path(str(row[0])).resolve() == data.resolve()
 
 
+#: Advisory lock key (in the admin database) under which databases are looked up and created.
+CREATE_DATABASE_LOCK_KEY = 0x6D69_6462  # "midb"
+
+
 def ensure_database(admin_url: str, name: str) -> None:
+    """Create database `name` unless it exists, race-free: runs started at the same moment
+    (the two shards of `make test` on a new machine) take turns under one advisory lock,
+    and a database created by anyone else in between (without the lock) is not an error."""
     with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if not exists:
-            conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute("SELECT pg_advisory_lock(%s)", (CREATE_DATABASE_LOCK_KEY,))
+        try:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+            if not exists:
+                # Two concurrent CREATE DATABASE of one name: the loser gets UniqueViolation
+                # on pg_database's index rather than DuplicateDatabase.
+                with contextlib.suppress(psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
+                    conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (CREATE_DATABASE_LOCK_KEY,))
 
 
 def reusable_postgres(host: str = "127.0.0.1", port: int = 5432) -> str | None:
