@@ -1,9 +1,10 @@
-"""A private three-master Redis Cluster on loopback ports, for the hash-tagged mode's tests
-and benchmarks (tests/integration/test_redis_cluster.py, bench/cluster.py).
+"""A private Redis Cluster on loopback ports, for the hash-tagged mode's tests and benchmarks
+(tests/integration/test_redis_cluster.py, bench/cluster.py) and the system tests' topology
+with a replica per master (tests/system/).
 
-Debian's `redis-server --cluster-enabled yes`, three times, in a temporary folder, joined
-with `redis-cli --cluster create ... --cluster-yes`; stopped and removed afterwards.
-Each node also needs its cluster bus port (port + 10000) free.
+Debian's `redis-server --cluster-enabled yes`, once per node, in a temporary folder, joined
+with `redis-cli --cluster create ... [--cluster-replicas N] --cluster-yes`; stopped and
+removed afterwards. Each node also needs its cluster bus port (port + 10000) free.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
@@ -66,56 +68,135 @@ def _sees_cluster_ok(port: int) -> bool:
         return bool(client.cluster("info")["cluster_state"] == "ok")
 
 
+@dataclass
+class ClusterNode:
+    """One `redis-server --cluster-enabled yes` of a cluster started here."""
+
+    port: int
+    folder: Path
+    process: subprocess.Popen[bytes]
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "redis.log"
+
+
+@dataclass
+class RedisClusterServers:
+    """The nodes of a cluster started by `cluster_servers` (masters first, then replicas)."""
+
+    nodes: list[ClusterNode] = field(default_factory=list)
+    masters: int = 0
+
+    @property
+    def url(self) -> str:
+        """The `redis+cluster://` URL naming the masters it was created with."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes[: self.masters])
+
+    def node(self, port: int) -> ClusterNode:
+        return next(n for n in self.nodes if n.port == port)
+
+    def alive(self) -> list[ClusterNode]:
+        return [n for n in self.nodes if n.process.poll() is None]
+
+    def master_of(self, key: str) -> int:
+        """The port of the master serving `key`'s slot, as the live nodes see it (CLUSTER SHARDS
+        needs Redis 7: CLUSTER SLOTS lists the master of each range first)."""
+        for node in self.alive():
+            try:
+                with redis.Redis(port=node.port, socket_timeout=1) as client:
+                    slot = int(client.execute_command("CLUSTER", "KEYSLOT", key))
+                    for start, end, master, *_ in client.execute_command("CLUSTER", "SLOTS"):
+                        if int(start) <= slot <= int(end):
+                            return int(master[1])
+            except (redis.RedisError, OSError):
+                continue
+        raise RuntimeError(f"no live node knows the master of {key!r}")
+
+    def kill(self, port: int) -> None:
+        """SIGKILL one node (no shutdown, no last replication)."""
+        node = self.node(port)
+        node.process.kill()
+        node.process.wait(timeout=10)
+
+
 @contextmanager
-def redis_cluster(masters: int = 3) -> Iterator[str]:
-    """Start the cluster; yields its `redis+cluster://` URL (every node listed)."""
+def cluster_servers(
+    masters: int = 3, *, replicas: int = 0, node_timeout_ms: int = 5000
+) -> Iterator[RedisClusterServers]:
+    """Start a cluster of `masters` masters with `replicas` replicas each; stopped and removed on exit.
+
+    `node_timeout_ms` is the nodes' `cluster-node-timeout`: how long a master may be silent
+    before the others mark it failing and one of its replicas takes over.
+    """
     server = shutil.which("redis-server")
     cli = shutil.which("redis-cli")
     if server is None or cli is None:
         raise RuntimeError("redis-server and redis-cli are needed (apt-get install redis-server)")
     base = Path(tempfile.mkdtemp(prefix="mi-cluster-"))
-    ports = free_cluster_ports(masters)
-    procs: list[subprocess.Popen[bytes]] = []
+    ports = free_cluster_ports(masters * (1 + replicas))
+    cluster = RedisClusterServers(masters=masters)
     try:
         for port in ports:
             folder = base / str(port)
             folder.mkdir(mode=0o700)
-            procs.append(
-                subprocess.Popen(
-                    [
-                        server,
-                        "--port", str(port),
-                        "--bind", "127.0.0.1",
-                        "--dir", str(folder),
-                        "--cluster-enabled", "yes",
-                        "--cluster-config-file", "nodes.conf",
-                        "--cluster-node-timeout", "5000",
-                        "--save", "",
-                        "--appendonly", "no",
-                        "--logfile", "redis.log",
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
+            process = subprocess.Popen(
+                [
+                    server,
+                    "--port", str(port),
+                    "--bind", "127.0.0.1",
+                    "--dir", str(folder),
+                    "--cluster-enabled", "yes",
+                    "--cluster-config-file", "nodes.conf",
+                    "--cluster-node-timeout", str(node_timeout_ms),
+                    "--save", "",
+                    "--appendonly", "no",
+                    "--logfile", "redis.log",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )  # fmt: skip
+            cluster.nodes.append(ClusterNode(port, folder, process))
         for port in ports:
             _wait(functools.partial(_answers, port), f"node {port} to answer")
+        # redis-cli makes the first `masters` nodes masters and the rest their replicas.
         subprocess.run(
-            [cli, "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports], "--cluster-yes"],
+            [
+                cli, "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports],
+                "--cluster-replicas", str(replicas), "--cluster-yes",
+            ],
             check=True,
             capture_output=True,
             timeout=60,
-        )
+        )  # fmt: skip
         for port in ports:
             _wait(functools.partial(_sees_cluster_ok, port), f"node {port} to see the cluster ok")
-        yield "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in ports)
+        if replicas:
+            for port in ports:
+                _wait(functools.partial(_replica_synced, port), f"node {port}'s replication to be up")
+        yield cluster
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
+        for node in cluster.nodes:
+            if node.process.poll() is None:
+                node.process.terminate()
+        for node in cluster.nodes:
             try:
-                proc.wait(timeout=10)
+                node.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                node.process.kill()
+                node.process.wait()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _replica_synced(port: int) -> bool:
+    """A master, or a replica whose link to its master is up."""
+    with redis.Redis(port=port, socket_timeout=1, decode_responses=True) as client:
+        info = client.info("replication")
+    return bool(info["role"] == "master" or info.get("master_link_status") == "up")
+
+
+@contextmanager
+def redis_cluster(masters: int = 3) -> Iterator[str]:
+    """Start a cluster of `masters` masters and no replica; yields its `redis+cluster://` URL."""
+    with cluster_servers(masters) as cluster:
+        yield cluster.url
