@@ -20,10 +20,10 @@ import json
 import socket
 from typing import Any
 
-import redis
 from gunicorn import util
 from gunicorn.workers.gthread import ThreadWorker
 
+from actors.adapters.redis_clients import redis_client
 from actors.observe.heartbeat import Heartbeat
 from services.config import Settings
 from services.errors import ParamError, ServiceError
@@ -82,9 +82,8 @@ class EnvelopeThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has 
     def run(self) -> None:
         """gunicorn's loop, with this process's heartbeat in the process registry
         (actors/adapters/liveness.py): kind `web`, doing `serving N connection(s)`."""
-        client = redis.Redis.from_url(
-            Settings.from_env().redis_url, socket_connect_timeout=2, socket_timeout=5
-        )
+        # The client every process makes from REDIS_URL: a Sentinel or Cluster URL too.
+        client = redis_client(Settings.from_env().redis_url, socket_connect_timeout=2, socket_timeout=5)
         heartbeat = Heartbeat(client, "web", lambda: f"serving {self.nr_conns} connection(s)").start()
         try:
             super().run()

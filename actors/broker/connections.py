@@ -58,10 +58,12 @@ def run_on(conn: AbstractConnection, command: tuple[Any, ...], script: Script | 
     """
     try:
         try:
+            connected(conn)
             conn.send_command(*command)
         except (redis.ConnectionError, redis.TimeoutError):
             conn.disconnect()
-            conn.send_command(*command)  # reconnects; the first attempt never reached Redis
+            connected(conn)
+            conn.send_command(*command)  # the first attempt never reached Redis
         try:
             return conn.read_response()
         except redis.exceptions.NoScriptError:
@@ -77,6 +79,19 @@ def run_on(conn: AbstractConnection, command: tuple[Any, ...], script: Script | 
     except BaseException:
         conn.disconnect()
         raise
+
+
+def connected(conn: AbstractConnection) -> None:
+    """Connect `conn` by its own `connect()` unless it is connected.
+
+    A connection used outside its pool must be: `send_command` alone opens the socket to
+    the address the connection last knew, which a `SentinelManagedConnection` only learns
+    in `connect()` (it asks the Sentinels for the master there). Left to `send_command`
+    (redis-py 8), a new one went to localhost:6379, the default, and one whose master had
+    died went back to the dead master.
+    """
+    if not cast(Any, conn).is_connected:
+        conn.connect()
 
 
 #: A connection idle for longer than this is checked for a close by the server before use.

@@ -31,7 +31,13 @@ from actors.adapters.keys import EventLogKeys
 from actors.adapters.redis_clients import redis_client
 from actors.broker import DELAYED_PREFIX_LEN, HEARTBEATS_KEY
 from actors.configure import build_broker
-from actors.constants import REPORT_ACTOR_NAME, REPORT_DELAYED_KEY, REPORT_QUEUE_NAME, RETRY_DELAYS_MS
+from actors.constants import (
+    REPORT_ACTOR_NAME,
+    REPORT_DELAYED_KEY,
+    REPORT_QUEUE_KEY,
+    REPORT_QUEUE_NAME,
+    RETRY_DELAYS_MS,
+)
 from actors.reconciler import Reconciler, ReconcilerSettings
 from actors.report_queue.message import ReportQueueMessage
 from scripts.processes import SessionProcess
@@ -248,3 +254,33 @@ def _promoted(group: SentinelGroup, old_port: int) -> bool:
         return group.master_port() != old_port
     except redis.RedisError:
         return False
+
+
+def test_the_brokers_own_connections_reach_the_master(sentinels: SentinelGroup, settings: Settings) -> None:
+    """The broker's hot-path connections, kept outside the client's pool, find the master through
+    the Sentinels as the pool's do: a consumer's fetch and its acknowledgements go where the jobs
+    are, and its processing list is empty once they are acknowledged.
+
+    (With redis-py 8 a connection made outside the pool connected to localhost:6379, the
+    default address, on its first command: the acks never reached the master.)"""
+    client = redis_client(sentinels.url, socket_timeout=2)
+    broker = build_broker(settings.with_overrides(redis_url=sentinels.url))
+    try:
+        reply = broker.direct.run("CONFIG", "GET", "port")  # a map (RESP3) or a flat list (RESP2)
+        ports = reply if isinstance(reply, dict) else dict(zip(reply[::2], reply[1::2], strict=True))
+        assert int(ports[b"port"]) == sentinels.master_port()
+        broker.declare_queue(REPORT_QUEUE_NAME)
+        client.lpush(REPORT_QUEUE_KEY, *[ReportQueueMessage.new(n).encode() for n in (1, 2, 3)])
+        consumer = broker.consume(REPORT_QUEUE_NAME, prefetch=3, timeout=500)
+        taken = [next(consumer) for _ in range(3)]
+        assert all(message is not None for message in taken)
+        assert client.llen(consumer.processing_key) == 3
+        for message in taken:
+            assert message is not None
+            consumer.ack(message)
+        assert next(consumer) is None  # the acks ride along with this fetch
+        assert client.llen(consumer.processing_key) == 0
+        consumer.close()
+    finally:
+        broker.close()
+        client.close()

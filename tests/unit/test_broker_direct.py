@@ -19,6 +19,12 @@ class FakeConnection:
         self.reply = reply
         self.sent: list[tuple[Any, ...]] = []
         self.disconnects = 0
+        self.connects = 0
+        self.is_connected = False
+
+    def connect(self) -> None:
+        self.connects += 1
+        self.is_connected = True
 
     def send_command(self, *args: Any) -> None:
         if self.send_failures:
@@ -35,6 +41,7 @@ class FakeConnection:
 
     def disconnect(self) -> None:
         self.disconnects += 1
+        self.is_connected = False
 
 
 def test_a_command_that_never_left_is_sent_again_once() -> None:
@@ -42,6 +49,16 @@ def test_a_command_that_never_left_is_sent_again_once() -> None:
     assert run_on(conn, ("LPUSH", "q", "m")) == 7  # type: ignore[arg-type]
     assert conn.sent == [("LPUSH", "q", "m")]
     assert conn.disconnects == 1
+
+
+def test_a_connection_is_opened_by_its_own_connect_first_and_after_a_failed_send() -> None:
+    """`connect()` is where a Sentinel-managed connection asks for the master: `send_command`
+    alone would open the socket to the last (or default) address."""
+    conn = FakeConnection(send_failures=1)
+    run_on(conn, ("LPUSH", "q", "m"))  # type: ignore[arg-type]
+    assert conn.connects == 2
+    run_on(conn, ("LPUSH", "q", "m"))  # type: ignore[arg-type]
+    assert conn.connects == 2  # connected: nothing more
 
 
 def test_a_lost_reply_is_not_retried_and_the_connection_is_dropped() -> None:
