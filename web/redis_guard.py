@@ -11,6 +11,10 @@ therefore costs one request about one socket timeout, and the others nothing.
 The failures are `redis.ConnectionError`s, so every caller already handles them: a
 submission succeeds with ``enqueued: false`` (the reconciler queues its job later), the
 event log falls back on the database, a save answers 503.
+
+On a Redis Cluster each node has a guard of its own. A node that fails must not make the
+others fail fast: redis-py reads the slot map again from the other nodes after every
+failure, and that is how it finds the replica that took a dead master's slots over.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -98,18 +103,36 @@ class RedisGuard:
             self._probe_thread = None
 
 
+class NodeGuards:
+    """A `RedisGuard` per server address (host, port), made on first use (thread-safe)."""
+
+    def __init__(self, cooldown_s: float = DEFAULT_COOLDOWN_S) -> None:
+        self.cooldown_s = cooldown_s
+        self._lock = threading.Lock()
+        self._guards: dict[tuple[str, int], RedisGuard] = {}
+
+    def of(self, host: str, port: int) -> RedisGuard:
+        with self._lock:
+            guard = self._guards.get((host, port))
+            if guard is None:
+                guard = self._guards[(host, port)] = RedisGuard(self.cooldown_s)
+            return guard
+
+
 #: Errors that mean "Redis did not answer in time or cannot be reached", as opposed to a
 #: reply that is an error (a script error, a wrong type), which says Redis is alive.
 _UNREACHABLE = (redis.TimeoutError, redis.ConnectionError)
 
 
-def _guarded_connection_class(base: type[Any], guard: RedisGuard) -> type[Any]:
-    """A subclass of the pool's connection class (TCP, TLS or unix) that reports to `guard`."""
+def _guarded_connection_class(base: type[Any], guard_of: Callable[[Any], RedisGuard]) -> type[Any]:
+    """A subclass of the pool's connection class (TCP, TLS or unix) that reports to its guard,
+    `guard_of(connection)`."""
 
     class GuardedConnection(base):  # type: ignore[misc]  # base is the pool's class, known at run time
         def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
             if self._sock:  # already connected: nothing goes to the network
                 return super().connect_check_health(*args, **kwargs)
+            guard = guard_of(self)
             guard.before_call()
             try:
                 return super().connect_check_health(*args, **kwargs)
@@ -118,6 +141,7 @@ def _guarded_connection_class(base: type[Any], guard: RedisGuard) -> type[Any]:
                 raise
 
         def send_packed_command(self, *args: Any, **kwargs: Any) -> Any:
+            guard = guard_of(self)
             guard.before_call()
             try:
                 return super().send_packed_command(*args, **kwargs)
@@ -128,6 +152,7 @@ def _guarded_connection_class(base: type[Any], guard: RedisGuard) -> type[Any]:
                 raise
 
         def read_response(self, *args: Any, **kwargs: Any) -> Any:
+            guard = guard_of(self)
             try:
                 response = super().read_response(*args, **kwargs)
             except _UNREACHABLE as exc:
@@ -147,18 +172,20 @@ def guarded_redis(
     connect_timeout_s: float = REDIS_CONNECT_TIMEOUT_S,
     socket_timeout_s: float = REDIS_SOCKET_TIMEOUT_S,
 ) -> redis.Redis:
-    """A client for `url` whose every connection has short timeouts and reports to `guard`.
+    """A client for `url` whose every connection has short timeouts and reports to `guard`
+    (on a cluster: to the guard of its node, see `NodeGuards`).
 
     No retries: redis-py's default (three, with backoff) multiplies the wait on a hung
     server; whoever calls decides what a failure means.
     """
-    guard = guard or RedisGuard()
     if is_cluster_url(url):
-        # One guard for the whole cluster: a node that hangs fails requests fast like a
-        # single server would (the client still follows MOVED redirections).
+        # A guard per node: a node that hangs fails its own requests fast, as a single
+        # server would, while the client reads the slot map from the others and follows
+        # MOVED redirections and a failover.
+        nodes = NodeGuards()
         return cluster_client(
             url,
-            connection_class=_guarded_connection_class(redis.Connection, guard),
+            connection_class=_guarded_connection_class(redis.Connection, lambda c: nodes.of(c.host, c.port)),
             socket_connect_timeout=connect_timeout_s,
             socket_timeout=socket_timeout_s,
             retry=Retry(NoBackoff(), 0),
@@ -169,5 +196,7 @@ def guarded_redis(
         socket_timeout=socket_timeout_s,
         retry=Retry(NoBackoff(), 0),
     )
-    pool.connection_class = _guarded_connection_class(pool.connection_class, guard)
+    # One guard: a single server, or the one master a Sentinel-managed pool connects to.
+    shared = guard or RedisGuard()
+    pool.connection_class = _guarded_connection_class(pool.connection_class, lambda _: shared)
     return redis.Redis(connection_pool=pool)

@@ -15,6 +15,7 @@ from urllib.parse import unquote
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import RedisClusterException
 
 from services.config import REDIS_CLUSTER_SCHEME
 from services.errors import ConfigError
@@ -56,6 +57,25 @@ def parse_cluster_url(url: str) -> ClusterURL:
     return ClusterURL(nodes=nodes, credentials=credentials)
 
 
+class _Cluster(RedisCluster):
+    """redis-py's `RedisCluster`, whose "no node can be reached" is a `redis.ConnectionError`.
+
+    After a failed call redis-py reads the slot map again; when no node answers that either,
+    it raises `RedisClusterException`, which is not a `redis.RedisError`: every caller
+    handles an unreachable Redis as a `redis.ConnectionError` (a 503, a submission
+    `enqueued: false`, a loop that retries), and would take this one for a bug (a 500).
+    Only that case is converted: the client's other RedisClusterExceptions are misuse.
+    """
+
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().execute_command(*args, **kwargs)  # type: ignore[no-untyped-call]  # redis-py untyped
+        except RedisClusterException as exc:
+            if isinstance(exc.__cause__, redis.ConnectionError | redis.TimeoutError):
+                raise redis.ConnectionError(f"no node of the Redis Cluster answers: {exc}") from exc
+            raise
+
+
 def cluster_client(url: str, **options: Any) -> redis.Redis:
     """A `RedisCluster` for a `redis+cluster://` URL; `options` as for `redis.Redis`.
 
@@ -67,7 +87,7 @@ def cluster_client(url: str, **options: Any) -> redis.Redis:
     (host, port), *others = parsed.nodes
     first = f"redis://[{host}]:{port}" if ":" in host else f"redis://{host}:{port}"
     settings: dict[str, Any] = {**parsed.credentials, **options}
-    client = RedisCluster(url=first, startup_nodes=[ClusterNode(h, p) for h, p in others], **settings)
+    client = _Cluster(url=first, startup_nodes=[ClusterNode(h, p) for h, p in others], **settings)
     # RedisCluster is not a subclass of redis.Redis, but it offers the same commands,
     # scripts and pipelines (pipelines and scripts on one slot, which hash-tagged keys
     # guarantee); the pipeline's code is written against redis.Redis, so it is typed as one.

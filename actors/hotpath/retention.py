@@ -138,15 +138,19 @@ class RetentionJob:
         return report
 
     def _trim_invalid(self) -> dict[str, int]:
-        """Trim each list of set-aside entries (LPUSHed: the oldest are at the tail)."""
+        """Trim each list of set-aside entries (LPUSHed: the oldest are at the tail).
+
+        One transaction per list (its length and the trim together, so the count logged is
+        what was dropped): the lists are of different families, on different slots of a
+        Redis Cluster, and a transaction must stay on one slot.
+        """
         keep = self.settings.invalid_keep
-        pipe = self.client.pipeline(transaction=True)
+        trimmed = {}
         for key in self.invalid_keys:
+            pipe = self.client.pipeline(transaction=True)
             pipe.llen(key)
             pipe.ltrim(key, 0, keep - 1)
-        replies = pipe.execute()
-        trimmed = {}
-        for key, length in zip(self.invalid_keys, replies[::2], strict=True):
+            length, _ = pipe.execute()
             if int(length) > keep:
                 trimmed[key] = int(length) - keep
                 logger.warning(

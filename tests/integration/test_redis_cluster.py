@@ -30,6 +30,7 @@ from actors.adapters.redis_clients import redis_client
 from actors.broker import DEAD_MARK, RedisListBroker
 from actors.configure import default_middleware
 from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
+from actors.hotpath.retention import RetentionJob, invalid_lists
 from actors.reconciler import Reconciler, ReconcilerSettings
 from actors.report_queue.codec import ReportCodec
 from actors.report_queue.message import ReportQueueMessage
@@ -46,6 +47,7 @@ from tests.support.envelope import data
 from tests.support.processes import WorkerProcess, wait_until
 from tests.support.redis_keys import as_bytes
 from web import create_app, issue_user_token
+from web.redis_guard import guarded_redis
 
 pytestmark = pytest.mark.slow
 
@@ -311,3 +313,69 @@ def test_submit_to_report_with_autosave_and_event_log_on_the_cluster(
     wait_until(queue_settled, timeout=10, what="the queue figures to settle")
     assert hotpath.alive()
     assert worker.alive()
+
+
+def test_the_web_client_fails_fast_on_a_hung_node_only(cluster: redis.Redis) -> None:
+    """The web tier's guarded client: a node that does not answer (CLIENT PAUSE) costs one call
+    its reply timeout, then fails fast, as a single server does (a `redis.TimeoutError`, which
+    every caller handles); the other nodes, and the slot map read from them, stay reachable.
+
+    (One guard for the whole cluster made every node fail fast once one had: the slot map
+    could not be read again, "Redis Cluster cannot be connected", and after a failover the
+    web never followed the new master.)"""
+    assert isinstance(cluster, RedisCluster)
+    url = "redis+cluster://" + ",".join(node.name for node in cluster.get_primaries())
+    hung, healthy = KEYS.report.queue, KEYS.autosave.answers.dirty
+    hung_node = cluster.get_node_from_key(hung)
+    assert cluster.get_node_from_key(healthy).name != hung_node.name
+    client = guarded_redis(url)
+    pause = redis.Redis(host=hung_node.host, port=hung_node.port)
+    try:
+        client.set(hung, b"1")
+        client.set(healthy, b"1")
+        pause.execute_command("CLIENT", "PAUSE", "3000", "ALL")
+        with pytest.raises(redis.TimeoutError):
+            client.get(hung)  # the reply timeout, then the slot map read again from the others
+        with pytest.raises(redis.ConnectionError):
+            client.get(hung)  # fails fast
+        assert client.get(healthy) == b"1"
+    finally:
+        pause.execute_command("CLIENT", "UNPAUSE")
+        pause.close()
+        client.close()
+
+
+def test_a_retention_cycle_on_the_cluster(
+    cluster: redis.Redis, session_factory: sessionmaker[Session]
+) -> None:
+    """The hot path's retention trims its three set-aside lists, one slot each (`{hotpath}` twice,
+    `{eventlog}`): never in one transaction (CROSSSLOT, every cycle)."""
+    job = RetentionJob(cluster, session_factory, invalid_keys=invalid_lists(KEYS))
+    try:
+        report = job.run_once(lock_ttl_ms=10_000)
+    finally:
+        job.close()
+    assert report.owner
+    assert report.trimmed == {}
+
+
+def test_a_cluster_with_no_node_answering_is_a_connection_error(cluster: redis.Redis) -> None:
+    """When no node answers, not even to read the slot map again, a call fails with a
+    `redis.ConnectionError` as on a single server, which every caller handles (a 503, a
+    submission `enqueued: false`), not redis-py's RedisClusterException (a 500)."""
+    assert isinstance(cluster, RedisCluster)
+    nodes = cluster.get_primaries()
+    url = "redis+cluster://" + ",".join(node.name for node in nodes)
+    client = guarded_redis(url)
+    pauses = [redis.Redis(host=node.host, port=node.port) for node in nodes]
+    try:
+        client.set(KEYS.report.queue, b"1")
+        for pause in pauses:
+            pause.execute_command("CLIENT", "PAUSE", "8000", "ALL")
+        with pytest.raises(redis.ConnectionError):
+            client.get(KEYS.report.queue)
+    finally:
+        for pause in pauses:
+            pause.execute_command("CLIENT", "UNPAUSE")
+            pause.close()
+        client.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -62,8 +63,11 @@ def start_stack(tmp_path: Path) -> Iterator[StartStack]:
         try:
             yield start
         finally:
-            for stack in started:
+            for n, stack in enumerate(started):
                 stack.stop()
+                # The processes' logs outlive the state folder, in pytest's folder of the test.
+                if (stack.state / "logs").is_dir():
+                    shutil.copytree(stack.state / "logs", tmp_path / f"logs-{n}")
 
 
 @pytest.fixture
