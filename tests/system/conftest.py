@@ -45,7 +45,8 @@ def test_database(settings: Settings, engine: Engine) -> Iterator[str]:
 @pytest.fixture
 def start_stack(tmp_path: Path) -> Iterator[StartStack]:
     """`make run` on a topology's environment, in a state folder of its own; stopped at the end,
-    nothing of it left running."""
+    nothing of it left running. A test asks for it after its servers' fixtures, so that the
+    stack stops before its servers do (fixtures end in the reverse order of their start)."""
     started: list[ShippedStack] = []
     with servers.temporary_directory("mi-system-") as folder:
         # Under /tmp, reachable by the `postgres` account (pytest's own folder is 0700 under root)

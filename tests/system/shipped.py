@@ -261,6 +261,13 @@ class ShippedStack:
         response = self.web.expect(200, "GET", "/api/admin/queue/stats", token=self.admin_token)
         return dict(response.json()["data"])
 
+    def record_events(self, record_id: int) -> list[str]:
+        """The types of a record's events in the event log (`GET /api/admin/assessmentRecord/events`),
+        oldest first: what the hot path's event consumer has moved from Redis to PostgreSQL."""
+        path = f"/api/admin/assessmentRecord/events?id={record_id}&pageSize=100"
+        response = self.web.expect(200, "GET", path, token=self.admin_token)
+        return [str(item["eventType"]) for item in response.json()["data"]["items"]]
+
     def log(self, process_type: str) -> Path:
         """A Procfile type's output, as supervisord keeps it (`.state/logs/TYPE.log`)."""
         return self.state / "logs" / f"{process_type}.log"

@@ -16,6 +16,7 @@ status 4, lost; the failover time from the servers' logs).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -113,6 +114,14 @@ def settle(stack: ShippedStack, burst: Burst, submissions: list[Submission], fig
         assert report["recordId"] == submission.record_id
         assert len(report["dimensions"]) == 8, report
 
+    # The hot path's event consumer moved the last record's history to PostgreSQL.
+    last = submissions[-1].record_id
+    stack.wait_until(
+        lambda: {"answers.submitted", "report.generated"} <= set(stack.record_events(last)),
+        timeout=60,
+        what=f"record {last}'s events in the event log",
+    )
+
     # Nothing is left in flight: the acknowledgements reached the master that holds the lists.
     keys = Keyspace.of(hash_tags=stack.redis_url.startswith("redis+cluster://"))
     stack.wait_until(
@@ -168,11 +177,16 @@ def started(start_stack: StartStack, topology: dict[str, str], figures: Figures)
 def test_topology_embedded_servers(start_stack: StartStack) -> None:
     """No URL at all: `make run` starts its own Redis and PostgreSQL."""
     figures = Figures("embedded")
-    steady(started(start_stack, {}, figures), figures)
+    stack = started(start_stack, {}, figures)
+    # Its own servers, their data in its state folder, not the test servers of this session.
+    assert (stack.state / "redis").is_dir()
+    assert (stack.state / "pg").exists()
+    assert stack.redis_url != os.environ["REDIS_URL"]
+    steady(stack, figures)
 
 
 def test_topology_external_redis_and_postgresql(
-    start_stack: StartStack, test_database: str, redis_url: str, redis_client: redis.Redis
+    test_database: str, redis_url: str, redis_client: redis.Redis, start_stack: StartStack
 ) -> None:
     """REDIS_URL and DATABASE_URL of servers already running (the test servers)."""
     figures = Figures("external")
@@ -182,7 +196,7 @@ def test_topology_external_redis_and_postgresql(
 
 @pytest.mark.skipif(pgbouncer_binary() is None, reason="pgbouncer is not installed")
 def test_topology_pgbouncer_in_transaction_mode(
-    start_stack: StartStack, bouncer: PgBouncer, redis_url: str, redis_client: redis.Redis
+    bouncer: PgBouncer, redis_url: str, redis_client: redis.Redis, start_stack: StartStack
 ) -> None:
     """DATABASE_URL through PgBouncer (`pool_mode = transaction`), DB_TRANSACTION_POOLING=1."""
     figures = Figures("pgbouncer")
@@ -261,7 +275,7 @@ def through_a_failover(
 
 @pytest.mark.skipif(sentinel_binary() is None, reason="redis-sentinel is not installed")
 def test_topology_sentinel_master_killed_mid_burst(
-    start_stack: StartStack, test_database: str, sentinels: SentinelGroup
+    test_database: str, sentinels: SentinelGroup, start_stack: StartStack
 ) -> None:
     """REDIS_URL=redis+sentinel://…: a master, a replica, three Sentinels; the master is SIGKILLed."""
     figures = Figures("sentinel")
@@ -285,7 +299,7 @@ def test_topology_sentinel_master_killed_mid_burst(
 
 
 def test_topology_cluster_master_of_the_report_queue_killed_mid_burst(
-    start_stack: StartStack, test_database: str, cluster: RedisClusterServers
+    test_database: str, cluster: RedisClusterServers, start_stack: StartStack
 ) -> None:
     """REDIS_URL=redis+cluster://…: three masters with a replica each; the master holding the
     report queue's slot is SIGKILLed."""
