@@ -261,6 +261,12 @@ class ShippedStack:
         response = self.web.expect(200, "GET", "/api/admin/queue/stats", token=self.admin_token)
         return dict(response.json()["data"])
 
+    def records_in_status(self, status: int) -> int:
+        """How many live records are in `status`, as the admin's record list counts them."""
+        path = f"/api/admin/assessmentRecord/list?status={status}&pageSize=1"
+        response = self.web.expect(200, "GET", path, token=self.admin_token)
+        return int(response.json()["data"]["total"])
+
     def record_events(self, record_id: int) -> list[str]:
         """The types of a record's events in the event log (`GET /api/admin/assessmentRecord/events`),
         oldest first: what the hot path's event consumer has moved from Redis to PostgreSQL."""
