@@ -4,7 +4,8 @@ Every long-running type (all but `release`), in the Procfile's order, becomes a
 `[program:NAME]` that supervisord restarts when it dies (with a growing delay while it
 keeps dying within START_SECONDS of its start) and stops as a whole process group,
 giving it `stop_timeout_s` to finish in-flight work before SIGKILL. Nothing here is
-specific to a type but `web`, which gets $PORT as on Heroku and under honcho.
+specific to a type but `web`, which gets $PORT as on Heroku and under honcho, and, under
+`make run`, the socket already bound on that port (scripts/web_socket.py).
 
 The console is a file, .state/console.log: supervisord logs its own messages there, and
 a small event listener (scripts/supervisor_output.py) appends the processes' output
@@ -116,6 +117,8 @@ class SupervisorConfig:
     port: int  # $PORT of the web type
     stop_timeout_s: int
     colour: bool = False
+    #: Where `make run` serves the web socket (scripts/web_socket.py); None: web binds $PORT itself.
+    web_socket: Path | None = None
     start_seconds: int = START_SECONDS
     start_retries: int = START_RETRIES
 
@@ -195,9 +198,13 @@ def render(entries: Sequence[tuple[str, str]], config: SupervisorConfig) -> str:
         "",
     ]
     for index, (name, command) in enumerate(types):
+        argv = shell_argv(command)
+        if name == WEB_TYPE and config.web_socket is not None:
+            # The line itself, unchanged, with the port `make run` bound for it (see web_socket.py).
+            argv = [config.python, "-m", "scripts.web_socket", str(config.web_socket), "--", *argv]
         lines += [
             f"[program:{name}]",
-            f"command = {_command(shell_argv(command))}",
+            f"command = {_command(argv)}",
             f"directory = {_value(str(config.root))}",
             # Started in the Procfile's order.
             f"priority = {100 + index}",

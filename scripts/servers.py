@@ -588,6 +588,35 @@ def reusable_postgres(host: str = "127.0.0.1", port: int = 5432) -> str | None:
     return None
 
 
+def listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on TCP `port` (any address), from /proc/net/tcp and tcp6."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                # local address "ADDR:PORT" in hex, state 0A = LISTEN, inode in column 10
+                if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+    return inodes
+
+
+def pids_listening_on(port: int) -> set[int]:
+    """Processes holding a socket that listens on TCP `port` (those whose /proc we may read)."""
+    wanted = {f"socket:[{inode}]" for inode in listening_inodes(port)}
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or not wanted:
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in wanted:
+                        found.add(int(proc.name))
+                        break
+    return found
+
+
 def pids_with_env(name: str, value: str) -> list[int]:
     """Processes whose environment holds NAME=VALUE: how a stack finds what it started,
     however orphaned. Only readable environments count (our user's, or all as root)."""
