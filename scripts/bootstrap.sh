@@ -42,10 +42,12 @@ if [[ ",$extras," == *",test,"* ]] && ! command -v chromium >/dev/null 2>&1; the
   fi
 fi
 
-# The scale-out tests start their own Redis Sentinels and PgBouncer (Debian's packages);
-# only what is missing is installed.
+# The scale-out tests start their own Redis Sentinels and PgBouncer (Debian's packages); the
+# fresh-machine tests bring up a network namespace's loopback with iproute2's `ip`. Only
+# what is missing is installed.
 if [[ ",$extras," == *",test,"* ]]; then
   missing=""
+  command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing="$missing iproute2"
   command -v redis-sentinel >/dev/null 2>&1 || [ -x /usr/bin/redis-sentinel ] || missing="$missing redis-sentinel"
   command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing="$missing pgbouncer"
   if [ -n "$missing" ]; then
