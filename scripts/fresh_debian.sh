@@ -91,6 +91,14 @@ ip netns exec "$ns" ip route add default via "$host_ip"
 echo 1 > /proc/sys/net/ipv4/ip_forward
 iptables -t nat -A POSTROUTING -s "$subnet" -j MASQUERADE
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# Where this host's egress goes through an intercepting proxy, its CA (a local certificate
+# the host trusts) and the host's pip setting that uses the system's bundle come along;
+# a real new machine needs neither.
+mkdir -p "$root/usr/local/share/ca-certificates"
+for cert in /usr/local/share/ca-certificates/*.crt; do
+  [ -e "$cert" ] && cp "$cert" "$root/usr/local/share/ca-certificates/"
+done
+[ -f /etc/pip.conf ] && cp /etc/pip.conf "$root/etc/pip.conf"
 mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys"
 mount --rbind /dev "$root/dev"

@@ -8,6 +8,7 @@ used in a database / db index of its own.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import hashlib
 import os
@@ -62,14 +63,30 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
+#: Held while this project runs apt-get: two `make test` shards on a new machine would both
+#: install PostgreSQL at once (apt's own lock makes the second fail at once, not wait), and one
+#: would remove the other's policy-rc.d before its postinst scripts ran.
+APT_LOCK = Path("/var/lock/mi-assessment-apt.lock")
+#: How long apt-get waits for a lock held by anything else (unattended upgrades), in seconds.
+APT_LOCK_TIMEOUT_S = 600
+
+
 def apt_install(*packages: str) -> None:
-    """Install Debian packages without letting their maintainer scripts start services."""
+    """Install Debian packages without letting their maintainer scripts start services;
+    one install at a time (see APT_LOCK)."""
     if not is_root():
         raise SystemExit(
             f"{', '.join(packages)} not found and not running as root: install them, or set the URLs"
             " (see README, Configuration)."
         )
-    log(f"installing {' '.join(packages)} with apt-get")
+    APT_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with APT_LOCK.open("a") as lock:
+        log(f"installing {' '.join(packages)} with apt-get")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _apt_install_locked(packages)
+
+
+def _apt_install_locked(packages: tuple[str, ...]) -> None:
     policy = Path("/usr/sbin/policy-rc.d")
     created_policy = False
     if not policy.exists():
@@ -82,10 +99,13 @@ def apt_install(*packages: str) -> None:
     no_cluster = conf_dir / "mi-assessment-no-main-cluster.conf"
     no_cluster.write_text("create_main_cluster = false\n")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    wait = f"DPkg::Lock::Timeout={APT_LOCK_TIMEOUT_S}"
     try:
-        subprocess.run(["apt-get", "update", "-q"], check=True, env=env)
+        subprocess.run(["apt-get", "-o", wait, "update", "-q"], check=True, env=env)
         subprocess.run(
-            ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages], check=True, env=env
+            ["apt-get", "-o", wait, "install", "-y", "-q", "--no-install-recommends", *packages],
+            check=True,
+            env=env,
         )
     finally:
         if created_policy:
