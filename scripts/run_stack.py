@@ -389,7 +389,13 @@ def supervisor_config(env: dict[str, str], stop_timeout: int) -> Path:
         stop_timeout_s=stop_timeout,
         colour=sys.stdout.isatty(),
     )
-    config.logs.mkdir(parents=True, exist_ok=True)
+    # The processes' logs: the account's own (0700 folder, 0600 files by supervisord's umask),
+    # tightened too when an earlier version left them open.
+    config.logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+    config.logs.chmod(0o700)
+    for old in config.logs.iterdir():
+        if old.is_file():
+            old.chmod(0o600)
     text = procfile_supervisor.render(procfile_entries(), config)
     return procfile_supervisor.write(STATE / "supervisord.conf", text)
 
@@ -423,6 +429,8 @@ def run_processes(env: dict[str, str], server_pids: set[int]) -> int:
     stop_timeout = procfile_supervisor.stop_timeout_s(env)
     conf = supervisor_config(env, stop_timeout)
     console = STATE / "console.log"
+    console.touch(mode=0o600, exist_ok=True)
+    console.chmod(0o600)
     console.write_bytes(b"")  # this run's output only
     # Only `web` gets PORT (set in the configuration), as under Heroku.
     supervisor_env = {k: v for k, v in env.items() if k != "PORT"}

@@ -54,7 +54,7 @@ def overview() -> str:
     refresh = request.args.get("refresh", "")
     return render_template(
         "console/overview.html",
-        refresh=int(refresh) if refresh.isdigit() and int(refresh) in REFRESH_CHOICES else None,
+        refresh=next((c for c in REFRESH_CHOICES if refresh == str(c)), None),
         refresh_choices=REFRESH_CHOICES,
         figures=figures,
         delayed=delayed,
