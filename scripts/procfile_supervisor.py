@@ -151,9 +151,6 @@ def render(entries: Sequence[tuple[str, str]], config: SupervisorConfig) -> str:
         f"pidfile = {_value(str(state / 'supervisord.pid'))}",
         f"childlogdir = {_value(str(logs))}",
         "loglevel = info",
-        # Its log files and the processes' (they inherit it) are the account's own: 0600. The
-        # access log names every URL asked for; no other local account reads it.
-        "umask = 077",
         # Ourselves: no privileges to drop, and no warning that none were dropped.
         f"user = {_value(pwd.getpwuid(os.geteuid()).pw_name)}",
         "",

@@ -445,6 +445,10 @@ def run_processes(env: dict[str, str], server_pids: set[int]) -> int:
             stdout=console_out,
             stderr=console_out,
             start_new_session=True,
+            # Its log files and its processes' (they inherit it) are the account's own, 0600:
+            # the access log names every URL asked for. (supervisord's own `umask` setting
+            # applies only when it daemonizes; it runs in the foreground here.)
+            umask=0o077,
             # No other thread runs yet (the follower starts below), so preexec_fn is safe here.
             preexec_fn=die_with_parent(),  # noqa: PLW1509
         )

@@ -8,11 +8,10 @@ from __future__ import annotations
 import re
 
 import pytest
+import redis
 from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.routing import Rule
-
-import redis
 
 from actors.adapters.keys import Keyspace
 from services.config import Settings
@@ -23,9 +22,9 @@ from web.console.signin import MSG_BAD_TOKEN, MSG_USER_TOKEN
 
 #: Only to list the URL map (no request reaches a server through it).
 APP = make_app()
-SECOND_TOKEN = "second-admin-token"  # noqa: S105 - a test credential
+SECOND_TOKEN = "second-admin-token"
 #: Closed consoles answer before any server is asked: the unit app (closed ports) shows it.
-APP_WITHOUT = {("secret_key",): make_app(secret_key=""), ("admin_tokens",): make_app(admin_tokens=())}
+APP_WITHOUT = {"secret_key": make_app(secret_key=""), "admin_tokens": make_app(admin_tokens=())}
 
 
 @pytest.fixture
@@ -254,7 +253,22 @@ def test_without_secret_key_or_admin_tokens_the_console_is_closed(
     overrides: dict[str, object], endpoint: str, path: str, method: str
 ) -> None:
     response = (
-        APP_WITHOUT[tuple(overrides)].test_client().open(path, method=method, data={"token": ADMIN_TOKEN})
+        APP_WITHOUT[next(iter(overrides))]
+        .test_client()
+        .open(path, method=method, data={"token": ADMIN_TOKEN})
     )
     assert response.status_code == 503, endpoint
     assert "管理后台未启用" in response.get_data(as_text=True)
+
+
+def test_with_redis_down_the_console_answers_503_and_changes_nothing(settings: Settings) -> None:
+    """RELIABILITY.md row 17: no session store, no sign-in limit: 503, never a page served unchecked."""
+    from tests.support.urls import CLOSED_REDIS_URL
+
+    down = create_app(settings.with_overrides(redis_url=CLOSED_REDIS_URL, admin_tokens=(ADMIN_TOKEN,)))
+    client = down.test_client()
+    assert client.get("/admin/login").status_code == 200  # the sign-in page itself needs no server
+    response = client.post("/admin/login", data={"token": ADMIN_TOKEN, "csrf_token": csrf_token(client)})
+    assert response.status_code == 503
+    assert "服务暂时不可用" in response.get_data(as_text=True)
+    assert client.get("/admin/").status_code == 302  # not signed in: to the sign-in page

@@ -14,18 +14,21 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors.adapters.keys import Keyspace
 from actors.adapters.liveness import BEAT_TIMEOUT_S, ProcessIdentity, write_beat
 from actors.adapters.queue_peek import delayed_jobs, oldest_waiting_age_s
 from actors.constants import REPORT_DELAYED_KEY, REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
 from services.audit import list_audit
+from services.config import Settings
 from services.record_detail import admin_record_detail
 from services.status import RecordStatus
 from services.uow import UnitOfWork
 from tests.integration.web_support import ADMIN_TOKEN, Records
-from tests.support.console import csrf_token, sign_in
+from tests.support.console import CSRF, csrf_token, sign_in
 from tests.support.records import RecordSpec
-from actors.adapters.keys import Keyspace
+from tests.support.redis_keys import bytes_list, clean_redis
+from web import create_app
 from web.console.limits import FREE_ATTEMPTS
 
 
@@ -225,3 +228,25 @@ def test_the_overview_refreshes_only_when_asked_at_a_listed_interval(client: Fla
         response = client.get("/admin/", query_string={"refresh": refresh})
         assert response.status_code == 200, refresh
         assert "http-equiv" not in response.get_data(as_text=True), refresh
+
+
+def test_behind_trusted_proxies_each_client_address_has_its_own_limit(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    """TRUSTED_PROXIES=1: the address is X-Forwarded-For's last entry (what the proxy saw);
+    without it the header is ignored, so a client cannot pick the bucket it is counted in."""
+    for proxies, expected in ((1, {"198.51.100.7", "198.51.100.8"}), (0, {"127.0.0.1"})):
+        clean_redis(redis_client)
+        app = create_app(settings.with_overrides(trusted_proxies=proxies), redis_client=redis_client)
+        for address in ("198.51.100.7", "198.51.100.8"):
+            client = app.test_client()
+            headers = {"X-Forwarded-For": f"203.0.113.1, {address}"}
+            token = CSRF.search(client.get("/admin/login", headers=headers).get_data(as_text=True))
+            assert token
+            client.post(
+                "/admin/login", data={"token": "wrong", "csrf_token": token.group(1)}, headers=headers
+            )
+        prefix = Keyspace.of().console.signin_address("")
+        keys = bytes_list(redis_client.keys(prefix + "*"))
+        buckets = {key.decode().removeprefix(prefix) for key in keys}
+        assert buckets == expected, proxies
