@@ -135,10 +135,11 @@ def _safe_next(target: str | None) -> str:
 
 def _attempt_bucket() -> tuple[str, bool]:
     """Where this attempt is counted: its credential's bucket for a browser holding a device
-    cookie, else its address's; and whether it is a credential's."""
+    cookie of a token still configured, else its address's; and whether it is a credential's."""
     keys = keyspace().console
-    fingerprint = device_fingerprint(current().settings.secret_key)
-    if fingerprint is not None:
+    settings = current().settings
+    fingerprint = device_fingerprint(settings.secret_key)
+    if fingerprint is not None and fingerprint in {token_fingerprint(t) for t in settings.admin_tokens}:
         return keys.signin_credential(fingerprint), True
     return keys.signin_address(request.remote_addr or "unknown"), False
 
