@@ -353,7 +353,13 @@ def supervisor_config(env: dict[str, str], stop_timeout: int, web_socket: Path) 
         colour=sys.stdout.isatty(),
         web_socket=web_socket,
     )
-    config.logs.mkdir(parents=True, exist_ok=True)
+    # The processes' logs: the account's own (0700 folder, 0600 files by supervisord's umask),
+    # tightened too when an earlier version left them open.
+    config.logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+    config.logs.chmod(0o700)
+    for old in config.logs.iterdir():
+        if old.is_file():
+            old.chmod(0o600)
     text = procfile_supervisor.render(procfile_entries(), config)
     return procfile_supervisor.write(STATE / "supervisord.conf", text)
 
@@ -387,6 +393,8 @@ def run_processes(env: dict[str, str], server_pids: set[int], web_socket: Path) 
     stop_timeout = procfile_supervisor.stop_timeout_s(env)
     conf = supervisor_config(env, stop_timeout, web_socket)
     console = STATE / "console.log"
+    console.touch(mode=0o600, exist_ok=True)
+    console.chmod(0o600)
     console.write_bytes(b"")  # this run's output only
     # Only `web` gets PORT (set in the configuration), as under Heroku.
     supervisor_env = {k: v for k, v in env.items() if k != "PORT"}
@@ -401,6 +409,10 @@ def run_processes(env: dict[str, str], server_pids: set[int], web_socket: Path) 
             stdout=console_out,
             stderr=console_out,
             start_new_session=True,
+            # Its log files and its processes' (they inherit it) are the account's own, 0600:
+            # the access log names every URL asked for. (supervisord's own `umask` setting
+            # applies only when it daemonizes; it runs in the foreground here.)
+            umask=0o077,
             # No other thread runs yet (the follower starts below), so preexec_fn is safe here.
             preexec_fn=die_with_parent(),  # noqa: PLW1509
         )

@@ -153,6 +153,11 @@ class Settings:
     admin_timezone: str = DEFAULT_ADMIN_TIMEZONE
     #: Bound of `eventlog:queue` (EVENT_LOG_QUEUE_MAX, see DEFAULT_EVENT_LOG_QUEUE_MAX).
     event_log_queue_max: int = DEFAULT_EVENT_LOG_QUEUE_MAX
+    #: TRUSTED_PROXIES: how many proxies in front of the web process append to
+    #: X-Forwarded-For / X-Forwarded-Proto (web/__init__.py applies Werkzeug's ProxyFix with
+    #: that many hops). 0, the default: the headers are ignored and the client address is
+    #: the TCP peer's, so a client cannot pick the address the sign-in limit counts.
+    trusted_proxies: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -179,6 +184,7 @@ class Settings:
             metrics_tokens=scrapers,
             admin_timezone=_timezone(env, "ADMIN_TIMEZONE", DEFAULT_ADMIN_TIMEZONE),
             event_log_queue_max=env_int(env, "EVENT_LOG_QUEUE_MAX", DEFAULT_EVENT_LOG_QUEUE_MAX, minimum=1),
+            trusted_proxies=env_int(env, "TRUSTED_PROXIES", 0, minimum=0),
         )
 
     @property

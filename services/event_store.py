@@ -12,6 +12,8 @@ import json
 import os
 import threading
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, Engine, event, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
@@ -105,6 +107,18 @@ class DirectEventWriter:
             session.commit()
         return inserted, refused
 
+    def update_data(self, event_id: str, occurred_at: datetime, data: dict[str, Any]) -> bool:
+        """Replace the `data` of a stored event (an audit entry completed after its action);
+        False when no such event is stored. Raises when the database is unreachable."""
+        factory, _ = self._factory()
+        with factory() as session:
+            result = session.execute(
+                _UPDATE_DATA,
+                {"id": event_id, "at": occurred_at, "data": json.dumps(data, ensure_ascii=False)},
+            )
+            session.commit()
+        return bool(getattr(result, "rowcount", 0))
+
     def dispose(self) -> None:
         with self._lock:
             if self._state is not None and self._given_factory is None:
@@ -125,6 +139,11 @@ _INSERT = text(
         CAST(:data AS jsonb[]))
     ON CONFLICT DO NOTHING
     """
+)
+
+
+_UPDATE_DATA = text(
+    "UPDATE event_log SET data = CAST(:data AS jsonb) WHERE id = CAST(:id AS uuid) AND occurred_at = :at"
 )
 
 

@@ -3,8 +3,9 @@
 One service function per operation, shared by the JSON admin API (web/admin_api.py),
 the CLI (web/cli.py) and the browser console. Redis is reached through the
 `QueueOperations` port (actors/adapters/queue_ops.py), the audit through `AuditLog`
-(services/audit.py, PostgreSQL). Every action is audited; when the audit log cannot be
-written the action is refused before anything is done (DatabaseUnavailable -> 503).
+(services/audit.py, PostgreSQL). Every action is audited: its entry is written before
+anything is done, and when it cannot be the action is refused (DatabaseUnavailable ->
+503); its outcome completes it.
 
 Requeueing a dead letter resets its record to status 3 (生成中) first (committed), then
 removes the entry and queues a fresh job (RetryCount 0) in one atomic Redis step. If
@@ -18,7 +19,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 from services.admin import reset_records  # the same reset as a regeneration
-from services.audit import list_audit, record_action, summarize
+from services.audit import begin_action, list_audit, summarize
 from services.errors import InvalidOperation, ParamError, QueueUnavailable, RecordNotFound
 from services.opsmodel import (
     DELETED,
@@ -101,7 +102,7 @@ def requeue_dead_letters(
     them when Redis refuses the step (5003).
     """
     wanted = None if message_ids is None else _handles(message_ids, "死信ID")
-    audit.ensure_available()
+    trail = begin_action(audit, actor, "requeue", wanted or [], detail="all" if wanted is None else None)
     letters = {letter.message_id: letter for letter in queue.all_dead_letters()}
     order = list(letters) if wanted is None else wanted
     outcomes: dict[str, ItemOutcome] = {}
@@ -127,12 +128,9 @@ def requeue_dead_letters(
             ready.append(message_id)
     outcomes.update(_requeue(queue, ready))
     items = [outcomes[m] for m in order]
-    record_action(
-        audit,
-        actor,
-        "requeue",
-        list(order),
-        outcome=summarize(items, REQUEUED),
+    trail.finish(
+        summarize(items, REQUEUED),
+        ids=list(order),
         detail=("all; " if wanted is None else "") + _counts(items, REQUEUED),
     )
     return items
@@ -188,28 +186,26 @@ def _delete(
 ) -> list[ItemOutcome]:
     """Delete `wanted` from a list with `delete`, audited: the audit must be writable first,
     a queue that is down is audited as a failure and raised, each handle gets its outcome."""
-    audit.ensure_available()
+    trail = begin_action(audit, actor, action, wanted)
     try:
         done = delete(wanted)
     except QueueUnavailable:
-        record_action(audit, actor, action, wanted, outcome="failed", detail="queue unavailable")
+        trail.finish("failed", detail="queue unavailable")
         raise
     items = [ItemOutcome(id=h, outcome=DELETED) if done.get(h) else _skip(h, gone) for h in wanted]
-    record_action(
-        audit, actor, action, wanted, outcome=summarize(items, DELETED), detail=_counts(items, DELETED)
-    )
+    trail.finish(summarize(items, DELETED), detail=_counts(items, DELETED))
     return items
 
 
 def purge_invalid(queue: QueueOperations, audit: AuditLog, actor: AdminActor) -> int:
     """Drop every quarantined payload; how many there were."""
-    audit.ensure_available()
+    trail = begin_action(audit, actor, "purge_invalid", [])
     try:
         count = queue.purge_invalid()
     except QueueUnavailable:
-        record_action(audit, actor, "purge_invalid", [], outcome="failed", detail="queue unavailable")
+        trail.finish("failed", detail="queue unavailable")
         raise
-    record_action(audit, actor, "purge_invalid", [], outcome="ok", detail=f"{count} purged")
+    trail.finish("ok", detail=f"{count} purged")
     return count
 
 

@@ -112,11 +112,24 @@ class QueueOperations(Protocol):
         """Drop the whole quarantine; how many entries it held."""
 
 
+@dataclass(frozen=True)
+class AuditHandle:
+    """Which stored entry an action's outcome completes (its event's id and time)."""
+
+    event_id: str
+    at: datetime
+
+
 class AuditLog(Protocol):
-    """Where admin actions are recorded, durably (PostgreSQL, never only Redis)."""
+    """Where admin actions are recorded, durably (PostgreSQL, never only Redis).
 
-    def ensure_available(self) -> None:
-        """Raise `DatabaseUnavailable` when an entry could not be written now (before acting)."""
+    An entry is stored BEFORE its action (outcome "started") and completed after it, so no
+    action runs unaudited: if the entry cannot be stored, the action is refused.
+    """
 
-    def write(self, entry: AuditEntry) -> None:
-        """Store the entry; raises `DatabaseUnavailable` when it could not."""
+    def begin(self, entry: AuditEntry) -> AuditHandle:
+        """Store the entry; raises `DatabaseUnavailable` when it could not (nothing is done then)."""
+
+    def finish(self, handle: AuditHandle, entry: AuditEntry) -> None:
+        """Complete the stored entry with `entry`'s outcome, ids and detail; raises
+        `DatabaseUnavailable` when it could not (the entry then stays "started")."""

@@ -26,7 +26,7 @@ from services.errors import ConfigError
 from services.event_store import DirectEventWriter
 from services.events import EventSink
 from services.queue import ReportQueue
-from web import admin_api, console, deps, health, http_metrics, metrics, openapi, report_page, user_api
+from web import admin_api, console, deps, health, hosts, http_metrics, metrics, openapi, report_page, user_api
 from web.auth import issue_user_token
 from web.cli import (
     audit_command,
@@ -145,6 +145,7 @@ def create_app(
 
     register_error_handlers(app)
     http_metrics.install(app)
+    hosts.install(app, trusted_proxies=settings.trusted_proxies)
     for blueprint in (user_api.bp, admin_api.bp, health.bp, metrics.bp, openapi.bp, report_page.bp):
         app.register_blueprint(blueprint)
     console.init_app(app, production=environment == PRODUCTION)

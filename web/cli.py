@@ -21,7 +21,7 @@ from flask.cli import with_appcontext
 from actors.adapters import queue_figures
 from services import operations, regeneration_tasks
 from services.errors import DatabaseUnavailable, ServiceError
-from services.limits import MAX_ID
+from services.limits import MAX_ID, escape_controls
 from services.opsmodel import AdminActor, ItemOutcome
 from web.auth import issue_user_token
 from web.deps import audit_log, current, new_uow, queue_operations, redis_client, task_store
@@ -67,7 +67,8 @@ def _cell(value: object) -> str:
         return "-"
     if isinstance(value, datetime):
         value = value.astimezone(current().settings.admin_zone).isoformat(timespec="seconds")
-    text = str(value).replace("\n", " ")
+    # Stored texts (names, errors) may hold escapes a terminal would obey: shown escaped.
+    text = escape_controls(str(value))
     return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
 
 

@@ -122,8 +122,10 @@ def _parse(raw: bytes | str, now: float) -> ProcessBeat | None:
             doing=doing,
             alive=doing != STOPPED and now - last_seen <= BEAT_TIMEOUT_S,
         )
-    except (ValueError, KeyError, TypeError):
-        return None  # not ours or from another version: ignored, pruned by prune_beats
+    except (ValueError, KeyError, TypeError, OverflowError, OSError, RecursionError):
+        # Not ours, from another version, or a time no calendar holds (last_seen 1e300):
+        # left out of the list (counted by `unreadable_beats`), pruned by prune_beats.
+        return None
 
 
 def live_processes(client: redis.Redis, *, now: float | None = None) -> list[ProcessBeat]:
@@ -131,6 +133,12 @@ def live_processes(client: redis.Redis, *, now: float | None = None) -> list[Pro
     now = time.time() if now is None else now
     beats = [_parse(raw, now) for raw in client.hvals(BEATS_KEY)]
     return sorted((b for b in beats if b is not None), key=lambda b: (b.kind, b.host, b.pid))
+
+
+def unreadable_beats(client: redis.Redis, *, now: float | None = None) -> int:
+    """How many fields of the registry cannot be read as a beat (shown as such to operators)."""
+    now = time.time() if now is None else now
+    return sum(1 for raw in client.hvals(BEATS_KEY) if _parse(raw, now) is None)
 
 
 def prune_beats(client: redis.Redis, *, now: float | None = None) -> int:

@@ -25,7 +25,8 @@ class DelayedJob:
     #: None when the member is not a report job the codec can read (shown verbatim then).
     record_id: int | None
     retry_count: int | None
-    due_at: datetime  # aware UTC
+    #: Aware UTC; None when the score is no time (NaN, beyond the calendar): shown as unreadable.
+    due_at: datetime | None
     raw: str
 
 
@@ -38,7 +39,7 @@ def delayed_jobs(
     jobs = []
     for member, score in members:
         raw = member.decode("utf-8", "replace")
-        due_at = datetime.fromtimestamp(score / 1000, UTC)
+        due_at = _due(score)
         try:
             message = ReportQueueMessage.decode(member)
         except InvalidReportMessage:
@@ -48,6 +49,14 @@ def delayed_jobs(
             DelayedJob(record_id=message.record_id, retry_count=message.retry_count, due_at=due_at, raw=raw)
         )
     return jobs
+
+
+def _due(score_ms: float) -> datetime | None:
+    """The due time a score means; None for a score no calendar holds (anyone may ZADD 1e20)."""
+    try:
+        return datetime.fromtimestamp(score_ms / 1000, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def oldest_waiting_age_s(
@@ -63,7 +72,10 @@ def oldest_waiting_age_s(
         enqueued_at = ReportQueueMessage.decode(oldest).enqueued_at
     except InvalidReportMessage:
         return None
-    if enqueued_at.tzinfo is None:
-        # The .NET producer always writes an offset; a job without one is read as local time.
-        enqueued_at = enqueued_at.astimezone()
-    return max(0.0, ((now or datetime.now(UTC)) - enqueued_at).total_seconds())
+    try:
+        if enqueued_at.tzinfo is None:
+            # The .NET producer always writes an offset; a job without one is read as local time.
+            enqueued_at = enqueued_at.astimezone()
+        return max(0.0, ((now or datetime.now(UTC)) - enqueued_at).total_seconds())
+    except (OverflowError, OSError, ValueError):
+        return None  # an EnqueueTime at the edge of the calendar: no age to show

@@ -63,6 +63,15 @@ def count(client: redis.Redis, *outcomes: Outcome, now: float | None = None) -> 
     add_counts(client, {(minute, outcome): 1 for outcome in outcomes})
 
 
+def _count(value: bytes | str | int) -> int:
+    """A stored count; 0 for a value that is not a count (the chart then still draws)."""
+    try:
+        count = int(value)
+    except (TypeError, ValueError):
+        return 0
+    return count if 0 <= count < 2**53 else 0
+
+
 def last_hour(client: redis.Redis, *, now: float | None = None) -> list[MinuteFigures]:
     """60 entries, oldest first, ending with the current minute; minutes with no job are zeros."""
     current = minute_start(time.time() if now is None else now)
@@ -72,7 +81,10 @@ def last_hour(client: redis.Redis, *, now: float | None = None) -> list[MinuteFi
         pipe.hgetall(f"{KEY_PREFIX}{start}")
     figures: list[MinuteFigures] = []
     for start, raw in zip(starts, pipe.execute(), strict=True):
-        values = {k.decode() if isinstance(k, bytes) else str(k): int(v) for k, v in raw.items()}
+        values = {
+            k.decode("utf-8", "replace") if isinstance(k, bytes) else str(k): _count(v)
+            for k, v in raw.items()
+        }
         figures.append(
             MinuteFigures(
                 minute=datetime.fromtimestamp(start, UTC),

@@ -212,3 +212,31 @@ def test_the_files_holding_secrets_are_readable_by_their_owner_only(stacks: list
             if path.is_file() and path not in private and not servers_own:
                 text = path.read_bytes()
                 assert not any(value.encode() in text for value in secrets.values()), path
+
+
+def test_the_process_logs_are_the_accounts_own_and_keep_no_signed_link(stacks: list[Run]) -> None:
+    """Issue 20: the access log named every signed report link (a week-long bearer
+    credential), in 0644 files of a 0755 folder that any local account could read."""
+    for run in stacks:
+        base_url = run.info()["base_url"]
+        signed = "eyJ1aWQiOjEsInJpZCI6MX0.aw7l9A.SIGNATURE-THAT-MUST-NOT-BE-LOGGED"
+        requests.get(f"{base_url}/reports/1", params={"s": signed}, timeout=10)
+        logs = run.state / "logs"
+        web_log = logs / "web.log"
+
+        def logged(web_log: Path = web_log) -> bool:
+            return web_log.exists() and b"/reports/1?s=REDACTED" in web_log.read_bytes()
+
+        wait_until(
+            logged,
+            timeout=30,
+            what="the access log line of the signed link",
+        )
+        assert logs.stat().st_mode & 0o777 == 0o700
+        files = [path for path in logs.rglob("*") if path.is_file()]
+        assert web_log in files
+        for path in [*files, run.state / "console.log"]:
+            assert path.stat().st_mode & 0o777 == 0o600, path
+            assert b"SIGNATURE-THAT-MUST-NOT-BE-LOGGED" not in path.read_bytes(), path
+        if os.geteuid() == 0:
+            assert _as_nobody("cat", str(web_log)).returncode != 0

@@ -9,22 +9,27 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import redis
+from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors.adapters.keys import Keyspace
 from actors.adapters.liveness import BEAT_TIMEOUT_S, ProcessIdentity, write_beat
 from actors.adapters.queue_peek import delayed_jobs, oldest_waiting_age_s
 from actors.constants import REPORT_DELAYED_KEY, REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
 from services.audit import list_audit
+from services.config import Settings
 from services.record_detail import admin_record_detail
 from services.status import RecordStatus
 from services.uow import UnitOfWork
 from tests.integration.web_support import ADMIN_TOKEN, Records
-from tests.support.console import csrf_token, sign_in
+from tests.support.console import CSRF, csrf_token, sign_in
 from tests.support.records import RecordSpec
-from web.console.signin import FAILURES_KEY_PREFIX, MAX_FAILURES, MSG_TOO_MANY
+from tests.support.redis_keys import bytes_list, clean_redis
+from web import create_app
+from web.console.limits import FREE_ATTEMPTS
 
 
 def set_created_at(engine: Engine, record_id: int, when: datetime) -> None:
@@ -128,18 +133,40 @@ def test_the_record_detail_has_answers_report_and_reasons(
     assert "记录不存在" in missing.get_data(as_text=True)
 
 
-def test_sign_in_failures_are_limited_per_address(client: FlaskClient, redis_client: redis.Redis) -> None:
-    for _ in range(MAX_FAILURES):
+def test_sign_in_attempts_of_an_address_wait_longer_and_longer(
+    client: FlaskClient, redis_client: redis.Redis
+) -> None:
+    for _ in range(FREE_ATTEMPTS):
         assert sign_in(client, token="wrong") == 401
-    key = FAILURES_KEY_PREFIX + "127.0.0.1"
-    assert 0 < redis_client.ttl(key) <= 300
+    # The last free attempt set a 1 s wait: the next one, even with the right token, is
+    # refused unevaluated, and told when to come back.
     response = client.post(
         "/admin/login", data={"token": ADMIN_TOKEN, "csrf_token": csrf_token(client, "/admin/login")}
     )
-    assert response.status_code == 401
-    assert MSG_TOO_MANY in response.get_data(as_text=True)
-    redis_client.delete(key)  # the window passed
+    assert response.status_code == 429
+    assert 1 <= int(response.headers["Retry-After"]) <= 2
+    key = Keyspace.of().console.signin_address("127.0.0.1")
+    assert redis_client.hget(key, "n") == str(FREE_ATTEMPTS).encode()
+    assert 0 < redis_client.pttl(key) <= 15 * 60_000
+    redis_client.hset(key, "until", 0)  # the wait passed
     assert sign_in(client) == 302
+
+
+def test_a_browser_that_signed_in_before_is_not_slowed_by_its_address(
+    client: FlaskClient, redis_client: redis.Redis, app: Flask
+) -> None:
+    assert sign_in(client) == 302  # leaves the device cookie
+    client.post("/admin/logout", data={"csrf_token": csrf_token(client, "/admin/")})
+    stranger = app.test_client()
+    answers = [sign_in(stranger, token="wrong") for _ in range(FREE_ATTEMPTS)]
+    # The admin's sign-in was the address's first attempt: the stranger's last one waits.
+    assert answers == [401] * (FREE_ATTEMPTS - 1) + [429]
+    assert sign_in(client) == 302  # the admin's browser: counted per credential, not slowed
+    # Its own failures count against its credential's bucket, not the address's.
+    client.post("/admin/logout", data={"csrf_token": csrf_token(client, "/admin/")})
+    assert sign_in(client, token="wrong") == 401
+    fingerprint = redis_client.keys(Keyspace.of().console.signin_credential("*"))
+    assert len(fingerprint) == 1
 
 
 def test_a_regeneration_in_the_console_is_audited_with_the_admin(
@@ -192,3 +219,34 @@ def test_a_process_silent_past_the_timeout_shows_as_gone(
     assert "已失联" in html
     assert "report 42" in html
     assert "host-b" in html
+
+
+def test_the_overview_refreshes_only_when_asked_at_a_listed_interval(client: FlaskClient) -> None:
+    assert sign_in(client) == 302
+    assert 'http-equiv="refresh" content="10"' in client.get("/admin/?refresh=10").get_data(as_text=True)
+    for refresh in ("", "7", "0", "abc", "-5", "²", "10 "):
+        response = client.get("/admin/", query_string={"refresh": refresh})
+        assert response.status_code == 200, refresh
+        assert "http-equiv" not in response.get_data(as_text=True), refresh
+
+
+def test_behind_trusted_proxies_each_client_address_has_its_own_limit(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    """TRUSTED_PROXIES=1: the address is X-Forwarded-For's last entry (what the proxy saw);
+    without it the header is ignored, so a client cannot pick the bucket it is counted in."""
+    for proxies, expected in ((1, {"198.51.100.7", "198.51.100.8"}), (0, {"127.0.0.1"})):
+        clean_redis(redis_client)
+        app = create_app(settings.with_overrides(trusted_proxies=proxies), redis_client=redis_client)
+        for address in ("198.51.100.7", "198.51.100.8"):
+            client = app.test_client()
+            headers = {"X-Forwarded-For": f"203.0.113.1, {address}"}
+            token = CSRF.search(client.get("/admin/login", headers=headers).get_data(as_text=True))
+            assert token
+            client.post(
+                "/admin/login", data={"token": "wrong", "csrf_token": token.group(1)}, headers=headers
+            )
+        prefix = Keyspace.of().console.signin_address("")
+        keys = bytes_list(redis_client.keys(prefix + "*"))
+        buckets = {key.decode().removeprefix(prefix) for key in keys}
+        assert buckets == expected, proxies

@@ -14,13 +14,13 @@ from datetime import timedelta
 
 from flask import Flask
 
-from web.console import audit, context, deadletters, errors, overview, records, signin
+from web.console import audit, context, deadletters, errors, headers, overview, records, sessions, signin
 from web.console.blueprint import bp, csrf
 
 __all__ = ["init_app"]
 
 #: A console session lasts a working day; then the admin signs in again.
-SESSION_LIFETIME = timedelta(hours=8)
+SESSION_LIFETIME = timedelta(seconds=sessions.LIFETIME_S)
 
 # The modules register their views on `bp` when imported.
 _VIEWS = (audit, context, deadletters, errors, overview, records, signin)
@@ -42,3 +42,4 @@ def init_app(app: Flask, *, production: bool) -> None:
     )
     csrf.init_app(app)
     app.register_blueprint(bp)
+    headers.install(app)

@@ -28,7 +28,7 @@ OUTCOME_NAMES = {
     "skipped": "已跳过",
 }
 #: An audit entry's outcome, in words.
-OUTCOME_WORDS = {"ok": "成功", "partial": "部分成功", "failed": "失败"}
+OUTCOME_WORDS = {"ok": "成功", "partial": "部分成功", "failed": "失败", "started": "已开始（结果未记录）"}
 
 
 #: The event log's types in the words of the record's timeline.

@@ -14,13 +14,33 @@ def admin_timezone(settings: Settings) -> tzinfo:
     return settings.admin_zone
 
 
+#: Shown for a time that cannot be shown in the admin's zone (a stored date at the edge of
+#: the calendar, year 1 or 9999, which the zone's offset would carry beyond it).
+UNREADABLE_TIME = "（无法显示的时间）"
+#: The days an admin may type in a filter: the zone's offset keeps their bounds within the calendar.
+FIRST_DAY = date(1, 1, 2)
+LAST_DAY = date(9999, 12, 30)
+
+
 def local_time(value: datetime | None, tz: tzinfo) -> str:
     """``2026-12-01 08:30:05`` in `tz`; a naive value is UTC (the database's); "—" for none."""
     if value is None:
         return "—"
     if value.tzinfo is None:
         value = value.replace(tzinfo=ZoneInfo("UTC"))
-    return value.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return value.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, ValueError):
+        return UNREADABLE_TIME
+
+
+def parse_day(text: str) -> date | None:
+    """A day typed as 2026-12-01, within FIRST_DAY..LAST_DAY; None for anything else."""
+    try:
+        day = date.fromisoformat(text)
+    except ValueError:
+        return None
+    return day if FIRST_DAY <= day <= LAST_DAY else None
 
 
 def duration(seconds: float | None) -> str:

@@ -1,7 +1,9 @@
 """The overview page: where the report jobs are, which processes are alive, the last hour.
 
-Each panel reads on its own: Redis down blanks the queue panels with a message, the
-page itself still answers.
+The queue's panels read Redis apart from the rest: a failed read blanks them with a
+message, the page itself still answers. (With Redis down altogether the console answers
+503 before this page: its sessions live there.) An entry that cannot be read is shown as
+such (a due time "—", a count of unreadable heartbeats), never an error of the page.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import redis
 from flask import render_template, request
 
 from actors.adapters import queue_figures
-from actors.adapters.liveness import BEAT_TIMEOUT_S, live_processes
+from actors.adapters.liveness import BEAT_TIMEOUT_S, live_processes, unreadable_beats
 from actors.adapters.queue_peek import delayed_jobs, oldest_waiting_age_s
 from actors.adapters.throughput import last_hour
 from web.console.blueprint import bp
@@ -44,9 +46,11 @@ def overview() -> str:
         log.warning("console overview: queue figures unavailable: %s", exc)
         queue_error = MSG_REDIS_DOWN
     processes = minutes = None
+    unreadable = 0
     if queue_error is None:
         try:
             processes = live_processes(client)
+            unreadable = unreadable_beats(client)
             minutes = last_hour(client)
         except redis.RedisError as exc:
             log.warning("console overview: processes or throughput unavailable: %s", exc)
@@ -54,13 +58,14 @@ def overview() -> str:
     refresh = request.args.get("refresh", "")
     return render_template(
         "console/overview.html",
-        refresh=int(refresh) if refresh.isdigit() and int(refresh) in REFRESH_CHOICES else None,
+        refresh=next((c for c in REFRESH_CHOICES if refresh == str(c)), None),
         refresh_choices=REFRESH_CHOICES,
         figures=figures,
         delayed=delayed,
         oldest_age_s=oldest,
         queue_error=queue_error,
         processes=processes,
+        unreadable_beats=unreadable,
         beat_timeout_s=BEAT_TIMEOUT_S,
         chart=throughput_svg(minutes, tz) if minutes is not None else None,
         totals={
