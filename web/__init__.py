@@ -16,6 +16,7 @@ import redis
 from flask import Flask
 
 from actors.adapters import RedisAutosaveStore, RedisEventSink, RedisQueueOperations, RedisReportQueue
+from actors.adapters.drill import RedisFaultDrill
 from actors.adapters.keys import Keyspace
 from actors.adapters.tasks import RedisTaskStore
 from services.audit import DatabaseAuditLog
@@ -140,6 +141,7 @@ def create_app(
             audit=DatabaseAuditLog(factory),
             keys=keys,
             tasks=RedisTaskStore(client, keys),
+            drill=RedisFaultDrill(client, keys.drill),
         ),
     )
 

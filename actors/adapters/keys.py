@@ -24,6 +24,7 @@ Redis keys (all strings are the defaults; the key classes take a prefix for benc
 | `hotpath:retention:lock` | string | the retention loop's lock (actors/hotpath/retention.py) |
 | `admin:queue` | list | the admin tasks' Dramatiq queue (`{admin}:queue` when hash-tagged) |
 | `admin:task:<id>` | hash | an admin task's progress (actors/adapters/tasks.py), kept 7 days |
+| `drill:records` | hash | the fault drill (actors/adapters/drill.py): record id -> end of its drill (ms) |
 """
 
 from __future__ import annotations
@@ -136,6 +137,8 @@ class Keyspace:
     #: task and its message are written in one MULTI (actors/adapters/tasks.py).
     admin: QueueKeys
     task_prefix: str
+    #: The fault drill's hash (services/drill.py): a key of its own, read alone.
+    drill: str
 
     @classmethod
     def of(cls, hash_tags: bool = False) -> Keyspace:
@@ -148,4 +151,5 @@ class Keyspace:
             hotpath_settings=hotpath + "settings",
             admin=QueueKeys.for_queue(ADMIN_QUEUE_NAME, hash_tag=hash_tags),
             task_prefix=family_prefix(ADMIN_QUEUE_NAME, hash_tag=hash_tags) + "task:",
+            drill=family_prefix("drill", hash_tag=hash_tags) + "records",
         )

@@ -13,7 +13,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters.liveness import BEAT_TIMEOUT_S, ProcessIdentity, write_beat
+from actors.adapters.liveness import BEAT_TIMEOUT_S, STOPPED, ProcessIdentity, write_beat
 from actors.adapters.queue_peek import delayed_jobs, oldest_waiting_age_s
 from actors.constants import REPORT_DELAYED_KEY, REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
@@ -177,18 +177,25 @@ def test_records_are_paged_with_their_filters_kept(client: FlaskClient, records:
     assert "下一页" not in second
 
 
-def test_a_process_silent_past_the_timeout_shows_as_gone(
+def test_processes_show_alive_lost_or_stopped_and_the_banner_names_what_is_missing(
     client: FlaskClient, redis_client: redis.Redis
 ) -> None:
     now = time.time()
     alive = ProcessIdentity("worker", "host-a", 101, "0.1.0", now - 600)
     silent = ProcessIdentity("hotpath", "host-b", 202, "0.1.0", now - 600)
-    write_beat(redis_client, alive, "report 42", now=now - 1)
+    stopped = ProcessIdentity("reconciler", "host-c", 303, "0.1.0", now - 600)
+    write_beat(redis_client, alive, "report 42, report 43", now=now - 1, load=(2, 4))
     write_beat(redis_client, silent, "flushing answers", now=now - BEAT_TIMEOUT_S - 5)
+    write_beat(redis_client, stopped, STOPPED, now=now - 2)
     assert sign_in(client) == 302
     html = client.get("/admin/").get_data(as_text=True)
-    rows = dict(re.findall(r'<tr data-process="(\w+)" data-alive="(\w+)">', html))
-    assert rows == {"worker": "yes", "hotpath": "no"}
+    rows = dict(re.findall(r'<tr data-process="(\w+)" data-alive="\w+" data-state="(\w+)">', html))
+    assert rows == {"worker": "alive", "hotpath": "gone", "reconciler": "stopped"}
     assert "已失联" in html
-    assert "report 42" in html
+    assert "已停止" in html
+    assert "生成报告：记录 42、43（2/4 线程）" in html  # what it does, in words
+    assert re.search(r"忙碌 <strong>2</strong> / 共 <strong>4</strong>", html)
     assert "host-b" in html
+    # The hotpath is lost: every page's banner says so (the worker is alive: no alarm for it).
+    alarms = re.findall(r'<li data-alarm="(\w+)">', client.get("/admin/records").get_data(as_text=True))
+    assert alarms == ["no_hotpath"]
