@@ -144,7 +144,9 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        auth = f":{self.password}@" if self.password else ""
+        # The user name `default` (Redis's own): `redis-cli -u` sends AUTH with an empty user
+        # name otherwise (WRONGPASS), where redis-py sends AUTH <password> alone.
+        auth = f"default:{self.password}@" if self.password else ""
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     @property

@@ -31,6 +31,7 @@ from web import admin_api, console, deps, health, http_metrics, metrics, openapi
 from web.auth import issue_user_token
 from web.cli import (
     audit_command,
+    drill_command,
     issue_user_token_command,
     queue_command,
     regenerate_matching_command,
@@ -85,8 +86,9 @@ def check_production_secrets(settings: Settings, environment: str) -> None:
         raise ConfigError(
             f"APP_ENV=production refuses weak secrets: {'; '.join(problems)} ({_HOW_TO_GENERATE})"
         )
-    for problem in problems:
-        log.warning("%s (refused with APP_ENV=production)", problem)
+    if serving():
+        for problem in problems:
+            log.warning("%s (refused with APP_ENV=production)", problem)
 
 
 def create_app(
@@ -155,9 +157,18 @@ def create_app(
     app.cli.add_command(audit_command)
     app.cli.add_command(regenerate_matching_command)
     app.cli.add_command(task_command)
+    app.cli.add_command(drill_command)
 
-    if not settings.secret_key:
-        log.warning("SECRET_KEY is empty: every call to the user API is refused (401)")
-    if not settings.admin_tokens:
-        log.warning("ADMIN_TOKENS is empty: every call to the admin API is refused (401)")
+    if serving():
+        if not settings.secret_key:
+            log.warning("SECRET_KEY is empty: every call to the user API is refused (401)")
+        if not settings.admin_tokens:
+            log.warning("ADMIN_TOKENS is empty: every call to the admin API is refused (401)")
     return app
+
+
+def serving() -> bool:
+    """False when the app is built for a `flask` CLI command (Flask sets FLASK_RUN_FROM_CLI):
+    a command needs no admin token and says itself what it misses, so the warnings meant for
+    a server starting up would only be noise there."""
+    return os.environ.get("FLASK_RUN_FROM_CLI") != "true"
