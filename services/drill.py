@@ -20,7 +20,7 @@ from typing import Protocol
 
 from services.audit import record_action
 from services.errors import ParamError
-from services.limits import MAX_ID, is_id
+from services.limits import MAX_ID, is_id, is_strict_int
 from services.opsmodel import AdminActor, AuditLog
 
 #: Longest and default duration of a drill, in minutes.
@@ -75,7 +75,7 @@ def start_fault_drill(
     `drill_start`. A record already in the drill gets the new end. Takes effect at once:
     the worker reads the drill before each attempt."""
     ids = _ids(record_ids)
-    if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= MAX_DRILL_MINUTES:
+    if not is_strict_int(minutes) or not 1 <= minutes <= MAX_DRILL_MINUTES:
         raise ParamError(f"演练时长（分钟）必须是 1 到 {MAX_DRILL_MINUTES} 之间的整数")
     until = (now or datetime.now(UTC)) + timedelta(minutes=minutes)
     audit.ensure_available()

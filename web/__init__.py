@@ -27,9 +27,11 @@ from services.errors import ConfigError
 from services.event_store import DirectEventWriter
 from services.events import EventSink
 from services.queue import ReportQueue
-from web import admin_api, console, deps, health, http_metrics, metrics, openapi, report_page, user_api
+from web import admin_api, console, deps, health, home, http_metrics, metrics, openapi, report_page, user_api
 from web.auth import issue_user_token
 from web.cli import (
+    APP_FACTORY,
+    SETTINGS_FROM_ENV,
     audit_command,
     drill_command,
     issue_user_token_command,
@@ -107,12 +109,18 @@ def create_app(
     With APP_ENV=production (or ``environment="production"``) weak secrets raise
     `ConfigError` here, so gunicorn refuses to start rather than serve with them.
     """
+    from_env = settings is None
     settings = settings or Settings.from_env()
     environment = environment or app_env()
     check_production_secrets(settings, environment)
     app = Flask(__name__, static_folder=None)
-    app.config.update(MAX_CONTENT_LENGTH=MAX_CONTENT_LENGTH, SECRET_KEY=settings.secret_key or None)
+    app.config.update(
+        MAX_CONTENT_LENGTH=MAX_CONTENT_LENGTH,
+        SECRET_KEY=settings.secret_key or None,
+        **{SETTINGS_FROM_ENV: from_env},
+    )
     app.json = JSONProvider(app)
+    app.extensions[APP_FACTORY] = create_app
 
     # Short timeouts and a fail-fast guard (web/redis_guard.py): a hung Redis must not
     # hold a request thread for more than about a second.
@@ -149,7 +157,7 @@ def create_app(
 
     register_error_handlers(app)
     http_metrics.install(app)
-    for blueprint in (user_api.bp, admin_api.bp, health.bp, metrics.bp, openapi.bp, report_page.bp):
+    for blueprint in (user_api.bp, admin_api.bp, health.bp, home.bp, metrics.bp, openapi.bp, report_page.bp):
         app.register_blueprint(blueprint)
     console.init_app(app, production=environment == PRODUCTION)
     app.cli.add_command(issue_user_token_command)

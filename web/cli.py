@@ -25,6 +25,8 @@ from typing import Any
 
 import click
 import redis
+from flask import Flask, current_app
+from flask.cli import with_appcontext
 
 from actors.adapters import queue_figures
 from actors.constants import ADMIN_QUEUE_NAME, REPORT_QUEUE_NAME
@@ -39,25 +41,27 @@ from web.deps import audit_log, current, fault_drill, new_uow, queue_operations,
 
 #: Longest cell shown in a table (raw entries and errors are cut with "…").
 MAX_CELL = 80
+#: App config flag: the app's settings were read from the environment (`flask --app web`),
+#: so a command finds its stack first rather than trust the environment's defaults.
+SETTINGS_FROM_ENV = "MI_SETTINGS_FROM_ENV"
+#: App extension: the factory that built the app, for a command to build one on its stack.
+APP_FACTORY = "mi_app_factory"
 
 
 def with_stack(command: Callable[..., None]) -> Callable[..., None]:
     """Run `command` in an app on the stack it belongs to (web/cli_stack.py), after saying which;
-    adds the ``--stack PATH`` option."""
+    adds the ``--stack PATH`` option. An app built with explicit settings (a test, a program
+    embedding the app) is used as it is: those settings are meant."""
 
-    @click.option(
-        "--stack",
-        "stack_path",
-        default=None,
-        metavar="PATH",
-        help="the stack.json of a `make run` (or its state folder); see `--help` of the group",
-    )
     @functools.wraps(command)
     def run(*args: Any, stack_path: str | None = None, **kwargs: Any) -> None:
+        if not current_app.config.get(SETTINGS_FROM_ENV) and stack_path is None:
+            command(*args, **kwargs)
+            return
         target = find_stack(stack_path, os.environ)
         click.echo(target.describe(), err=True)
-        from web import create_app  # noqa: PLC0415 - web imports this module to register the commands
-
+        # The factory that built this app (web.create_app; web imports this module, not the reverse).
+        create_app: Callable[[Settings], Flask] = current_app.extensions[APP_FACTORY]
         try:
             app = create_app(Settings.from_env(target.environment(os.environ)))
         except ConfigError as exc:
@@ -65,7 +69,15 @@ def with_stack(command: Callable[..., None]) -> Callable[..., None]:
         with app.app_context():
             command(*args, **kwargs)
 
-    return run
+    option = click.option(
+        "--stack",
+        "stack_path",
+        default=None,
+        metavar="PATH",
+        help="the stack.json of a `make run` (or its state folder); default: MI_STACK, "
+        "DATABASE_URL + REDIS_URL, else .state/stack.json of this folder or the checkout",
+    )
+    return option(with_appcontext(run))
 
 
 class AdminTime(click.ParamType):  # type: ignore[type-arg]
@@ -100,7 +112,7 @@ def as_utc(value: datetime | None, zone: tzinfo) -> datetime | None:
 
 @click.command("issue-user-token")
 @click.argument("user_id", type=click.IntRange(1, MAX_ID))
-@with_stack
+@with_appcontext  # needs SECRET_KEY only (the export line `make run` prints has it), no server
 def issue_user_token_command(user_id: int) -> None:
     """Print a user token for USER_ID, signed with SECRET_KEY (for tests and demos)."""
     secret_key = current().settings.secret_key

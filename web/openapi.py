@@ -1102,6 +1102,26 @@ PATHS: dict[str, dict[str, Schema]] = {
             },
         },
     },
+    "/": {
+        "get": {
+            "summary": "What this server is, and links to the console, this document and the probes",
+            "description": "An HTML page for a browser; the envelope (data: service, links) for JSON.",
+            "tags": ["meta"],
+            "responses": {
+                "200": {
+                    "description": "the page, or the links as JSON",
+                    "content": {"text/html": {}, "application/json": {"schema": _ref("Envelope")}},
+                }
+            },
+        },
+    },
+    "/favicon.ico": {
+        "get": {
+            "summary": "The site's icon (SVG)",
+            "tags": ["meta"],
+            "responses": {"200": {"description": "the icon", "content": {"image/svg+xml": {}}}},
+        },
+    },
     "/openapi.json": {
         "get": {
             "summary": "This document",

@@ -28,6 +28,8 @@ from importlib import metadata
 
 import redis
 
+from services.limits import is_strict_int
+
 #: The registry hash.
 BEATS_KEY = "processes:beats"
 #: How often a process rewrites its beat.
@@ -159,7 +161,7 @@ def _parse(raw: bytes | str, now: float) -> ProcessBeat | None:
 
 
 def _optional_int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    return value if is_strict_int(value) and value >= 0 else None
 
 
 def live_processes(client: redis.Redis, *, now: float | None = None) -> list[ProcessBeat]:

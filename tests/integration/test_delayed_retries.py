@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import dramatiq
 import pytest
@@ -76,10 +77,10 @@ def test_a_drilled_record_is_retried_now_then_deleted(
 
     first = waiting_retry(ops, attempts=1)
     # The member is the broker's own: a 16-hex prefix, then the job.
-    (member,) = redis_client.zrange(REPORT_DELAYED_KEY, 0, -1)
-    assert bytes(member).startswith(f"{first.message_id}|".encode())
+    (member,) = cast(list[bytes], redis_client.zrange(REPORT_DELAYED_KEY, 0, -1))
+    assert member.startswith(f"{first.message_id}|".encode())
     assert first.record_id == record_id
-    assert first.raw == bytes(member)[17:].decode()
+    assert first.raw == member[17:].decode()
     # Due 10 s after the failure (the Redis clock wrote it; this host's clock reads it).
     assert (
         timedelta(0) < first.due_at - datetime.now(UTC) <= timedelta(milliseconds=RETRY_DELAYS_MS[0] + 1000)
