@@ -438,6 +438,7 @@ def supervisor_config(env: dict[str, str], stop_timeout: int) -> Path:
         port=int(env["PORT"]),
         stop_timeout_s=stop_timeout,
         colour=sys.stdout.isatty(),
+        rpc_password=secrets.token_urlsafe(18),
     )
     config.logs.mkdir(parents=True, exist_ok=True)
     text = procfile_supervisor.render(procfile_entries(), config)

@@ -316,7 +316,10 @@ def _reachable_by(user: str, directory: Path) -> Path:
         return real
     digest = hashlib.sha256(str(directory.absolute()).encode()).hexdigest()[:12]
     target = RELOCATED_ROOT / f"{directory.name}-{digest}"
-    log(f"the {user} account cannot reach {directory}: its cluster lives in {target} (symlinked)")
+    log(
+        f"the {user} account cannot reach {directory}: its cluster lives in {target} (symlinked; "
+        "outside the checkout, so deleting the checkout leaves it: `make clean-state` removes both)"
+    )
     target.mkdir(parents=True, exist_ok=True)
     RELOCATED_ROOT.chmod(0o755)
     shutil.chown(target, user)
