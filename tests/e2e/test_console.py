@@ -237,7 +237,7 @@ def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
     page.locator('select[name="action"]').select_option("requeue")
     page.get_by_role("button", name="筛选").click()
     expect(actions).to_have_count(1)
-    expect(actions.first).to_contain_text("1 requeued, 0 skipped")
+    expect(actions.first).to_contain_text("重新入队 1 项，跳过 0 项")
 
     # Signed out, the console is closed: pages send to the sign-in, forms are refused.
     page.get_by_role("button", name="退出登录").click()
