@@ -67,6 +67,7 @@ def overview() -> str:
         busy=sum(p.busy or 0 for p in workers),
         capacity=sum(p.capacity or 0 for p in workers),
         beat_timeout_s=BEAT_TIMEOUT_S,
+        alarm_after_s=current().settings.alarm_oldest_job_s,
         chart=throughput_svg(minutes, tz) if minutes is not None else None,
         history_chart=(
             throughput_svg(
