@@ -7,15 +7,19 @@ from __future__ import annotations
 import re
 import time
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import redis
 from flask.testing import FlaskClient
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors.adapters import RedisQueueOperations
 from actors.adapters.liveness import BEAT_TIMEOUT_S, STOPPED, ProcessIdentity, write_beat
-from actors.adapters.queue_peek import delayed_jobs, oldest_waiting_age_s
-from actors.constants import REPORT_DELAYED_KEY, REPORT_QUEUE_KEY
+from actors.adapters.queue_peek import oldest_waiting_age_s
+from actors.broker import RedisListBroker
+from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
+from actors.report_queue.codec import ReportCodec
 from actors.report_queue.message import ReportQueueMessage
 from services.audit import list_audit
 from services.record_detail import admin_record_detail
@@ -24,6 +28,7 @@ from services.uow import UnitOfWork
 from tests.integration.web_support import ADMIN_TOKEN, Records
 from tests.support.console import csrf_token, sign_in
 from tests.support.records import RecordSpec
+from web.console.display import local_time
 from web.console.signin import FAILURES_KEY_PREFIX, MAX_FAILURES, MSG_TOO_MANY
 
 
@@ -75,7 +80,7 @@ def test_a_filter_that_cannot_be_read_is_named_and_ignored(client: FlaskClient, 
 
 
 def test_the_overview_shows_delayed_jobs_and_the_oldest_wait(
-    client: FlaskClient, redis_client: redis.Redis
+    client: FlaskClient, redis_client: redis.Redis, report_broker: RedisListBroker
 ) -> None:
     enqueued = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=3)
     job = ReportQueueMessage.new(41, now=enqueued)
@@ -83,24 +88,23 @@ def test_the_overview_shows_delayed_jobs_and_the_oldest_wait(
     redis_client.lpush(
         REPORT_QUEUE_KEY, ReportQueueMessage.new(42, now=enqueued + timedelta(minutes=5)).encode()
     )
-    due = datetime(2026, 12, 1, 2, 0, 30, tzinfo=UTC)
-    delayed: dict[bytes, float] = {job.retried(2).encode().encode(): due.timestamp() * 1000, b"garbage": 1}
-    redis_client.zadd(REPORT_DELAYED_KEY, delayed)
+    # A retry as the broker stores it (`<16 hex>|<job>`): its third attempt, due in a minute.
+    codec = ReportCodec(REPORT_QUEUE_NAME, REPORT_ACTOR_NAME)
+    report_broker.enqueue(codec.decode(job.retried(2).encode().encode()), delay=60_000)
 
     # The consumer's end of the list holds the oldest job; a retry keeps its first EnqueueTime.
     assert oldest_waiting_age_s(redis_client, now=enqueued + timedelta(seconds=90)) == 90
-    jobs = delayed_jobs(redis_client)
-    assert [(j.record_id, j.retry_count, j.due_at) for j in jobs] == [
-        (None, None, datetime.fromtimestamp(0.001, UTC)),
-        (41, 2, due),
-    ]
+    total, (retry,) = RedisQueueOperations(redis_client).delayed_retries(0, 20)
+    assert (total, retry.record_id, retry.attempts, retry.enqueued_at) == (1, 41, 2, enqueued)
+    assert retry.message_id is not None
 
     assert sign_in(client) == 302
     html = client.get("/admin/").get_data(as_text=True)
     assert re.search(r'data-figure="queued">2<', html)
-    assert re.search(r'data-figure="delayed">2<', html)
-    assert "2026-12-01 10:00:30" in html  # the due time, in Shanghai
-    assert "<code>garbage</code>" in html
+    assert re.search(r'data-figure="delayed">1<', html)
+    assert f'<tr data-delayed="{retry.message_id}">' in html
+    assert local_time(retry.due_at, ZoneInfo("Asia/Shanghai")) in html  # the due time, in Shanghai
+    assert '<a href="/admin/records/41">41</a>' in html
     assert re.search(r'data-figure="oldest">3 小时 \d+ 分<', html)
 
 
