@@ -80,5 +80,5 @@ fi
 "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
 spec=.
 [ -n "$extras" ] && spec=".[$extras]"
-echo "[bootstrap] pip install -e '$spec'" >&2
+echo "[bootstrap] pip install -e '$spec' (the first time: downloads and builds, about half a minute)" >&2
 "$venv/bin/python" -m pip install -q -e "$spec"

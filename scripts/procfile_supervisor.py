@@ -31,6 +31,8 @@ WEB_TYPE = "web"
 OUTPUT_LISTENER = "output"
 #: supervisord group of the Procfile's types (`supervisorctl status stack:*`).
 GROUP = "stack"
+#: User name of supervisord's socket (with `SupervisorConfig.rpc_password`).
+RPC_USER = "stack"
 #: A process that exits sooner than this after its start has failed to start: supervisord
 #: then waits 1 s, 2 s, 3 s … before the next try (its backoff), instead of restarting it at once.
 START_SECONDS = 5
@@ -121,6 +123,10 @@ class SupervisorConfig:
     web_socket: Path | None = None
     start_seconds: int = START_SECONDS
     start_retries: int = START_RETRIES
+    #: Password of supervisord's socket (user `RPC_USER`), written in this file (0600) for
+    #: supervisorctl: the socket is 0700 already, but without one supervisord prints a CRIT
+    #: line ("running without any HTTP authentication checking") at every start.
+    rpc_password: str | None = None
 
     @property
     def socket(self) -> Path:
@@ -160,16 +166,23 @@ def render(entries: Sequence[tuple[str, str]], config: SupervisorConfig) -> str:
     ]
     if len(str(config.socket)) <= MAX_SOCKET_PATH:
         # For `supervisorctl -c .state/supervisord.conf status` (and restart, tail …) while it runs.
+        credentials = (
+            [f"username = {RPC_USER}", f"password = {_value(config.rpc_password)}"]
+            if config.rpc_password
+            else []
+        )
         lines += [
             "[unix_http_server]",
             f"file = {_value(str(config.socket))}",
             "chmod = 0700",
+            *credentials,
             "",
             "[rpcinterface:supervisor]",
             "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",
             "",
             "[supervisorctl]",
             f"serverurl = unix://{_value(str(config.socket))}",
+            *credentials,
             "",
         ]
     width = max(len(name) for name, _ in types)

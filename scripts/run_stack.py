@@ -27,6 +27,7 @@ import ctypes
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -35,6 +36,7 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from datetime import datetime
@@ -276,31 +278,79 @@ def start_servers(env: dict[str, str], stack: contextlib.ExitStack, stored: dict
     return pids
 
 
+def redis_cli_command(url: str) -> str | None:
+    """A redis-cli command line that reaches `url`, its password in REDISCLI_AUTH (never on the
+    command line, which `ps` shows every account); None for a URL redis-cli cannot take
+    (Sentinel, Cluster)."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("redis", "rediss", "unix"):
+        return None
+    binary = shutil.which("redis-cli") or "redis-cli"
+    parts = [binary]
+    if parsed.scheme == "unix":
+        parts += ["-s", parsed.path]
+        db = urllib.parse.parse_qs(parsed.query).get("db", ["0"])[0]
+    else:
+        parts += ["-h", parsed.hostname or "127.0.0.1", "-p", str(parsed.port or 6379)]
+        db = parsed.path.lstrip("/") or "0"
+        if parsed.scheme == "rediss":
+            parts.append("--tls")
+    parts += ["-n", db]
+    if parsed.username:
+        parts += ["--user", urllib.parse.unquote(parsed.username)]
+    command = " ".join(shlex.quote(p) for p in parts)
+    if parsed.password:
+        command = f"REDISCLI_AUTH={shlex.quote(urllib.parse.unquote(parsed.password))} {command}"
+    return command
+
+
+def export_line(env: dict[str, str], sources: dict[str, str]) -> str:
+    """What another shell needs for the README's walkthrough, `make demo` and the CLI: the venv's
+    commands on PATH, the web URL, tokens, and the stack's servers (the CLI then talks to this
+    stack, never to another server it might find; web/cli_stack.py)."""
+    admin_token = env["ADMIN_TOKENS"].split(",")[0].strip()
+    from web.auth import issue_user_token
+
+    values = {
+        "BASE_URL": f"http://127.0.0.1:{env['PORT']}",
+        "USER_TOKEN": issue_user_token(env["SECRET_KEY"], 1),
+        "ADMIN_TOKEN": admin_token,
+        "ADMIN_TOKENS": env["ADMIN_TOKENS"],
+        "DATABASE_URL": env["DATABASE_URL"],
+        "REDIS_URL": env["REDIS_URL"],
+    }
+    if sources.get("SECRET_KEY") == "secrets.json":
+        values["SECRET_KEY"] = env["SECRET_KEY"]  # one set in the environment is not echoed
+    pairs = [f'PATH={shlex.quote(str(Path(sys.executable).parent))}:"$PATH"']
+    pairs += [f"{name}={shlex.quote(value)}" for name, value in values.items()]
+    return "export " + " ".join(pairs)
+
+
 def print_banner(env: dict[str, str], types: list[str], sources: dict[str, str]) -> None:
     from web.auth import issue_user_token
 
     base_url = f"http://127.0.0.1:{env['PORT']}"
     admin_token = env["ADMIN_TOKENS"].split(",")[0].strip()
     user_token = issue_user_token(env["SECRET_KEY"], 1)
-    # For another shell: the README's curl walkthrough, `make demo` and the flask CLI read these.
-    exports = f"BASE_URL={base_url} USER_TOKEN={user_token} ADMIN_TOKEN={admin_token}"
-    if sources.get("SECRET_KEY") == "secrets.json":
-        exports += f" SECRET_KEY={env['SECRET_KEY']}"
+    redis_cli = redis_cli_command(env["REDIS_URL"])
+    redis_line = f'\n    {redis_cli}   (the queue\'s keys: README, "The report queue")' if redis_cli else ""
     print(
         f"""
   mi-assessment is starting ({", ".join(types)})
 
-  web          {base_url}   (API: README, OpenAPI: /openapi.json)
+  web          {base_url}/   (what it serves; API: README, OpenAPI: /openapi.json)
+  console      {base_url}/admin/   (sign in with the admin token)
   admin token  {admin_token}
   user token   {user_token}   (user 1)
   DATABASE_URL {env["DATABASE_URL"]}
   REDIS_URL    {env["REDIS_URL"]}
   state        {STATE}   (passwords and tokens: secrets.json, these URLs: stack.json, both 0600)
 
-  in another shell:
-    export {exports}
-    then the README's curl walkthrough, `make demo`, or more users' tokens:
-    .venv/bin/flask --app web issue-user-token USER_ID
+  in another shell, from any folder:
+    {export_line(env, sources)}
+    then the README's curl walkthrough, `make demo`, the CLI (it says which servers it uses):
+    flask --app web queue stats
+    flask --app web issue-user-token USER_ID{redis_line}
   Ctrl-C stops everything (jobs in flight finish first; Ctrl-C again kills at once).
   A process that dies is restarted; `supervisorctl -c {STATE / "supervisord.conf"} status` lists them.
 """,
@@ -352,6 +402,7 @@ def supervisor_config(env: dict[str, str], stop_timeout: int, web_socket: Path) 
         stop_timeout_s=stop_timeout,
         colour=sys.stdout.isatty(),
         web_socket=web_socket,
+        rpc_password=secrets.token_urlsafe(18),
     )
     # The processes' logs: the account's own (0700 folder, 0600 files by supervisord's umask),
     # tightened too when an earlier version left them open.

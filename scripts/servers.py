@@ -164,7 +164,9 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        auth = f":{self.password}@" if self.password else ""
+        # The user name `default` (Redis's own): `redis-cli -u` sends AUTH with an empty user
+        # name otherwise (WRONGPASS), where redis-py sends AUTH <password> alone.
+        auth = f"default:{self.password}@" if self.password else ""
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     @property
@@ -334,7 +336,10 @@ def _reachable_by(user: str, directory: Path) -> Path:
         return real
     digest = hashlib.sha256(str(directory.absolute()).encode()).hexdigest()[:12]
     target = RELOCATED_ROOT / f"{directory.name}-{digest}"
-    log(f"the {user} account cannot reach {directory}: its cluster lives in {target} (symlinked)")
+    log(
+        f"the {user} account cannot reach {directory}: its cluster lives in {target} (symlinked; "
+        "outside the checkout, so deleting the checkout leaves it: `make clean-state` removes both)"
+    )
     target.mkdir(parents=True, exist_ok=True)
     RELOCATED_ROOT.chmod(0o755)
     shutil.chown(target, user)

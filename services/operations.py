@@ -17,23 +17,34 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from services.admin import reset_records  # the same reset as a regeneration
 from services.audit import begin_action, list_audit, summarize
-from services.errors import InvalidOperation, ParamError, QueueUnavailable, RecordNotFound
+from services.errors import (
+    DatabaseUnavailable,
+    InvalidOperation,
+    ParamError,
+    QueueUnavailable,
+    RecordNotFound,
+)
+from services.event_store import last_errors
 from services.opsmodel import (
     DELETED,
     REQUEUED,
+    RETRIED,
     SKIPPED,
     AdminActor,
     AuditEntry,
     AuditLog,
     DeadLetter,
+    DelayedRetry,
     InvalidPayload,
     ItemOutcome,
     Page,
     QueueOperations,
 )
+from services.reports import mark_generation_failed
 from services.status import REGENERATABLE, status_text
 from services.uow import UnitOfWork
 
@@ -42,17 +53,21 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "DeadLetter",
+    "DelayedRetry",
     "InvalidPayload",
     "ItemOutcome",
     "Page",
     "QueueOperations",
     "delete_dead_letters",
+    "delete_delayed_retries",
     "delete_invalid",
     "list_audit",
     "list_dead_letters",
+    "list_delayed_retries",
     "list_invalid",
     "purge_invalid",
     "requeue_dead_letters",
+    "retry_delayed_now",
 ]
 
 MAX_PAGE_SIZE = 200
@@ -63,6 +78,7 @@ MAX_IDS = 1000
 _HANDLE = re.compile(r"[0-9A-Za-z._-]{1,64}")
 _GONE = (RecordNotFound.code, "死信不存在（已被处理或删除）")
 _GONE_INVALID = (RecordNotFound.code, "无效消息不存在（已被删除）")
+_GONE_DELAYED = (RecordNotFound.code, "重试不在延迟队列中（已到期执行或已被删除）")
 _UNREADABLE = (ParamError.code, "死信中没有可用的记录ID")
 _QUEUE_DOWN = (QueueUnavailable.code, QueueUnavailable.default_message)
 
@@ -207,6 +223,82 @@ def purge_invalid(queue: QueueOperations, audit: AuditLog, actor: AdminActor) ->
         raise
     trail.finish("ok", detail=f"{count} purged")
     return count
+
+
+def list_delayed_retries(
+    uow: UnitOfWork | None, queue: QueueOperations, *, offset: int = 0, limit: int = 50
+) -> Page[DelayedRetry]:
+    """One page of the report queue's delayed retries, soonest due first, each with its
+    record's last error from the event log (without `uow`, or while the database is down:
+    without it; the page still shows)."""
+    _page_args(offset, limit)
+    total, items = queue.delayed_retries(offset, limit)
+    errors: dict[int, str] = {}
+    if uow is not None:
+        try:
+            errors = last_errors(uow, [i.record_id for i in items if i.record_id is not None])
+        except DatabaseUnavailable:
+            errors = {}
+    items = [replace(i, last_error=errors.get(i.record_id)) if i.record_id in errors else i for i in items]
+    return Page(items=items, total=total, offset=offset, limit=limit)
+
+
+def retry_delayed_now(
+    queue: QueueOperations, audit: AuditLog, actor: AdminActor, message_ids: Sequence[str] | None
+) -> list[ItemOutcome]:
+    """Queue the delayed retries named now, instead of at their due time (None: the next
+    `MAX_IDS` due). The job is unchanged (its RetryCount too): the attempt it makes counts on
+    the schedule as it would have. Skipped: an id no longer delayed (3241: it ran already or
+    was deleted), and all of them when Redis is down (5003, audited as a failure)."""
+    if message_ids is None:
+        _, waiting = queue.delayed_retries(0, MAX_IDS)
+        wanted = [i.message_id for i in waiting if i.message_id is not None]
+    else:
+        wanted = _handles(message_ids, "重试ID")
+    trail = begin_action(audit, actor, "retry_now", wanted, detail="all" if message_ids is None else None)
+    try:
+        done = queue.retry_delayed_now(wanted) if wanted else {}
+    except QueueUnavailable:
+        trail.finish("failed", detail="queue unavailable")
+        raise
+    items = [ItemOutcome(id=h, outcome=RETRIED) if done.get(h) else _skip(h, _GONE_DELAYED) for h in wanted]
+    trail.finish(
+        summarize(items, RETRIED),
+        detail=("all; " if message_ids is None else "") + _counts(items, RETRIED),
+    )
+    return items
+
+
+def delete_delayed_retries(
+    uow: UnitOfWork, queue: QueueOperations, audit: AuditLog, actor: AdminActor, message_ids: Sequence[str]
+) -> list[ItemOutcome]:
+    """Delete the delayed retries named: no further attempt. A record whose last job it was
+    is set to status 5 (生成失败), as when its attempts run out (without a dead letter: it can
+    be regenerated); if that write fails, the reconciler sets it (the job index keeps the
+    dead mark until the status is written). Skipped: an id no longer delayed (3241)."""
+    wanted = _handles(message_ids, "重试ID")
+    trail = begin_action(audit, actor, "delete_delayed", wanted)
+    try:
+        done = queue.delete_delayed(wanted)
+    except QueueUnavailable:
+        trail.finish("failed", detail="queue unavailable")
+        raise
+    failed_records = sorted({r for r in done.values() if r})
+    marked: list[int] = []
+    try:
+        marked = [r for r in failed_records if mark_generation_failed(uow, r)]
+        queue.clear_dead_marks(failed_records)
+    except (DatabaseUnavailable, QueueUnavailable):
+        pass  # the dead marks stay: the reconciler sets the status and drops them
+    items = [
+        ItemOutcome(id=h, outcome=DELETED) if done.get(h) is not None else _skip(h, _GONE_DELAYED)
+        for h in wanted
+    ]
+    detail = _counts(items, DELETED)
+    if failed_records:
+        detail += f"; records set to status 5: {', '.join(map(str, marked)) or 'none'}"
+    trail.finish(summarize(items, DELETED), detail=detail)
+    return items
 
 
 def _skip(item_id: str, code_reason: tuple[int, str]) -> ItemOutcome:

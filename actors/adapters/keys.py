@@ -29,6 +29,7 @@ Redis keys (all strings are the defaults; the key classes take a prefix for benc
 | `console:session:<digest>` | hash | a console session (web/console/sessions.py), expiring with it |
 | `console:signin:address:<addr>` | hash | sign-in attempts of an address, its wait (web/console/limits.py) |
 | `console:signin:credential:<fp>` | hash | sign-in attempts of browsers with its device cookie |
+| `drill:records` | hash | the fault drill (actors/adapters/drill.py): record id -> end of its drill (ms) |
 """
 
 from __future__ import annotations
@@ -173,6 +174,8 @@ class Keyspace:
     task_filter_prefix: str
     #: The console's sessions and sign-in limit.
     console: ConsoleKeys
+    #: The fault drill's hash (services/drill.py): a key of its own, read alone.
+    drill: str
 
     @classmethod
     def of(cls, hash_tags: bool = False) -> Keyspace:
@@ -189,4 +192,5 @@ class Keyspace:
             tasks_active=admin + "tasks:active",
             task_filter_prefix=admin + "tasks:filter:",
             console=ConsoleKeys.with_prefix(family_prefix("console", hash_tag=hash_tags)),
+            drill=family_prefix("drill", hash_tag=hash_tags) + "records",
         )

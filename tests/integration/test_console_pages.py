@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import time
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import redis
 from flask import Flask
@@ -14,10 +15,13 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors.adapters import RedisQueueOperations
 from actors.adapters.keys import Keyspace
-from actors.adapters.liveness import BEAT_TIMEOUT_S, ProcessIdentity, write_beat
-from actors.adapters.queue_peek import delayed_jobs, oldest_waiting_age_s
-from actors.constants import REPORT_DELAYED_KEY, REPORT_QUEUE_KEY
+from actors.adapters.liveness import BEAT_TIMEOUT_S, STOPPED, ProcessIdentity, write_beat
+from actors.adapters.queue_peek import oldest_waiting_age_s
+from actors.broker import RedisListBroker
+from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
+from actors.report_queue.codec import ReportCodec
 from actors.report_queue.message import ReportQueueMessage
 from services.audit import list_audit
 from services.config import Settings
@@ -29,6 +33,7 @@ from tests.support.console import CSRF, csrf_token, sign_in
 from tests.support.records import RecordSpec
 from tests.support.redis_keys import bytes_list, clean_redis
 from web import create_app
+from web.console.display import local_time
 from web.console.limits import FREE_ATTEMPTS
 
 
@@ -80,7 +85,7 @@ def test_a_filter_that_cannot_be_read_is_named_and_ignored(client: FlaskClient, 
 
 
 def test_the_overview_shows_delayed_jobs_and_the_oldest_wait(
-    client: FlaskClient, redis_client: redis.Redis
+    client: FlaskClient, redis_client: redis.Redis, report_broker: RedisListBroker
 ) -> None:
     enqueued = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=3)
     job = ReportQueueMessage.new(41, now=enqueued)
@@ -88,24 +93,23 @@ def test_the_overview_shows_delayed_jobs_and_the_oldest_wait(
     redis_client.lpush(
         REPORT_QUEUE_KEY, ReportQueueMessage.new(42, now=enqueued + timedelta(minutes=5)).encode()
     )
-    due = datetime(2026, 12, 1, 2, 0, 30, tzinfo=UTC)
-    delayed: dict[bytes, float] = {job.retried(2).encode().encode(): due.timestamp() * 1000, b"garbage": 1}
-    redis_client.zadd(REPORT_DELAYED_KEY, delayed)
+    # A retry as the broker stores it (`<16 hex>|<job>`): its third attempt, due in a minute.
+    codec = ReportCodec(REPORT_QUEUE_NAME, REPORT_ACTOR_NAME)
+    report_broker.enqueue(codec.decode(job.retried(2).encode().encode()), delay=60_000)
 
     # The consumer's end of the list holds the oldest job; a retry keeps its first EnqueueTime.
     assert oldest_waiting_age_s(redis_client, now=enqueued + timedelta(seconds=90)) == 90
-    jobs = delayed_jobs(redis_client)
-    assert [(j.record_id, j.retry_count, j.due_at) for j in jobs] == [
-        (None, None, datetime.fromtimestamp(0.001, UTC)),
-        (41, 2, due),
-    ]
+    total, (retry,) = RedisQueueOperations(redis_client).delayed_retries(0, 20)
+    assert (total, retry.record_id, retry.attempts, retry.enqueued_at) == (1, 41, 2, enqueued)
+    assert retry.message_id is not None
 
     assert sign_in(client) == 302
     html = client.get("/admin/").get_data(as_text=True)
     assert re.search(r'data-figure="queued">2<', html)
-    assert re.search(r'data-figure="delayed">2<', html)
-    assert "2026-12-01 10:00:30" in html  # the due time, in Shanghai
-    assert "<code>garbage</code>" in html
+    assert re.search(r'data-figure="delayed">1<', html)
+    assert f'<tr data-delayed="{retry.message_id}">' in html
+    assert local_time(retry.due_at, ZoneInfo("Asia/Shanghai")) in html  # the due time, in Shanghai
+    assert '<a href="/admin/records/41">41</a>' in html
     assert re.search(r'data-figure="oldest">3 小时 \d+ 分<', html)
 
 
@@ -204,21 +208,28 @@ def test_records_are_paged_with_their_filters_kept(client: FlaskClient, records:
     assert "下一页" not in second
 
 
-def test_a_process_silent_past_the_timeout_shows_as_gone(
+def test_processes_show_alive_lost_or_stopped_and_the_banner_names_what_is_missing(
     client: FlaskClient, redis_client: redis.Redis
 ) -> None:
     now = time.time()
     alive = ProcessIdentity("worker", "host-a", 101, "0.1.0", now - 600)
     silent = ProcessIdentity("hotpath", "host-b", 202, "0.1.0", now - 600)
-    write_beat(redis_client, alive, "report 42", now=now - 1)
+    stopped = ProcessIdentity("reconciler", "host-c", 303, "0.1.0", now - 600)
+    write_beat(redis_client, alive, "report 42, report 43", now=now - 1, load=(2, 4))
     write_beat(redis_client, silent, "flushing answers", now=now - BEAT_TIMEOUT_S - 5)
+    write_beat(redis_client, stopped, STOPPED, now=now - 2)
     assert sign_in(client) == 302
     html = client.get("/admin/").get_data(as_text=True)
-    rows = dict(re.findall(r'<tr data-process="(\w+)" data-alive="(\w+)">', html))
-    assert rows == {"worker": "yes", "hotpath": "no"}
+    rows = dict(re.findall(r'<tr data-process="(\w+)" data-alive="\w+" data-state="(\w+)">', html))
+    assert rows == {"worker": "alive", "hotpath": "gone", "reconciler": "stopped"}
     assert "已失联" in html
-    assert "report 42" in html
+    assert "已停止" in html
+    assert "生成报告：记录 42、43（2/4 线程）" in html  # what it does, in words
+    assert re.search(r"忙碌 <strong>2</strong> / 共 <strong>4</strong>", html)
     assert "host-b" in html
+    # The hotpath is lost: every page's banner says so (the worker is alive: no alarm for it).
+    alarms = re.findall(r'<li data-alarm="(\w+)">', client.get("/admin/records").get_data(as_text=True))
+    assert alarms == ["no_hotpath"]
 
 
 def test_the_overview_refreshes_only_when_asked_at_a_listed_interval(client: FlaskClient) -> None:

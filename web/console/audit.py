@@ -22,8 +22,12 @@ ACTION_NAMES = {
     "delete_record": "删除记录",
     "requeue": "死信重新入队",
     "delete_dead": "删除死信",
+    "retry_now": "立即重试",
+    "delete_delayed": "删除重试",
     "delete_invalid": "删除无效消息",
     "purge_invalid": "清空无效消息",
+    "drill_start": "开始故障演练",
+    "drill_stop": "结束故障演练",
 }
 
 
