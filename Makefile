@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: run test pytest lint typecheck bench demo clean
+.PHONY: run test pytest lint typecheck bench demo clean clean-state
 
 $(VENV)/.stamp-%: setup.cfg pyproject.toml scripts/bootstrap.sh
 	bash scripts/bootstrap.sh $(VENV) $(subst +,$(comma),$*)
@@ -44,5 +44,12 @@ bench: $(VENV)/.stamp-test+dev+embedded+bench
 demo: $(VENV)/.stamp-embedded
 	$(PY) -m scripts.demo
 
+# Keeps .state/ (the stack's data and secrets) and says so; `make clean-state` removes it.
 clean:
+	@[ -x $(PY) ] && $(PY) -m scripts.clean_state --describe || { [ -d .state ] && echo "kept .state/: \`make clean-state\` removes it"; } || true
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis .grimp_cache .import_linter_cache
+
+# Deletes what `make run` keeps (.state/, and its database cluster under /var/lib/mi-assessment/
+# when it had to live there); refused while `make run` runs.
+clean-state:
+	$(if $(wildcard $(PY)),$(PY),python3) -m scripts.clean_state

@@ -21,6 +21,7 @@ from typing import Any
 import dramatiq
 from dramatiq.middleware import CurrentMessage
 
+from actors.adapters.drill import RedisFaultDrill
 from actors.adapters.events import RedisEventSink
 from actors.adapters.keys import Keyspace
 from actors.adapters.redis_clients import redis_client
@@ -30,6 +31,7 @@ from actors.observe import metrics
 from services import reports
 from services.config import Settings
 from services.db import session_factory
+from services.drill import DRILL_ERROR, FaultDrillFailure
 from services.errors import DatabaseUnavailable
 from services.events import Event, EventSink, EventType, emit
 from services.report_groups import ReportGroups
@@ -49,6 +51,7 @@ _sinks: dict[int, EventSink] = {}
 _sinks_lock = threading.Lock()
 _groups: dict[int, ReportGroups] = {}
 _groups_lock = threading.Lock()
+_drills: dict[int, RedisFaultDrill] = {}
 
 
 def _uow() -> UnitOfWork:
@@ -73,12 +76,23 @@ def _events() -> EventSink:
         if sink is None:
             settings = Settings.from_env()
             client = redis_client(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
+            keys = Keyspace.of(settings.redis_hash_tags)
             sink = _sinks[os.getpid()] = RedisEventSink(
-                client,
-                Keyspace.of(settings.redis_hash_tags).eventlog,
-                max_queue=settings.event_log_queue_max,
+                client, keys.eventlog, max_queue=settings.event_log_queue_max
             )
+            # The fault drill shares the sink's connection pool (made after the fork too).
+            _drills[os.getpid()] = RedisFaultDrill(client, keys.drill)
         return sink
+
+
+def _drilled(record_id: int) -> bool:
+    """Is the record in the fault drill (services/drill.py)? One Redis call; never raises."""
+    try:
+        _events()
+        drill = _drills[os.getpid()]
+    except Exception:
+        return False
+    return drill.fails(record_id)
 
 
 def _log_event(event_type: EventType, record_id: int, **data: object) -> None:
@@ -128,6 +142,8 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> None:
 def generate_report(record_id: int) -> None:
     """Generate the report; a record that is not in status 3 is acknowledged and skipped."""
     try:
+        if _drilled(record_id):
+            raise FaultDrillFailure(DRILL_ERROR.format(record_id=record_id))
         generation = _report_groups().generate(record_id)
     except DatabaseUnavailable as exc:
         # Nothing was done: no attempt is spent while the database is down (actors/broker/gate.py).

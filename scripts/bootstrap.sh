@@ -6,6 +6,27 @@ set -euo pipefail
 venv=${1:-.venv}
 extras=${2:-}
 
+# Debian packages (Python, what the tests use) are installed as scripts/servers.py installs
+# servers: one apt-get at a time (the same lock file), waiting for apt's own lock, and with
+# no service started by a package's postinst (policy-rc.d): the tests start the servers
+# they need, on ports of their own.
+apt_install_quietly() {
+  mkdir -p /var/lock
+  (
+    flock 9
+    created=0
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && created=1
+    fi
+    status=0
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q &&
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "$@" ||
+      status=$?
+    [ "$created" = 1 ] && rm -f /usr/sbin/policy-rc.d
+    exit $status
+  ) 9>>/var/lock/mi-assessment-apt.lock
+}
+
 python=${PYTHON:-}
 if [ -z "$python" ]; then
   for candidate in python3.13 python3.12 python3.11 python3; do
@@ -25,36 +46,29 @@ if [ "$need_apt" = 1 ]; then
     echo "Python >= 3.11 with venv is needed: install python3 and python3-venv" >&2; exit 1
   fi
   echo "[bootstrap] installing python3 and python3-venv with apt-get" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3 python3-venv python3-pip
+  apt_install_quietly python3 python3-venv python3-pip
   python=python3
 fi
 
-# The browser tests drive Debian's Chromium (a browser that downloads itself cannot be fetched
-# here), with a font that has the pages' Chinese glyphs.
-if [[ ",$extras," == *",test,"* ]] && ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "[bootstrap] installing chromium and a CJK font with apt-get (browser tests)" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium fonts-wqy-microhei
-  else
-    echo "[bootstrap] chromium not found: the browser tests will be skipped (install Debian's chromium)" >&2
-  fi
-fi
-
-# The scale-out tests start their own Redis Sentinels and PgBouncer (Debian's packages);
-# only what is missing is installed.
 if [[ ",$extras," == *",test,"* ]]; then
+  # The browser tests drive Debian's Chromium (a browser that downloads itself cannot be
+  # fetched here), with a font that has the pages' Chinese glyphs. The scale-out tests start
+  # Redis Clusters and Sentinels of their own (Debian's redis-server, redis-cli and
+  # redis-sentinel) and a PgBouncer; the fresh-machine tests bring up a network namespace's
+  # loopback with iproute2's `ip`. Only what is missing is installed.
   missing=""
+  command -v chromium >/dev/null 2>&1 || missing="$missing chromium fonts-wqy-microhei"
+  command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
+  command -v redis-cli >/dev/null 2>&1 || missing="$missing redis-tools"
   command -v redis-sentinel >/dev/null 2>&1 || [ -x /usr/bin/redis-sentinel ] || missing="$missing redis-sentinel"
   command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing="$missing pgbouncer"
+  command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing="$missing iproute2"
   if [ -n "$missing" ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      echo "[bootstrap] installing$missing with apt-get (scale-out tests)" >&2
-      DEBIAN_FRONTEND=noninteractive apt-get update -q
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
+      echo "[bootstrap] installing$missing with apt-get (browser, scale-out and fresh-machine tests)" >&2
+      apt_install_quietly $missing
     else
-      echo "[bootstrap]$missing not found: the Sentinel / PgBouncer tests will be skipped" >&2
+      echo "[bootstrap]$missing not found: the tests that need them will be skipped" >&2
     fi
   fi
 fi
@@ -66,5 +80,5 @@ fi
 "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
 spec=.
 [ -n "$extras" ] && spec=".[$extras]"
-echo "[bootstrap] pip install -e '$spec'" >&2
+echo "[bootstrap] pip install -e '$spec' (the first time: downloads and builds, about half a minute)" >&2
 "$venv/bin/python" -m pip install -q -e "$spec"

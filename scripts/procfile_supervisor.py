@@ -4,7 +4,8 @@ Every long-running type (all but `release`), in the Procfile's order, becomes a
 `[program:NAME]` that supervisord restarts when it dies (with a growing delay while it
 keeps dying within START_SECONDS of its start) and stops as a whole process group,
 giving it `stop_timeout_s` to finish in-flight work before SIGKILL. Nothing here is
-specific to a type but `web`, which gets $PORT as on Heroku and under honcho.
+specific to a type but `web`, which gets $PORT as on Heroku and under honcho, and, under
+`make run`, the socket already bound on that port (scripts/web_socket.py).
 
 The console is a file, .state/console.log: supervisord logs its own messages there, and
 a small event listener (scripts/supervisor_output.py) appends the processes' output
@@ -30,6 +31,8 @@ WEB_TYPE = "web"
 OUTPUT_LISTENER = "output"
 #: supervisord group of the Procfile's types (`supervisorctl status stack:*`).
 GROUP = "stack"
+#: User name of supervisord's socket (with `SupervisorConfig.rpc_password`).
+RPC_USER = "stack"
 #: A process that exits sooner than this after its start has failed to start: supervisord
 #: then waits 1 s, 2 s, 3 s … before the next try (its backoff), instead of restarting it at once.
 START_SECONDS = 5
@@ -116,8 +119,14 @@ class SupervisorConfig:
     port: int  # $PORT of the web type
     stop_timeout_s: int
     colour: bool = False
+    #: Where `make run` serves the web socket (scripts/web_socket.py); None: web binds $PORT itself.
+    web_socket: Path | None = None
     start_seconds: int = START_SECONDS
     start_retries: int = START_RETRIES
+    #: Password of supervisord's socket (user `RPC_USER`), written in this file (0600) for
+    #: supervisorctl: the socket is 0700 already, but without one supervisord prints a CRIT
+    #: line ("running without any HTTP authentication checking") at every start.
+    rpc_password: str | None = None
 
     @property
     def socket(self) -> Path:
@@ -157,16 +166,23 @@ def render(entries: Sequence[tuple[str, str]], config: SupervisorConfig) -> str:
     ]
     if len(str(config.socket)) <= MAX_SOCKET_PATH:
         # For `supervisorctl -c .state/supervisord.conf status` (and restart, tail …) while it runs.
+        credentials = (
+            [f"username = {RPC_USER}", f"password = {_value(config.rpc_password)}"]
+            if config.rpc_password
+            else []
+        )
         lines += [
             "[unix_http_server]",
             f"file = {_value(str(config.socket))}",
             "chmod = 0700",
+            *credentials,
             "",
             "[rpcinterface:supervisor]",
             "supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface",
             "",
             "[supervisorctl]",
             f"serverurl = unix://{_value(str(config.socket))}",
+            *credentials,
             "",
         ]
     width = max(len(name) for name, _ in types)
@@ -195,9 +211,13 @@ def render(entries: Sequence[tuple[str, str]], config: SupervisorConfig) -> str:
         "",
     ]
     for index, (name, command) in enumerate(types):
+        argv = shell_argv(command)
+        if name == WEB_TYPE and config.web_socket is not None:
+            # The line itself, unchanged, with the port `make run` bound for it (see web_socket.py).
+            argv = [config.python, "-m", "scripts.web_socket", str(config.web_socket), "--", *argv]
         lines += [
             f"[program:{name}]",
-            f"command = {_command(shell_argv(command))}",
+            f"command = {_command(argv)}",
             f"directory = {_value(str(config.root))}",
             # Started in the Procfile's order.
             f"priority = {100 + index}",

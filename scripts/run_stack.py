@@ -27,20 +27,23 @@ import ctypes
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
 
-from scripts import procfile_supervisor, servers
+from scripts import procfile_supervisor, servers, web_socket
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -133,57 +136,19 @@ def write_stack_file(env: dict[str, str], sources: dict[str, str]) -> Path:
     return servers.write_private(path, json.dumps(info, indent=2) + "\n")
 
 
-def listening_inodes(port: int) -> set[str]:
-    """Socket inodes listening on TCP `port` (any address), from /proc/net/tcp and tcp6."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError):
-            for line in Path(table).read_text().splitlines()[1:]:
-                fields = line.split()
-                # local address "ADDR:PORT" in hex, state 0A = LISTEN, inode in column 10
-                if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                    inodes.add(fields[9])
-    return inodes
-
-
-def web_port_owner(port: int) -> str:
-    """Who listens on the web port: "ours" (a process of this stack), "other" (another
-    process: its /proc entries are ours to read, or it is another account's), or "none"."""
-    inodes = listening_inodes(port)
-    if not inodes:
-        return "none"
-    wanted = {f"socket:[{inode}]" for inode in inodes}
-    for pid in servers.pids_with_env(STACK_MARKER, str(STATE)):
-        with contextlib.suppress(OSError):
-            for fd in Path(f"/proc/{pid}/fd").iterdir():
-                with contextlib.suppress(OSError):
-                    if os.readlink(fd) in wanted:
-                        return "ours"
-    return "other"
-
-
-def announce_when_ready(base_url: str, port: int, stopping: threading.Event) -> None:
-    """Say when the web process answers /readyz (its database and Redis are reachable),
-    once the listener on its port is checked to be this stack's: another stack's web on
-    the same port (it took the port first) is reported, never announced as ours."""
+def announce_when_ready(base_url: str, stopping: threading.Event) -> None:
+    """Say when the web process answers /readyz (its database and Redis are reachable). The
+    port is this stack's own (bound here before anything was announced), so whatever
+    answers there is this stack's web."""
     deadline = time.monotonic() + READY_TIMEOUT_S
-    warned = False
     while not stopping.is_set() and time.monotonic() < deadline:
-        owner = web_port_owner(port)
-        if owner == "other" and not warned:
-            warned = True
-            servers.log(
-                f"port {port} is held by a process that is not this stack's: web cannot listen there"
-                " (stop that process, or set PORT)"
-            )
-        if owner == "ours":
-            try:
-                with urllib.request.urlopen(f"{base_url}/readyz", timeout=2) as response:
-                    if response.status == 200 and web_port_owner(port) == "ours":
-                        servers.log(f"ready: {base_url} (try `make demo` in another terminal)")
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
+        try:
+            with urllib.request.urlopen(f"{base_url}/readyz", timeout=2) as response:
+                if response.status == 200:
+                    servers.log(f"ready: {base_url} (try `make demo` in another terminal)")
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
         stopping.wait(0.5)
     if not stopping.is_set():
         servers.log(f"{base_url}/readyz still does not answer 200 after {READY_TIMEOUT_S:.0f} s")
@@ -313,31 +278,79 @@ def start_servers(env: dict[str, str], stack: contextlib.ExitStack, stored: dict
     return pids
 
 
+def redis_cli_command(url: str) -> str | None:
+    """A redis-cli command line that reaches `url`, its password in REDISCLI_AUTH (never on the
+    command line, which `ps` shows every account); None for a URL redis-cli cannot take
+    (Sentinel, Cluster)."""
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("redis", "rediss", "unix"):
+        return None
+    binary = shutil.which("redis-cli") or "redis-cli"
+    parts = [binary]
+    if parsed.scheme == "unix":
+        parts += ["-s", parsed.path]
+        db = urllib.parse.parse_qs(parsed.query).get("db", ["0"])[0]
+    else:
+        parts += ["-h", parsed.hostname or "127.0.0.1", "-p", str(parsed.port or 6379)]
+        db = parsed.path.lstrip("/") or "0"
+        if parsed.scheme == "rediss":
+            parts.append("--tls")
+    parts += ["-n", db]
+    if parsed.username:
+        parts += ["--user", urllib.parse.unquote(parsed.username)]
+    command = " ".join(shlex.quote(p) for p in parts)
+    if parsed.password:
+        command = f"REDISCLI_AUTH={shlex.quote(urllib.parse.unquote(parsed.password))} {command}"
+    return command
+
+
+def export_line(env: dict[str, str], sources: dict[str, str]) -> str:
+    """What another shell needs for the README's walkthrough, `make demo` and the CLI: the venv's
+    commands on PATH, the web URL, tokens, and the stack's servers (the CLI then talks to this
+    stack, never to another server it might find; web/cli_stack.py)."""
+    admin_token = env["ADMIN_TOKENS"].split(",")[0].strip()
+    from web.auth import issue_user_token
+
+    values = {
+        "BASE_URL": f"http://127.0.0.1:{env['PORT']}",
+        "USER_TOKEN": issue_user_token(env["SECRET_KEY"], 1),
+        "ADMIN_TOKEN": admin_token,
+        "ADMIN_TOKENS": env["ADMIN_TOKENS"],
+        "DATABASE_URL": env["DATABASE_URL"],
+        "REDIS_URL": env["REDIS_URL"],
+    }
+    if sources.get("SECRET_KEY") == "secrets.json":
+        values["SECRET_KEY"] = env["SECRET_KEY"]  # one set in the environment is not echoed
+    pairs = [f'PATH={shlex.quote(str(Path(sys.executable).parent))}:"$PATH"']
+    pairs += [f"{name}={shlex.quote(value)}" for name, value in values.items()]
+    return "export " + " ".join(pairs)
+
+
 def print_banner(env: dict[str, str], types: list[str], sources: dict[str, str]) -> None:
     from web.auth import issue_user_token
 
     base_url = f"http://127.0.0.1:{env['PORT']}"
     admin_token = env["ADMIN_TOKENS"].split(",")[0].strip()
     user_token = issue_user_token(env["SECRET_KEY"], 1)
-    # For another shell: the README's curl walkthrough, `make demo` and the flask CLI read these.
-    exports = f"BASE_URL={base_url} USER_TOKEN={user_token} ADMIN_TOKEN={admin_token}"
-    if sources.get("SECRET_KEY") == "secrets.json":
-        exports += f" SECRET_KEY={env['SECRET_KEY']}"
+    redis_cli = redis_cli_command(env["REDIS_URL"])
+    redis_line = f'\n    {redis_cli}   (the queue\'s keys: README, "The report queue")' if redis_cli else ""
     print(
         f"""
   mi-assessment is starting ({", ".join(types)})
 
-  web          {base_url}   (API: README, OpenAPI: /openapi.json)
+  web          {base_url}/   (what it serves; API: README, OpenAPI: /openapi.json)
+  console      {base_url}/admin/   (sign in with the admin token)
   admin token  {admin_token}
   user token   {user_token}   (user 1)
   DATABASE_URL {env["DATABASE_URL"]}
   REDIS_URL    {env["REDIS_URL"]}
   state        {STATE}   (passwords and tokens: secrets.json, these URLs: stack.json, both 0600)
 
-  in another shell:
-    export {exports}
-    then the README's curl walkthrough, `make demo`, or more users' tokens:
-    .venv/bin/flask --app web issue-user-token USER_ID
+  in another shell, from any folder:
+    {export_line(env, sources)}
+    then the README's curl walkthrough, `make demo`, the CLI (it says which servers it uses):
+    flask --app web queue stats
+    flask --app web issue-user-token USER_ID{redis_line}
   Ctrl-C stops everything (jobs in flight finish first; Ctrl-C again kills at once).
   A process that dies is restarted; `supervisorctl -c {STATE / "supervisord.conf"} status` lists them.
 """,
@@ -379,7 +392,7 @@ def die_with_parent() -> Callable[[], None]:
     return set_pdeathsig
 
 
-def supervisor_config(env: dict[str, str], stop_timeout: int) -> Path:
+def supervisor_config(env: dict[str, str], stop_timeout: int, web_socket: Path) -> Path:
     """.state/supervisord.conf (mode 0600), made from the Procfile as it is now."""
     config = procfile_supervisor.SupervisorConfig(
         state=STATE,
@@ -388,8 +401,16 @@ def supervisor_config(env: dict[str, str], stop_timeout: int) -> Path:
         port=int(env["PORT"]),
         stop_timeout_s=stop_timeout,
         colour=sys.stdout.isatty(),
+        web_socket=web_socket,
+        rpc_password=secrets.token_urlsafe(18),
     )
-    config.logs.mkdir(parents=True, exist_ok=True)
+    # The processes' logs: the account's own (0700 folder, 0600 files by supervisord's umask),
+    # tightened too when an earlier version left them open.
+    config.logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+    config.logs.chmod(0o700)
+    for old in config.logs.iterdir():
+        if old.is_file():
+            old.chmod(0o600)
     text = procfile_supervisor.render(procfile_entries(), config)
     return procfile_supervisor.write(STATE / "supervisord.conf", text)
 
@@ -417,12 +438,14 @@ def kill_stack() -> None:
             os.killpg(group, signal.SIGKILL)
 
 
-def run_processes(env: dict[str, str], server_pids: set[int]) -> int:
+def run_processes(env: dict[str, str], server_pids: set[int], web_socket: Path) -> int:
     """supervisord on the Procfile's long-running types, in the foreground, until asked to stop."""
     become_subreaper()
     stop_timeout = procfile_supervisor.stop_timeout_s(env)
-    conf = supervisor_config(env, stop_timeout)
+    conf = supervisor_config(env, stop_timeout, web_socket)
     console = STATE / "console.log"
+    console.touch(mode=0o600, exist_ok=True)
+    console.chmod(0o600)
     console.write_bytes(b"")  # this run's output only
     # Only `web` gets PORT (set in the configuration), as under Heroku.
     supervisor_env = {k: v for k, v in env.items() if k != "PORT"}
@@ -437,6 +460,10 @@ def run_processes(env: dict[str, str], server_pids: set[int]) -> int:
             stdout=console_out,
             stderr=console_out,
             start_new_session=True,
+            # Its log files and its processes' (they inherit it) are the account's own, 0600:
+            # the access log names every URL asked for. (supervisord's own `umask` setting
+            # applies only when it daemonizes; it runs in the foreground here.)
+            umask=0o077,
             # No other thread runs yet (the follower starts below), so preexec_fn is safe here.
             preexec_fn=die_with_parent(),  # noqa: PLW1509
         )
@@ -465,9 +492,7 @@ def run_processes(env: dict[str, str], server_pids: set[int]) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop)
     base_url = f"http://127.0.0.1:{env['PORT']}"
-    threading.Thread(
-        target=announce_when_ready, args=(base_url, int(env["PORT"]), stopping), daemon=True
-    ).start()
+    threading.Thread(target=announce_when_ready, args=(base_url, stopping), daemon=True).start()
     while True:
         try:
             code = supervisord.wait(timeout=0.5)
@@ -486,6 +511,31 @@ def run_processes(env: dict[str, str], server_pids: set[int]) -> int:
         return 0  # stopped on request (Ctrl-C, SIGTERM, hang-up): a normal end
     servers.log(f"supervisord exited by itself (exit code {code}): everything was stopped")
     return code or 1
+
+
+def own_web_port(env: dict[str, str], stack: contextlib.ExitStack) -> Path:
+    """Bind the web's port now, before anything announces it, and serve the socket to the
+    web process (scripts/web_socket.py); sets PORT; returns where the socket is served.
+
+    PORT set: exactly that port, or an error if another process has it. Unset: WEB_PORT,
+    or a free port when that one is taken. The socket stays open until the stack stops.
+    """
+    host = env.get("BIND") or "127.0.0.1"
+    explicit = env.get("PORT", "").strip()
+    listener = web_socket.bind_listener(host, int(explicit) if explicit else WEB_PORT, fallback=not explicit)
+    stack.callback(listener.close)
+    env["PORT"] = str(listener.getsockname()[1])
+    path = STATE / "web.sock"
+    if len(str(path)) > procfile_supervisor.MAX_SOCKET_PATH:
+        folder = Path(tempfile.mkdtemp(prefix="mi-web-"))  # 0700
+        stack.callback(shutil.rmtree, folder, ignore_errors=True)
+        path = folder / "web.sock"
+    handoff = web_socket.Handoff(listener, path)
+    stack.callback(handoff.stop)
+    handoff.start()
+    if explicit == "" and env["PORT"] != str(WEB_PORT):
+        servers.log(f"port {WEB_PORT} is in use: web listens on {env['PORT']} instead")
+    return path
 
 
 def interrupt(_signum: int, _frame: FrameType | None) -> None:
@@ -516,13 +566,14 @@ def main() -> int:
     env.setdefault("PYTHONUNBUFFERED", "1")
     env[STACK_MARKER] = str(STATE)
     with contextlib.ExitStack() as stack:
+        try:
+            handoff = own_web_port(env, stack)
+        except web_socket.PortInUse as exc:
+            servers.log(f"{exc.strerror}: unset PORT (a free one is then chosen) or free that port")
+            return 1
         stored = stored_secrets()
         server_pids = start_servers(env, stack, stored)
         sources = load_secrets(env, stored)
-        env.setdefault("PORT", str(servers.free_port(WEB_PORT)))
-        env.setdefault("WORKER_PROCESSES", "1")
-        env.setdefault("WORKER_THREADS", "4")
-        env.setdefault("WEB_CONCURRENCY", "2")
         env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir(env))
         entries = procfile_entries()
         types = [name for name, _ in procfile_supervisor.long_running(entries)]
@@ -539,7 +590,7 @@ def main() -> int:
         stack_file = write_stack_file(env, sources)
         stack.callback(stack_file.unlink, missing_ok=True)
         print_banner(env, types, sources)
-        code = run_processes(env, server_pids)
+        code = run_processes(env, server_pids, handoff)
         servers.log("processes stopped; stopping the servers started here")
     return code
 

@@ -8,6 +8,7 @@ used in a database / db index of its own.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import hashlib
 import os
@@ -62,14 +63,30 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
+#: Held while this project runs apt-get: two `make test` shards on a new machine would both
+#: install PostgreSQL at once (apt's own lock makes the second fail at once, not wait), and one
+#: would remove the other's policy-rc.d before its postinst scripts ran.
+APT_LOCK = Path("/var/lock/mi-assessment-apt.lock")
+#: How long apt-get waits for a lock held by anything else (unattended upgrades), in seconds.
+APT_LOCK_TIMEOUT_S = 600
+
+
 def apt_install(*packages: str) -> None:
-    """Install Debian packages without letting their maintainer scripts start services."""
+    """Install Debian packages without letting their maintainer scripts start services;
+    one install at a time (see APT_LOCK)."""
     if not is_root():
         raise SystemExit(
             f"{', '.join(packages)} not found and not running as root: install them, or set the URLs"
             " (see README, Configuration)."
         )
-    log(f"installing {' '.join(packages)} with apt-get")
+    APT_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with APT_LOCK.open("a") as lock:
+        log(f"installing {' '.join(packages)} with apt-get")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _apt_install_locked(packages)
+
+
+def _apt_install_locked(packages: tuple[str, ...]) -> None:
     policy = Path("/usr/sbin/policy-rc.d")
     created_policy = False
     if not policy.exists():
@@ -82,10 +99,13 @@ def apt_install(*packages: str) -> None:
     no_cluster = conf_dir / "mi-assessment-no-main-cluster.conf"
     no_cluster.write_text("create_main_cluster = false\n")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    wait = f"DPkg::Lock::Timeout={APT_LOCK_TIMEOUT_S}"
     try:
-        subprocess.run(["apt-get", "update", "-q"], check=True, env=env)
+        subprocess.run(["apt-get", "-o", wait, "update", "-q"], check=True, env=env)
         subprocess.run(
-            ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages], check=True, env=env
+            ["apt-get", "-o", wait, "install", "-y", "-q", "--no-install-recommends", *packages],
+            check=True,
+            env=env,
         )
     finally:
         if created_policy:
@@ -144,7 +164,9 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        auth = f":{self.password}@" if self.password else ""
+        # The user name `default` (Redis's own): `redis-cli -u` sends AUTH with an empty user
+        # name otherwise (WRONGPASS), where redis-py sends AUTH <password> alone.
+        auth = f"default:{self.password}@" if self.password else ""
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     @property
@@ -314,7 +336,10 @@ def _reachable_by(user: str, directory: Path) -> Path:
         return real
     digest = hashlib.sha256(str(directory.absolute()).encode()).hexdigest()[:12]
     target = RELOCATED_ROOT / f"{directory.name}-{digest}"
-    log(f"the {user} account cannot reach {directory}: its cluster lives in {target} (symlinked)")
+    log(
+        f"the {user} account cannot reach {directory}: its cluster lives in {target} (symlinked; "
+        "outside the checkout, so deleting the checkout leaves it: `make clean-state` removes both)"
+    )
     target.mkdir(parents=True, exist_ok=True)
     RELOCATED_ROOT.chmod(0o755)
     shutil.chown(target, user)
@@ -586,6 +611,35 @@ def reusable_postgres(host: str = "127.0.0.1", port: int = 5432) -> str | None:
             continue
     log(f"postgres on {host}:{port} does not let us create a database, not reused")
     return None
+
+
+def listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on TCP `port` (any address), from /proc/net/tcp and tcp6."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                # local address "ADDR:PORT" in hex, state 0A = LISTEN, inode in column 10
+                if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+    return inodes
+
+
+def pids_listening_on(port: int) -> set[int]:
+    """Processes holding a socket that listens on TCP `port` (those whose /proc we may read)."""
+    wanted = {f"socket:[{inode}]" for inode in listening_inodes(port)}
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or not wanted:
+            continue
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in wanted:
+                        found.add(int(proc.name))
+                        break
+    return found
 
 
 def pids_with_env(name: str, value: str) -> list[int]:

@@ -17,7 +17,7 @@ from sqlalchemy import BigInteger, ColumnElement, any_, bindparam, delete, func,
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from services.audit import assume_utc, record_action, skipped_detail, summarize
+from services.audit import assume_utc, begin_action, skipped_detail, summarize
 from services.errors import (
     MSG_EMPTY_ID_LIST,
     MSG_REGENERATE_NOT_ALLOWED,
@@ -138,16 +138,16 @@ def regenerate_report(
     audited for `actor`; an audit log that cannot be written refuses the action first
     (DatabaseUnavailable).
     """
-    if audit is not None:
-        audit.ensure_available()
+    trail = begin_action(audit, actor, "regenerate", [record_id])
     try:
         _regenerate_one(uow, queue, record_id, dead_letters)
     except ServiceError as exc:
-        record_action(
-            audit, actor, "regenerate", [record_id], outcome="failed", detail=f"{exc.code} {exc.message}"
-        )
+        trail.finish("failed", detail=f"{exc.code} {exc.message}")
         raise
-    record_action(audit, actor, "regenerate", [record_id], outcome="ok")
+    except Exception as exc:
+        trail.finish("failed", detail=type(exc).__name__)
+        raise
+    trail.finish("ok")
 
 
 def _regenerate_one(
@@ -263,8 +263,7 @@ def batch_regenerate(
         raise ParamError(MSG_EMPTY_ID_LIST)
     if any(not is_strict_int(i) for i in record_ids):
         raise ParamError("记录ID必须是整数")
-    if audit is not None:
-        audit.ensure_available()
+    trail = begin_action(audit, actor, "batch_regenerate", list(record_ids))
     # First occurrences in request order; ids outside BIGINT cannot exist, skip them here.
     candidates = list(dict.fromkeys(i for i in record_ids if is_id(i)))
     statuses = reset_records(uow, candidates)
@@ -287,12 +286,8 @@ def batch_regenerate(
         success_count=len(done), skipped_count=len(record_ids) - len(done), items=tuple(items)
     )
     logger.info("%d of %d records queued for regeneration", len(done), len(record_ids))
-    record_action(
-        audit,
-        actor,
-        "batch_regenerate",
-        list(record_ids),
-        outcome=summarize(items, REGENERATED),
+    trail.finish(
+        summarize(items, REGENERATED),
         detail=f"{result.success_count} regenerated, {result.skipped_count} skipped"
         + (f"; {detail}" if (detail := skipped_detail(items)) else ""),
     )
@@ -329,16 +324,13 @@ def soft_delete_record(
 
     With `audit`, audited for `actor` (refusals too); refused first if the audit log is down.
     """
-    if audit is not None:
-        audit.ensure_available()
+    trail = begin_action(audit, actor, "delete_record", [record_id])
     try:
         _soft_delete(uow, record_id)
     except ServiceError as exc:
-        record_action(
-            audit, actor, "delete_record", [record_id], outcome="failed", detail=f"{exc.code} {exc.message}"
-        )
+        trail.finish("failed", detail=f"{exc.code} {exc.message}")
         raise
-    record_action(audit, actor, "delete_record", [record_id], outcome="ok")
+    trail.finish("ok")
 
 
 def _soft_delete(uow: UnitOfWork, record_id: int) -> None:

@@ -1,14 +1,19 @@
 """The audit trail of admin actions: written straight to PostgreSQL, read back filtered.
 
 An entry is an event of the event log (`event_log`, type ``admin.<action>``) written
-directly to the database, not through Redis: an audit must survive a Redis outage, and
-an action whose audit cannot be written is refused (`ensure_available` before acting,
-`DatabaseUnavailable` -> 503) rather than done unaudited.
+directly to the database, not through Redis: an audit must survive a Redis outage.
+It is written BEFORE the action (`begin_action`: outcome "started") and completed after
+it (`AuditTrail.finish`: "ok", "partial", "failed"); an entry that cannot be written
+refuses the action (`DatabaseUnavailable` -> 503, or `ParamError` for an actor the
+audit cannot hold: NUL, controls, bidi overrides, too long), so no action runs
+unaudited. An action interrupted before its outcome is recorded stays "started".
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,13 +24,20 @@ from sqlalchemy.orm import Session, sessionmaker
 from services.errors import DatabaseUnavailable, ParamError
 from services.event_store import DirectEventWriter
 from services.events import MAX_ACTOR_LENGTH, Event
+from services.limits import is_display_text
 from services.models import AUDIT_EVENTS, EventLogEntry
-from services.opsmodel import AUDIT_PREFIX, AdminActor, AuditEntry, AuditLog, ItemOutcome, Page
+from services.opsmodel import AUDIT_PREFIX, AdminActor, AuditEntry, AuditHandle, AuditLog, ItemOutcome, Page
 from services.uow import UnitOfWork
+
+logger = logging.getLogger(__name__)
 
 MAX_PAGE_SIZE = 200
 #: Ids kept in one entry (a batch of thousands is summarised by its counts in `detail`).
 MAX_AUDIT_IDS = 1000
+#: The outcome of an entry whose action has begun and not reported back (yet).
+STARTED = "started"
+#: Longest credential label (an admin token's fingerprint, "shell user@host").
+MAX_CREDENTIAL_LENGTH = 200
 
 
 class DatabaseAuditLog:
@@ -36,18 +48,26 @@ class DatabaseAuditLog:
         self.session_factory = session_factory
         self.writer = DirectEventWriter(session_factory=session_factory)
 
-    def ensure_available(self) -> None:
-        with UnitOfWork(self.session_factory):
-            pass
-
-    def write(self, entry: AuditEntry) -> None:
+    def begin(self, entry: AuditEntry) -> AuditHandle:
         event = audit_event(entry)
+        self._write(event, entry.action)
+        return AuditHandle(event_id=str(event.id), at=event.occurred_at)
+
+    def finish(self, handle: AuditHandle, entry: AuditEntry) -> None:
+        try:
+            updated = self.writer.update_data(handle.event_id, handle.at, audit_event(entry).data)
+        except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
+            raise DatabaseUnavailable(f"audit entry not completed: {exc.orig or exc}") from exc
+        if not updated:
+            raise DatabaseUnavailable(f"the audit entry of {entry.action} to complete was not found")
+
+    def _write(self, event: Event, action: str) -> None:
         try:
             _, refused = self.writer.write([event])
         except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
             raise DatabaseUnavailable(f"audit entry not written: {exc.orig or exc}") from exc
         if refused:
-            raise DatabaseUnavailable(f"the database refused the audit entry of {entry.action}")
+            raise DatabaseUnavailable(f"the database refused the audit entry of {action}")
 
 
 def audit_event(entry: AuditEntry) -> Event:
@@ -89,29 +109,71 @@ def skipped_detail(items: Sequence[ItemOutcome]) -> str | None:
     return "; ".join(parts) + more
 
 
-def record_action(
+class AuditTrail:
+    """One action's entry: stored by `begin_action` before the action, completed by `finish`."""
+
+    def __init__(self, audit: AuditLog | None, entry: AuditEntry | None, handle: AuditHandle | None) -> None:
+        self.audit = audit
+        self.entry = entry
+        self.handle = handle
+
+    def finish(
+        self, outcome: str, *, detail: str | None = None, ids: Sequence[int | str] | None = None
+    ) -> None:
+        """Record the action's outcome. Never raises: the action is done whatever the database
+        says now; if the outcome cannot be written the entry stays "started" (and is logged)."""
+        if self.audit is None or self.entry is None or self.handle is None:
+            return
+        done = replace(
+            self.entry, outcome=outcome, detail=detail, ids=list(self.entry.ids if ids is None else ids)
+        )
+        try:
+            self.audit.finish(self.handle, done)
+        except Exception:
+            logger.error(
+                "the outcome of audited action %s (%s) could not be recorded: its entry stays %r",
+                done.action,
+                outcome,
+                STARTED,
+                exc_info=True,
+            )
+
+
+def check_actor(actor: AdminActor) -> None:
+    """ParamError for an actor the audit cannot hold as it is (NUL, controls, bidi, too long)."""
+    if not is_display_text(actor.name, MAX_ACTOR_LENGTH):
+        raise ParamError(f"操作者名称必须是 1 到 {MAX_ACTOR_LENGTH} 个可打印字符（不含控制字符）")
+    if not is_display_text(actor.credential, MAX_CREDENTIAL_LENGTH):
+        raise ParamError(f"凭证标识必须是 1 到 {MAX_CREDENTIAL_LENGTH} 个可打印字符")
+
+
+def begin_action(
     audit: AuditLog | None,
     actor: AdminActor | None,
     action: str,
     ids: Sequence[int | str],
     *,
-    outcome: str,
     detail: str | None = None,
-) -> None:
-    """Write one audit entry now (no-op without an audit log, e.g. a unit test)."""
+) -> AuditTrail:
+    """Store the entry of an action about to run (outcome "started"); its trail, to finish.
+
+    Raises before anything is done: ParamError for an actor the audit cannot hold,
+    DatabaseUnavailable when the entry cannot be written. No-op without an audit log
+    (a unit test, the worker's own pages of a task).
+    """
     if audit is None or actor is None:
-        return
-    audit.write(
-        AuditEntry(
-            at=datetime.now(UTC),
-            actor=actor.name,
-            credential=actor.credential,
-            action=action,
-            ids=list(ids),
-            outcome=outcome,
-            detail=detail,
-        )
+        return AuditTrail(None, None, None)
+    check_actor(actor)
+    entry = AuditEntry(
+        at=datetime.now(UTC),
+        actor=actor.name,
+        credential=actor.credential,
+        action=action,
+        ids=list(ids),
+        outcome=STARTED,
+        detail=detail,
     )
+    return AuditTrail(audit, entry, audit.begin(entry))
 
 
 def list_audit(

@@ -35,6 +35,12 @@ DEFAULT_DB_POOL_SIZE = 5
 #: events at the product's rates.
 DEFAULT_EVENT_LOG_QUEUE_MAX = 500_000
 
+#: ALARM_OLDEST_JOB_S's default: the console raises its alarm when a queue's oldest job has
+#: waited longer (seconds). A job a live worker takes waits milliseconds. Not less: a retry
+#: keeps its first EnqueueTime, so the last retry (60 s after a wait of 10 + 30 s) reads as
+#: about 100 s old for the instant it waits in the queue.
+DEFAULT_ALARM_OLDEST_JOB_S = 120
+
 #: Time zone of the admins (the product's users are in China): ADMIN_TIMEZONE's default.
 DEFAULT_ADMIN_TIMEZONE = "Asia/Shanghai"
 
@@ -153,6 +159,13 @@ class Settings:
     admin_timezone: str = DEFAULT_ADMIN_TIMEZONE
     #: Bound of `eventlog:queue` (EVENT_LOG_QUEUE_MAX, see DEFAULT_EVENT_LOG_QUEUE_MAX).
     event_log_queue_max: int = DEFAULT_EVENT_LOG_QUEUE_MAX
+    #: TRUSTED_PROXIES: how many proxies in front of the web process append to
+    #: X-Forwarded-For / X-Forwarded-Proto (web/__init__.py applies Werkzeug's ProxyFix with
+    #: that many hops). 0, the default: the headers are ignored and the client address is
+    #: the TCP peer's, so a client cannot pick the address the sign-in limit counts.
+    trusted_proxies: int = 0
+    #: The console's alarm: a queue's oldest job waiting longer (ALARM_OLDEST_JOB_S, seconds).
+    alarm_oldest_job_s: int = DEFAULT_ALARM_OLDEST_JOB_S
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -179,6 +192,8 @@ class Settings:
             metrics_tokens=scrapers,
             admin_timezone=_timezone(env, "ADMIN_TIMEZONE", DEFAULT_ADMIN_TIMEZONE),
             event_log_queue_max=env_int(env, "EVENT_LOG_QUEUE_MAX", DEFAULT_EVENT_LOG_QUEUE_MAX, minimum=1),
+            trusted_proxies=env_int(env, "TRUSTED_PROXIES", 0, minimum=0),
+            alarm_oldest_job_s=env_int(env, "ALARM_OLDEST_JOB_S", DEFAULT_ALARM_OLDEST_JOB_S, minimum=1),
         )
 
     @property

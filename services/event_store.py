@@ -12,6 +12,8 @@ import json
 import os
 import threading
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, Engine, event, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
@@ -20,7 +22,7 @@ from services.config import Settings
 from services.db import make_engine
 from services.errors import ParamError, RecordNotFound
 from services.event_partitions import PartitionManager
-from services.events import Event
+from services.events import Event, EventType
 from services.isolation import write_isolating
 from services.limits import is_id, is_strict_int
 from services.models import AssessmentRecord, EventLogEntry
@@ -105,6 +107,18 @@ class DirectEventWriter:
             session.commit()
         return inserted, refused
 
+    def update_data(self, event_id: str, occurred_at: datetime, data: dict[str, Any]) -> bool:
+        """Replace the `data` of a stored event (an audit entry completed after its action);
+        False when no such event is stored. Raises when the database is unreachable."""
+        factory, _ = self._factory()
+        with factory() as session:
+            result = session.execute(
+                _UPDATE_DATA,
+                {"id": event_id, "at": occurred_at, "data": json.dumps(data, ensure_ascii=False)},
+            )
+            session.commit()
+        return bool(getattr(result, "rowcount", 0))
+
     def dispose(self) -> None:
         with self._lock:
             if self._state is not None and self._given_factory is None:
@@ -125,6 +139,11 @@ _INSERT = text(
         CAST(:data AS jsonb[]))
     ON CONFLICT DO NOTHING
     """
+)
+
+
+_UPDATE_DATA = text(
+    "UPDATE event_log SET data = CAST(:data AS jsonb) WHERE id = CAST(:id AS uuid) AND occurred_at = :at"
 )
 
 
@@ -200,3 +219,28 @@ def list_record_events(
         ).all()
         items = [event_view(r) for r in rows]
     return Page(items=items, total=total, page=page, page_size=page_size)
+
+
+def last_errors(uow: UnitOfWork, record_ids: Sequence[int]) -> dict[int, str]:
+    """The error of each record's latest failed attempt (`report.generation_failed`), where one
+    is stored: one query on the (record_id, occurred_at) index, newest event per record."""
+    ids = sorted({r for r in record_ids if is_id(r)})
+    if not ids:
+        return {}
+    newest = (
+        select(
+            EventLogEntry.record_id,
+            EventLogEntry.data["error"].astext.label("error"),
+            func.row_number()
+            .over(partition_by=EventLogEntry.record_id, order_by=EventLogEntry.occurred_at.desc())
+            .label("n"),
+        )
+        .where(
+            EventLogEntry.record_id.in_(ids),
+            EventLogEntry.event_type == EventType.REPORT_GENERATION_FAILED.value,
+        )
+        .subquery()
+    )
+    with uow:
+        rows = uow.session.execute(select(newest.c.record_id, newest.c.error).where(newest.c.n == 1)).all()
+    return {int(rid): str(error) for rid, error in rows if rid is not None and error}

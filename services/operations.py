@@ -3,8 +3,9 @@
 One service function per operation, shared by the JSON admin API (web/admin_api.py),
 the CLI (web/cli.py) and the browser console. Redis is reached through the
 `QueueOperations` port (actors/adapters/queue_ops.py), the audit through `AuditLog`
-(services/audit.py, PostgreSQL). Every action is audited; when the audit log cannot be
-written the action is refused before anything is done (DatabaseUnavailable -> 503).
+(services/audit.py, PostgreSQL). Every action is audited: its entry is written before
+anything is done, and when it cannot be the action is refused (DatabaseUnavailable ->
+503); its outcome completes it.
 
 Requeueing a dead letter resets its record to status 3 (生成中) first (committed), then
 removes the entry and queues a fresh job (RetryCount 0) in one atomic Redis step. If
@@ -16,23 +17,34 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from services.admin import reset_records  # the same reset as a regeneration
-from services.audit import list_audit, record_action, summarize
-from services.errors import InvalidOperation, ParamError, QueueUnavailable, RecordNotFound
+from services.audit import begin_action, list_audit, summarize
+from services.errors import (
+    DatabaseUnavailable,
+    InvalidOperation,
+    ParamError,
+    QueueUnavailable,
+    RecordNotFound,
+)
+from services.event_store import last_errors
 from services.opsmodel import (
     DELETED,
     REQUEUED,
+    RETRIED,
     SKIPPED,
     AdminActor,
     AuditEntry,
     AuditLog,
     DeadLetter,
+    DelayedRetry,
     InvalidPayload,
     ItemOutcome,
     Page,
     QueueOperations,
 )
+from services.reports import mark_generation_failed
 from services.status import REGENERATABLE, status_text
 from services.uow import UnitOfWork
 
@@ -41,17 +53,21 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "DeadLetter",
+    "DelayedRetry",
     "InvalidPayload",
     "ItemOutcome",
     "Page",
     "QueueOperations",
     "delete_dead_letters",
+    "delete_delayed_retries",
     "delete_invalid",
     "list_audit",
     "list_dead_letters",
+    "list_delayed_retries",
     "list_invalid",
     "purge_invalid",
     "requeue_dead_letters",
+    "retry_delayed_now",
 ]
 
 MAX_PAGE_SIZE = 200
@@ -62,6 +78,7 @@ MAX_IDS = 1000
 _HANDLE = re.compile(r"[0-9A-Za-z._-]{1,64}")
 _GONE = (RecordNotFound.code, "死信不存在（已被处理或删除）")
 _GONE_INVALID = (RecordNotFound.code, "无效消息不存在（已被删除）")
+_GONE_DELAYED = (RecordNotFound.code, "重试不在延迟队列中（已到期执行或已被删除）")
 _UNREADABLE = (ParamError.code, "死信中没有可用的记录ID")
 _QUEUE_DOWN = (QueueUnavailable.code, QueueUnavailable.default_message)
 
@@ -101,7 +118,7 @@ def requeue_dead_letters(
     them when Redis refuses the step (5003).
     """
     wanted = None if message_ids is None else _handles(message_ids, "死信ID")
-    audit.ensure_available()
+    trail = begin_action(audit, actor, "requeue", wanted or [], detail="all" if wanted is None else None)
     letters = {letter.message_id: letter for letter in queue.all_dead_letters()}
     order = list(letters) if wanted is None else wanted
     outcomes: dict[str, ItemOutcome] = {}
@@ -127,12 +144,9 @@ def requeue_dead_letters(
             ready.append(message_id)
     outcomes.update(_requeue(queue, ready))
     items = [outcomes[m] for m in order]
-    record_action(
-        audit,
-        actor,
-        "requeue",
-        list(order),
-        outcome=summarize(items, REQUEUED),
+    trail.finish(
+        summarize(items, REQUEUED),
+        ids=list(order),
         detail=("all; " if wanted is None else "") + _counts(items, REQUEUED),
     )
     return items
@@ -188,29 +202,103 @@ def _delete(
 ) -> list[ItemOutcome]:
     """Delete `wanted` from a list with `delete`, audited: the audit must be writable first,
     a queue that is down is audited as a failure and raised, each handle gets its outcome."""
-    audit.ensure_available()
+    trail = begin_action(audit, actor, action, wanted)
     try:
         done = delete(wanted)
     except QueueUnavailable:
-        record_action(audit, actor, action, wanted, outcome="failed", detail="queue unavailable")
+        trail.finish("failed", detail="queue unavailable")
         raise
     items = [ItemOutcome(id=h, outcome=DELETED) if done.get(h) else _skip(h, gone) for h in wanted]
-    record_action(
-        audit, actor, action, wanted, outcome=summarize(items, DELETED), detail=_counts(items, DELETED)
-    )
+    trail.finish(summarize(items, DELETED), detail=_counts(items, DELETED))
     return items
 
 
 def purge_invalid(queue: QueueOperations, audit: AuditLog, actor: AdminActor) -> int:
     """Drop every quarantined payload; how many there were."""
-    audit.ensure_available()
+    trail = begin_action(audit, actor, "purge_invalid", [])
     try:
         count = queue.purge_invalid()
     except QueueUnavailable:
-        record_action(audit, actor, "purge_invalid", [], outcome="failed", detail="queue unavailable")
+        trail.finish("failed", detail="queue unavailable")
         raise
-    record_action(audit, actor, "purge_invalid", [], outcome="ok", detail=f"{count} purged")
+    trail.finish("ok", detail=f"{count} purged")
     return count
+
+
+def list_delayed_retries(
+    uow: UnitOfWork | None, queue: QueueOperations, *, offset: int = 0, limit: int = 50
+) -> Page[DelayedRetry]:
+    """One page of the report queue's delayed retries, soonest due first, each with its
+    record's last error from the event log (without `uow`, or while the database is down:
+    without it; the page still shows)."""
+    _page_args(offset, limit)
+    total, items = queue.delayed_retries(offset, limit)
+    errors: dict[int, str] = {}
+    if uow is not None:
+        try:
+            errors = last_errors(uow, [i.record_id for i in items if i.record_id is not None])
+        except DatabaseUnavailable:
+            errors = {}
+    items = [replace(i, last_error=errors.get(i.record_id)) if i.record_id in errors else i for i in items]
+    return Page(items=items, total=total, offset=offset, limit=limit)
+
+
+def retry_delayed_now(
+    queue: QueueOperations, audit: AuditLog, actor: AdminActor, message_ids: Sequence[str] | None
+) -> list[ItemOutcome]:
+    """Queue the delayed retries named now, instead of at their due time (None: the next
+    `MAX_IDS` due). The job is unchanged (its RetryCount too): the attempt it makes counts on
+    the schedule as it would have. Skipped: an id no longer delayed (3241: it ran already or
+    was deleted), and all of them when Redis is down (5003, audited as a failure)."""
+    if message_ids is None:
+        _, waiting = queue.delayed_retries(0, MAX_IDS)
+        wanted = [i.message_id for i in waiting if i.message_id is not None]
+    else:
+        wanted = _handles(message_ids, "重试ID")
+    trail = begin_action(audit, actor, "retry_now", wanted, detail="all" if message_ids is None else None)
+    try:
+        done = queue.retry_delayed_now(wanted) if wanted else {}
+    except QueueUnavailable:
+        trail.finish("failed", detail="queue unavailable")
+        raise
+    items = [ItemOutcome(id=h, outcome=RETRIED) if done.get(h) else _skip(h, _GONE_DELAYED) for h in wanted]
+    trail.finish(
+        summarize(items, RETRIED),
+        detail=("all; " if message_ids is None else "") + _counts(items, RETRIED),
+    )
+    return items
+
+
+def delete_delayed_retries(
+    uow: UnitOfWork, queue: QueueOperations, audit: AuditLog, actor: AdminActor, message_ids: Sequence[str]
+) -> list[ItemOutcome]:
+    """Delete the delayed retries named: no further attempt. A record whose last job it was
+    is set to status 5 (生成失败), as when its attempts run out (without a dead letter: it can
+    be regenerated); if that write fails, the reconciler sets it (the job index keeps the
+    dead mark until the status is written). Skipped: an id no longer delayed (3241)."""
+    wanted = _handles(message_ids, "重试ID")
+    trail = begin_action(audit, actor, "delete_delayed", wanted)
+    try:
+        done = queue.delete_delayed(wanted)
+    except QueueUnavailable:
+        trail.finish("failed", detail="queue unavailable")
+        raise
+    failed_records = sorted({r for r in done.values() if r})
+    marked: list[int] = []
+    try:
+        marked = [r for r in failed_records if mark_generation_failed(uow, r)]
+        queue.clear_dead_marks(failed_records)
+    except (DatabaseUnavailable, QueueUnavailable):
+        pass  # the dead marks stay: the reconciler sets the status and drops them
+    items = [
+        ItemOutcome(id=h, outcome=DELETED) if done.get(h) is not None else _skip(h, _GONE_DELAYED)
+        for h in wanted
+    ]
+    detail = _counts(items, DELETED)
+    if failed_records:
+        detail += f"; records set to status 5: {', '.join(map(str, marked)) or 'none'}"
+    trail.finish(summarize(items, DELETED), detail=detail)
+    return items
 
 
 def _skip(item_id: str, code_reason: tuple[int, str]) -> ItemOutcome:

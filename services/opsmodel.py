@@ -17,6 +17,7 @@ T = TypeVar("T")
 #: Outcomes of one id in a batch operation.
 REGENERATED = "regenerated"
 REQUEUED = "requeued"
+RETRIED = "retried"  # a delayed retry released to the queue now
 DELETED = "deleted"
 SKIPPED = "skipped"
 
@@ -53,6 +54,27 @@ class DeadLetter:
     last_error: str | None
     dead_at: datetime | None
     raw: str
+
+
+@dataclass(frozen=True)
+class DelayedRetry:
+    """A report job waiting for its retry (the broker's delayed set), as operators see it."""
+
+    #: Handle for retry-now and delete: the entry's unique 16-hex prefix (None: an entry the
+    #: broker did not write, shown verbatim, no action possible).
+    message_id: str | None
+    #: None when the job cannot be read (shown verbatim).
+    record_id: int | None
+    #: Attempts made so far, all failed (the job's RetryCount); the next is attempt `attempts + 1`.
+    attempts: int | None
+    #: None when the score is no time (shown as unreadable).
+    due_at: datetime | None
+    #: The job's EnqueueTime (a retry keeps its first), None when unreadable.
+    enqueued_at: datetime | None
+    #: The job as it will be queued again (the wire format), verbatim.
+    raw: str
+    #: The last failed attempt's error, from the record's event log (None: not recorded yet).
+    last_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +126,21 @@ class QueueOperations(Protocol):
     def enqueue_reviving(self, record_ids: Sequence[int]) -> int:
         """Queue a job per record and drop their dead letters in one atomic step; the letters dropped."""
 
+    def delayed_retries(self, offset: int, limit: int) -> tuple[int, list[DelayedRetry]]:
+        """(retries waiting in all, one page of them), soonest due first."""
+
+    def retry_delayed_now(self, message_ids: Sequence[str]) -> dict[str, bool]:
+        """Queue these delayed retries now (RetryCount unchanged), each in one atomic step.
+        False for an id no longer delayed (released meanwhile, or removed)."""
+
+    def delete_delayed(self, message_ids: Sequence[str]) -> dict[str, int | None]:
+        """End these delayed retries: for each, the record id whose last job it was (its job
+        key now carries the dead mark: the caller sets the record's status, then clears the
+        mark), 0 when another job of the record lives on, None when no longer delayed."""
+
+    def clear_dead_marks(self, record_ids: Sequence[int]) -> None:
+        """Drop the dead marks of these records (their status is set)."""
+
     def invalid_payloads(self, offset: int, limit: int) -> tuple[int, list[InvalidPayload]]: ...
 
     def delete_invalid(self, keys: Sequence[str]) -> dict[str, bool]: ...
@@ -112,11 +149,24 @@ class QueueOperations(Protocol):
         """Drop the whole quarantine; how many entries it held."""
 
 
+@dataclass(frozen=True)
+class AuditHandle:
+    """Which stored entry an action's outcome completes (its event's id and time)."""
+
+    event_id: str
+    at: datetime
+
+
 class AuditLog(Protocol):
-    """Where admin actions are recorded, durably (PostgreSQL, never only Redis)."""
+    """Where admin actions are recorded, durably (PostgreSQL, never only Redis).
 
-    def ensure_available(self) -> None:
-        """Raise `DatabaseUnavailable` when an entry could not be written now (before acting)."""
+    An entry is stored BEFORE its action (outcome "started") and completed after it, so no
+    action runs unaudited: if the entry cannot be stored, the action is refused.
+    """
 
-    def write(self, entry: AuditEntry) -> None:
-        """Store the entry; raises `DatabaseUnavailable` when it could not."""
+    def begin(self, entry: AuditEntry) -> AuditHandle:
+        """Store the entry; raises `DatabaseUnavailable` when it could not (nothing is done then)."""
+
+    def finish(self, handle: AuditHandle, entry: AuditEntry) -> None:
+        """Complete the stored entry with `entry`'s outcome, ids and detail; raises
+        `DatabaseUnavailable` when it could not (the entry then stays "started")."""

@@ -32,8 +32,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from services.admin import batch_regenerate
-from services.audit import record_action
-from services.errors import ParamError, QueueUnavailable, RecordNotFound, ServiceError
+from services.audit import begin_action
+from services.errors import InvalidOperation, ParamError, QueueUnavailable, RecordNotFound, ServiceError
 from services.limits import is_id, is_strict_int
 from services.models import AssessmentRecord
 from services.opsmodel import AdminActor, AuditLog, QueueOperations
@@ -64,6 +64,25 @@ class TaskState(StrEnum):
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"
+    #: What a reader makes of a task it cannot read (another type at its key, a state this
+    #: version does not know): shown as such, never run.
+    UNREADABLE = "unreadable"
+
+
+class TaskAlreadyActive(InvalidOperation):
+    """A task with the same filter is queued or running (its records would be queued twice)."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"相同条件的任务尚未结束：{task_id}")
+        self.task_id = task_id
+
+
+class TooManyTasks(InvalidOperation):
+    """The cap on tasks queued or running is reached."""
+
+    def __init__(self, active: int) -> None:
+        super().__init__(f"已有 {active} 个后台任务在排队或进行中，请等其中一个结束后再试")
+        self.active = active
 
 
 @dataclass(frozen=True)
@@ -131,7 +150,8 @@ class TaskStore(Protocol):
     """Where tasks and their progress live (Redis: actors/adapters/tasks.py), each for TASK_TTL_S."""
 
     def create(self, task: Task) -> None:
-        """Store the task and queue its one message, in one atomic step."""
+        """Store the task and queue its one message, in one atomic step; `TaskAlreadyActive` when a
+        task with the same filter is queued or running, `TooManyTasks` at the cap."""
 
     def get(self, task_id: str) -> Task | None: ...
 
@@ -155,24 +175,18 @@ def start_regenerate_matching(
     """Count the matches, store the task and queue its message; the records are not touched.
 
     ParamError (1001) for a bad filter or when the COUNT exceeds COUNT_TIMEOUT_MS (narrow
-    the filter), QueueUnavailable (5003) when Redis refuses the task. Audited as
+    the filter), QueueUnavailable (5003) when Redis refuses the task, `TaskAlreadyActive`
+    (2005) when a task with the same filter is queued or running, `TooManyTasks` (2005)
+    when too many tasks are. Audited as
     `regenerate_matching` (refusals too); refused first when the audit log is down.
     """
-    if audit is not None:
-        audit.ensure_available()
+    trail = begin_action(audit, actor, AUDIT_ACTION, [], detail=describe(match))
     try:
         started = _start(uow, store, match, actor)
     except ServiceError as exc:
-        record_action(audit, actor, AUDIT_ACTION, [], outcome="failed", detail=f"{exc.code} {exc.message}")
+        trail.finish("failed", detail=f"{describe(match)}; {exc.code} {exc.message}")
         raise
-    record_action(
-        audit,
-        actor,
-        AUDIT_ACTION,
-        [started.task_id],
-        outcome="ok",
-        detail=f"{describe(match)}; {started.matched} matched",
-    )
+    trail.finish("ok", ids=[started.task_id], detail=f"{describe(match)}; {started.matched} matched")
     return started
 
 
@@ -201,6 +215,8 @@ def _start(uow: UnitOfWork, store: TaskStore, match: MatchFilter, actor: AdminAc
     )
     try:
         store.create(task)
+    except ServiceError:
+        raise
     except Exception as exc:
         logger.error("regeneration task could not be queued", exc_info=True)
         raise QueueUnavailable() from exc
@@ -275,7 +291,9 @@ def run_task(
     if task is None:
         logger.warning("regeneration task %s unknown or expired; nothing done", task_id)
         return None
-    if task.state in (TaskState.DONE, TaskState.FAILED):
+    if task.state in (TaskState.DONE, TaskState.FAILED, TaskState.UNREADABLE):
+        if task.state is TaskState.UNREADABLE:
+            logger.warning("regeneration task %s cannot be read; nothing done", task_id)
         return task
     store.started(task_id, datetime.now(UTC))
     cursor, pages, regenerated, skipped = task.cursor, task.pages, task.regenerated, task.skipped

@@ -38,6 +38,7 @@ from services.limits import MAX_ID
 from services.reports import (
     ACTIVE_QUESTIONS_SQL,
     DIMENSIONS_SQL,
+    LATENCY_SQL,
     Generation,
     GenerationOutcome,
     Questionnaire,
@@ -202,7 +203,7 @@ def _write(
     conn: psycopg.Connection[Any], uow: UnitOfWork, reports: dict[int, ScoreReport]
 ) -> dict[int, float | None]:
     """Replace the results and summaries of `reports`' records, set them to 4 and commit: one
-    round trip. Returns each record's submission-to-report latency."""
+    round trip. Returns each record's latency (services/reports.py, LATENCY_SQL)."""
     ids = list(reports)
     columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
     for rid, report in reports.items():
@@ -248,7 +249,9 @@ _INSERT_SUMMARIES = (
     " SELECT r, t::jsonb, s FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS x(r, t, s)"
 )
 # clock_timestamp() per row, as services/reports.py's _COMPLETE (which explains why).
+# Built from constants only (no input reaches it):
 _COMPLETE = (
-    "UPDATE assessment_records SET status = %s, completed_at = clock_timestamp(), updated_at = now()"
-    " WHERE id = ANY(%s) RETURNING id, EXTRACT(EPOCH FROM completed_at - submitted_at)"
+    "UPDATE assessment_records AS r SET status = %s, completed_at = clock_timestamp(), updated_at = now()"  # noqa: S608
+    " FROM assessment_records AS before WHERE r.id = ANY(%s) AND before.id = r.id"
+    " RETURNING r.id, " + LATENCY_SQL
 )

@@ -89,6 +89,18 @@ class Questionnaire:
             raise ServiceError(f"测评记录 {record_id} 无法生成报告：{exc.message}") from exc
 
 
+#: The latency of a report, read back by the write that completes it: from the moment the
+#: record was last put into status 3 to its report. That is its submission, or its last
+#: regeneration (which sets updated_at; nothing else changes a record in status 3), so a
+#: report regenerated weeks later is not counted from its first submission; retries keep
+#: the moment (they change nothing), so their waits count. `before` is the row as it was
+#: before the UPDATE (a self-join: RETURNING sees only new values); NULL without a submission.
+LATENCY_SQL = (
+    "CASE WHEN before.submitted_at IS NULL THEN NULL ELSE"
+    " EXTRACT(EPOCH FROM r.completed_at - GREATEST(before.submitted_at, before.updated_at)) END"
+)
+
+
 def latency_seconds(value: object) -> float | None:
     """A `_COMPLETE`-style RETURNING column (epoch seconds, numeric or NULL) as the latency."""
     return None if value is None else max(0.0, float(cast("float", value)))
@@ -178,11 +190,13 @@ _INSERT_RESULTS = (
 _INSERT_SUMMARY = "INSERT INTO report_summaries (record_id, top_dimensions, summary) VALUES (%s, %s, %s)"
 # clock_timestamp(), not now(): now() is when the transaction began, which for a generation
 # that waited on the row lock is long before the report existed. updated_at = now() is what
-# the model's onupdate wrote. It returns the submission-to-report latency, so observing it
+# the model's onupdate wrote. It returns the latency (see LATENCY_SQL), so observing it
 # costs no statement of its own.
+# Built from constants only (no input reaches it):
 _COMPLETE = (
-    "UPDATE assessment_records SET status = %s, completed_at = clock_timestamp(), updated_at = now()"
-    " WHERE id = %s RETURNING EXTRACT(EPOCH FROM completed_at - submitted_at)"
+    "UPDATE assessment_records AS r SET status = %s, completed_at = clock_timestamp(), updated_at = now()"  # noqa: S608
+    " FROM assessment_records AS before WHERE r.id = %s AND before.id = r.id"
+    " RETURNING " + LATENCY_SQL
 )
 
 

@@ -16,6 +16,7 @@ import redis
 from flask import Flask
 
 from actors.adapters import RedisAutosaveStore, RedisEventSink, RedisQueueOperations, RedisReportQueue
+from actors.adapters.drill import RedisFaultDrill
 from actors.adapters.keys import Keyspace
 from actors.adapters.tasks import RedisTaskStore
 from services.audit import DatabaseAuditLog
@@ -26,10 +27,25 @@ from services.errors import ConfigError
 from services.event_store import DirectEventWriter
 from services.events import EventSink
 from services.queue import ReportQueue
-from web import admin_api, console, deps, health, http_metrics, metrics, openapi, report_page, user_api
+from web import (
+    admin_api,
+    console,
+    deps,
+    health,
+    home,
+    hosts,
+    http_metrics,
+    metrics,
+    openapi,
+    report_page,
+    user_api,
+)
 from web.auth import issue_user_token
 from web.cli import (
+    APP_FACTORY,
+    SETTINGS_FROM_ENV,
     audit_command,
+    drill_command,
     issue_user_token_command,
     queue_command,
     regenerate_matching_command,
@@ -84,8 +100,9 @@ def check_production_secrets(settings: Settings, environment: str) -> None:
         raise ConfigError(
             f"APP_ENV=production refuses weak secrets: {'; '.join(problems)} ({_HOW_TO_GENERATE})"
         )
-    for problem in problems:
-        log.warning("%s (refused with APP_ENV=production)", problem)
+    if serving():
+        for problem in problems:
+            log.warning("%s (refused with APP_ENV=production)", problem)
 
 
 def create_app(
@@ -104,12 +121,18 @@ def create_app(
     With APP_ENV=production (or ``environment="production"``) weak secrets raise
     `ConfigError` here, so gunicorn refuses to start rather than serve with them.
     """
+    from_env = settings is None
     settings = settings or Settings.from_env()
     environment = environment or app_env()
     check_production_secrets(settings, environment)
     app = Flask(__name__, static_folder=None)
-    app.config.update(MAX_CONTENT_LENGTH=MAX_CONTENT_LENGTH, SECRET_KEY=settings.secret_key or None)
+    app.config.update(
+        MAX_CONTENT_LENGTH=MAX_CONTENT_LENGTH,
+        SECRET_KEY=settings.secret_key or None,
+        **{SETTINGS_FROM_ENV: from_env},
+    )
     app.json = JSONProvider(app)
+    app.extensions[APP_FACTORY] = create_app
 
     # Short timeouts and a fail-fast guard (web/redis_guard.py): a hung Redis must not
     # hold a request thread for more than about a second.
@@ -140,12 +163,14 @@ def create_app(
             audit=DatabaseAuditLog(factory),
             keys=keys,
             tasks=RedisTaskStore(client, keys),
+            drill=RedisFaultDrill(client, keys.drill),
         ),
     )
 
     register_error_handlers(app)
     http_metrics.install(app)
-    for blueprint in (user_api.bp, admin_api.bp, health.bp, metrics.bp, openapi.bp, report_page.bp):
+    hosts.install(app, trusted_proxies=settings.trusted_proxies)
+    for blueprint in (user_api.bp, admin_api.bp, health.bp, home.bp, metrics.bp, openapi.bp, report_page.bp):
         app.register_blueprint(blueprint)
     console.init_app(app, production=environment == PRODUCTION)
     app.cli.add_command(issue_user_token_command)
@@ -153,9 +178,18 @@ def create_app(
     app.cli.add_command(audit_command)
     app.cli.add_command(regenerate_matching_command)
     app.cli.add_command(task_command)
+    app.cli.add_command(drill_command)
 
-    if not settings.secret_key:
-        log.warning("SECRET_KEY is empty: every call to the user API is refused (401)")
-    if not settings.admin_tokens:
-        log.warning("ADMIN_TOKENS is empty: every call to the admin API is refused (401)")
+    if serving():
+        if not settings.secret_key:
+            log.warning("SECRET_KEY is empty: every call to the user API is refused (401)")
+        if not settings.admin_tokens:
+            log.warning("ADMIN_TOKENS is empty: every call to the admin API is refused (401)")
     return app
+
+
+def serving() -> bool:
+    """False when the app is built for a `flask` CLI command (Flask sets FLASK_RUN_FROM_CLI):
+    a command needs no admin token and says itself what it misses, so the warnings meant for
+    a server starting up would only be noise there."""
+    return os.environ.get("FLASK_RUN_FROM_CLI") != "true"

@@ -17,7 +17,8 @@ from flask import Blueprint, Response, request
 from werkzeug.datastructures import MultiDict
 
 from actors.adapters import queue_figures
-from services import admin, event_store, operations, regeneration_tasks
+from actors.constants import ADMIN_QUEUE_NAME, REPORT_QUEUE_NAME
+from services import admin, drill, event_store, operations, regeneration_tasks
 from services.errors import MSG_EMPTY_ID_LIST, ParamError, QueueUnavailable
 from services.events import MAX_ACTOR_LENGTH, EventType
 from services.limits import MAX_ID, is_strict_int
@@ -30,6 +31,7 @@ from web.deps import (
     audit_log,
     autosave_store,
     current,
+    fault_drill,
     new_uow,
     queue_operations,
     redis_client,
@@ -38,6 +40,7 @@ from web.deps import (
 )
 from web.envelope import SUCCESS_CODE, SUCCESS_MESSAGE, envelope, ok
 from web.events import log_event, log_events
+from web.jsonify import to_json
 from web.validation import (
     body_datetime,
     body_handle_list,
@@ -59,6 +62,8 @@ bp = Blueprint("admin_api", __name__, url_prefix="/api/admin")
 #: Page size of the operations' lists (offset/limit paging).
 DEFAULT_LIMIT = 50
 bp.before_request(require_admin)
+#: Every Dramatiq queue of the product, as `queue/stats` lists them.
+QUEUES = (REPORT_QUEUE_NAME, ADMIN_QUEUE_NAME)
 
 log = logging.getLogger(__name__)
 
@@ -158,11 +163,14 @@ def record_events() -> Response:
 
 @bp.get("/queue/stats")
 def queue_stats() -> Response:
+    """The report queue's figures (at the top, as before), and every queue's under `queues`."""
     try:
-        figures = queue_figures(redis_client(), hash_tag=deps.keyspace().hash_tags)
+        figures = {
+            name: queue_figures(redis_client(), name, hash_tag=deps.keyspace().hash_tags) for name in QUEUES
+        }
     except redis.RedisError as exc:
         raise QueueUnavailable(f"queue figures unavailable: {exc}") from exc
-    return ok(figures)
+    return ok({**to_json(figures[REPORT_QUEUE_NAME]), "queues": figures})
 
 
 def admin_zone() -> tzinfo:
@@ -204,6 +212,68 @@ def delete_dead_letters() -> Response:
     ids = body_handle_list(json_object(request), "ids")
     items = operations.delete_dead_letters(queue_operations(), audit_log(), current_admin(), ids)
     return ok({"items": items})
+
+
+@bp.get("/queue/delayed")
+def delayed_retries() -> Response:
+    """A page of the report queue's delayed retries, soonest due first."""
+    offset, limit = _offset_limit()
+    return ok(operations.list_delayed_retries(new_uow(), queue_operations(), offset=offset, limit=limit))
+
+
+@bp.post("/queue/delayed/retryNow")
+def retry_delayed_now() -> Response:
+    """``{"ids": [...]}`` or ``{"all": true}``: queue these retries now; one outcome each."""
+    items = operations.retry_delayed_now(queue_operations(), audit_log(), current_admin(), _ids_or_all())
+    return ok({"items": items})
+
+
+@bp.post("/queue/delayed/delete")
+def delete_delayed_retries() -> Response:
+    ids = body_handle_list(json_object(request), "ids")
+    items = operations.delete_delayed_retries(
+        new_uow(), queue_operations(), audit_log(), current_admin(), ids
+    )
+    return ok({"items": items})
+
+
+def _ids_or_all() -> list[str] | None:
+    body = json_object(request)
+    if "all" in body:
+        if body["all"] is not True or body.get("ids") is not None:
+            raise ParamError('请求体为 {"ids": [...]} 或 {"all": true}，二者只能给出一个')
+        return None
+    return body_handle_list(body, "ids")
+
+
+@bp.get("/drill")
+def drill_records() -> Response:
+    """The records whose generation the fault drill makes fail now, with the drill's end."""
+    return ok({"items": drill.list_fault_drill(fault_drill())})
+
+
+@bp.post("/drill/start")
+def start_drill() -> Response:
+    """``{"ids": [...], "minutes": 60}``: make these records' generation fail until then."""
+    body = json_object(request)
+    ids = body_id_list(body, "ids", empty_message=MSG_EMPTY_ID_LIST)
+    minutes = body.get("minutes", drill.DEFAULT_DRILL_MINUTES)
+    minutes = int_in_range(minutes, "minutes", 1, drill.MAX_DRILL_MINUTES)
+    started = drill.start_fault_drill(fault_drill(), audit_log(), current_admin(), ids, minutes=minutes)
+    return ok({"items": started})
+
+
+@bp.post("/drill/stop")
+def stop_drill() -> Response:
+    """``{"ids": [...]}`` or ``{"all": true}``: end the drill of these records (or of all)."""
+    body = json_object(request)
+    if "all" in body:
+        if body["all"] is not True or body.get("ids") is not None:
+            raise ParamError('请求体为 {"ids": [...]} 或 {"all": true}，二者只能给出一个')
+        ids = None
+    else:
+        ids = body_id_list(body, "ids", empty_message=MSG_EMPTY_ID_LIST)
+    return ok({"stopped": drill.stop_fault_drill(fault_drill(), audit_log(), current_admin(), ids)})
 
 
 @bp.get("/queue/invalid")

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from actors.adapters.keys import Keyspace
 from services.autosave import ActiveQuestions, AutosaveStore
 from services.config import Settings
+from services.drill import FaultDrill
 from services.events import EventSink
 from services.opsmodel import AuditLog, QueueOperations
 from services.queue import ReportQueue
@@ -45,6 +46,8 @@ class Dependencies:
     keys: Keyspace = field(default_factory=Keyspace.of)
     #: Admin tasks and their progress (Redis: actors/adapters/tasks.py).
     tasks: TaskStore | None = None
+    #: The fault drill (Redis: actors/adapters/drill.py).
+    drill: FaultDrill | None = None
 
 
 def install(app: Flask, dependencies: Dependencies) -> None:
@@ -90,6 +93,13 @@ def queue_operations() -> QueueOperations:
 
 def audit_log() -> AuditLog:
     return current().audit
+
+
+def fault_drill() -> FaultDrill:
+    drill = current().drill
+    if drill is None:
+        raise RuntimeError("the app was built without a fault drill")
+    return drill
 
 
 def task_store() -> TaskStore:

@@ -4,17 +4,30 @@ gunicorn configures its own `gunicorn.error` and `gunicorn.access` loggers; this
 lets it, then gives their handlers the format of actors/observe/logs.py (`LOG_FORMAT`:
 plain text by default, JSON lines with `json`), and sends the application's own loggers
 (the root logger) to stderr in the same format, so web's lines look like every
-process's. The access line's text stays gunicorn's `--access-logformat`.
+process's. The access line's text stays gunicorn's `--access-logformat`, with one
+change: the signature of a signed report link (``/reports/<id>?s=...``, a bearer
+credential for a week) is written as `REDACTED`, wherever it appears (request line, query
+string, Referer): whoever reads a log cannot open the reports in it.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from gunicorn.glogging import Logger
 
 from actors.observe.logs import ContextFilter, configure_logging, formatter, log_format
+
+#: The `s` parameter of a query string (the report page's signed link), up to its end.
+_SIGNED_PARAMETER = re.compile(r"(?i)((?:^|[?&;]|%3F|%26)s=)[^&;\s\"]*")
+REDACTED = "REDACTED"
+
+
+def redact(text: str) -> str:
+    """`text` with the value of every `s=` query parameter replaced by REDACTED."""
+    return _SIGNED_PARAMETER.sub(rf"\1{REDACTED}", text)
 
 
 class ProjectLogger(Logger):  # type: ignore[misc]  # gunicorn has no type hints
@@ -27,3 +40,10 @@ class ProjectLogger(Logger):  # type: ignore[misc]  # gunicorn has no type hints
                 handler.setFormatter(fmt)
                 handler.addFilter(context)
         configure_logging("web", level=logging.INFO)
+
+    def atoms(self, resp: Any, req: Any, environ: Any, request_time: Any) -> dict[str, Any]:
+        atoms: dict[str, Any] = super().atoms(resp, req, environ, request_time)
+        for name, value in atoms.items():
+            if isinstance(value, str) and "s=" in value.lower():
+                atoms[name] = redact(value)
+        return atoms

@@ -12,12 +12,24 @@ them (a request line over ``--limit-request-line``: 414; headers over
 400) with an HTML page, in `Worker.handle_error`. No setting changes that page, so this
 worker lets gunicorn choose the status and log the request as usual, then sends the
 envelope of web/errors.py with that status instead of the HTML.
+
+A 413 (a body over MAX_CONTENT_LENGTH, refused before it is read) closes its connection
+cleanly: the answer says ``Connection: close`` (gunicorn drops an application's own
+Connection header, so the worker marks the response), then the connection lingers: the
+write side is shut (FIN after the answer), and what the client still sends is read and
+dropped, for at most `LINGER_S` and `LINGER_MAX_BYTES`, until it closes. A client that
+sends its whole body before reading (most do) then reads the 413 instead of a reset, and
+never sends a next request on a connection the server has given up. The bounds cap what
+one such client holds: one thread for `LINGER_S` at most.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from gunicorn import util
@@ -37,6 +49,36 @@ GUNICORN_ERROR_MESSAGE: dict[int, str] = {
     431: "请求头过大",
     501: "不支持该 Transfer-Encoding",
 }
+
+
+#: How long, and how many bytes, a 413's connection reads and drops the rest of its body.
+LINGER_S = 5.0
+LINGER_MAX_BYTES = 16 * 1024 * 1024
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def linger(sock: socket.socket, *, timeout_s: float = LINGER_S, max_bytes: int = LINGER_MAX_BYTES) -> int:
+    """Shut the write side, then read and drop until the client closes or a bound is hit; bytes read."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        return 0
+    deadline = time.monotonic() + timeout_s
+    drained = 0
+    while drained < max_bytes:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            sock.settimeout(remaining)
+            data = sock.recv(65536)
+        except OSError:  # socket.timeout included
+            break
+        if not data:
+            break
+        drained += len(data)
+    return drained
 
 
 class _CapturedSocket:
@@ -90,6 +132,32 @@ class EnvelopeThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has 
         finally:
             heartbeat.stop(timeout=1)
             client.close()
+
+    def load_wsgi(self) -> None:
+        """The app, wrapped so that a 413 answer closes its connection (see the module's doc)."""
+        super().load_wsgi()
+        app: WSGIApp = getattr(self, "wsgi")  # noqa: B009 - set by gunicorn, untyped
+        self._closing = closing = threading.local()
+
+        def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+                if status.startswith("413"):
+                    # gunicorn's Response: its start_response is a bound method of it.
+                    start_response.__self__.force_close()  # type: ignore[attr-defined]
+                    closing.linger = True
+                return start_response(status, headers, exc_info)
+
+            return app(environ, start)
+
+        self.wsgi = wsgi
+
+    def handle_request(self, req: Any, conn: Any) -> bool:
+        self._closing.linger = False
+        keepalive = bool(super().handle_request(req, conn))
+        if self._closing.linger:
+            self._closing.linger = False
+            linger(conn.sock)
+        return keepalive
 
     def handle_error(self, req: Any, client: socket.socket, addr: Any, exc: BaseException) -> None:
         captured = _CapturedSocket()

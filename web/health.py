@@ -12,7 +12,7 @@ import redis
 from flask import Blueprint, Response
 from sqlalchemy import text
 
-from actors.adapters.liveness import KINDS, live_processes
+from actors.adapters.liveness import KINDS, REQUIRED_KINDS, ProcessState, live_processes
 from services.errors import QueueUnavailable
 from web.deps import current
 from web.envelope import envelope, ok
@@ -63,13 +63,11 @@ def readyz() -> Response:
     return ok(data)
 
 
-#: Process kinds that must have at least one live process for `/healthz/workers` to pass.
-REQUIRED_KINDS = ("worker", "hotpath")
-
-
 @bp.get("/healthz/workers")
 def healthz_workers() -> Response:
-    """Live and gone processes per kind; 503 when no worker or no hotpath process is alive."""
+    """Alive, gone and stopped processes per kind; 503 when no worker or no hotpath process is
+    alive. A process that exited cleanly is `stopped`, not `gone`: an alert on `gone > 0`
+    fires for crashes and lost hosts, not for every restart."""
     try:
         beats = live_processes(current().redis)
     except (redis.RedisError, OSError):
@@ -82,8 +80,8 @@ def healthz_workers() -> Response:
         )
     data = {
         kind: {
-            "alive": sum(1 for b in beats if b.kind == kind and b.alive),
-            "gone": sum(1 for b in beats if b.kind == kind and not b.alive),
+            state.value: sum(1 for b in beats if b.kind == kind and b.state is state)
+            for state in ProcessState
         }
         for kind in KINDS
     }

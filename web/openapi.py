@@ -13,6 +13,7 @@ from flask import Blueprint, Response, jsonify
 
 from services.admin import MAX_PAGE_SIZE
 from services.assessment import DEFAULT_RECORDS_PAGE_SIZE, MAX_RECORDS_PAGE_SIZE
+from services.drill import MAX_DRILL_MINUTES
 from services.errors import MSG_EMPTY_ID_LIST
 from services.events import EventType
 from services.limits import MAX_ID
@@ -58,6 +59,13 @@ DATETIME: Schema = {"type": "string", "format": "date-time"}
 NULLABLE_DATETIME: Schema = {"type": ["string", "null"], "format": "date-time"}
 ID: Schema = {"type": "integer", "minimum": 1, "maximum": MAX_ID, "format": "int64"}
 NULLABLE_ID: Schema = {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_ID, "format": "int64"}
+RECORD_IDS: Schema = {
+    "type": "array",
+    "items": ID,
+    "minItems": 1,
+    "maxItems": MAX_BATCH_IDS,
+    "uniqueItems": True,
+}
 SCORE: Schema = {"type": "number", "minimum": 0, "maximum": 100}
 LEVEL: Schema = {"type": "string", "enum": list(LEVELS), "description": "highest first"}
 STATUS: Schema = {
@@ -256,9 +264,9 @@ SCHEMAS: dict[str, Schema] = {
     "ItemOutcome": _all(
         id={
             "type": ["integer", "string"],
-            "description": "a record id, or a dead letter's/payload's handle",
+            "description": "a record id, or a dead letter's, delayed retry's or payload's handle",
         },
-        outcome={"type": "string", "enum": ["regenerated", "requeued", "deleted", "skipped"]},
+        outcome={"type": "string", "enum": ["regenerated", "requeued", "retried", "deleted", "skipped"]},
         code={
             "type": ["integer", "null"],
             "description": "when skipped: 3241 not found (record, dead letter or payload), 2005 the record's "
@@ -285,6 +293,51 @@ SCHEMAS: dict[str, Schema] = {
         offset={"type": "integer", "minimum": 0},
         limit={"type": "integer", "minimum": 1, "maximum": OPS_PAGE_SIZE},
     ),
+    "DelayedRetry": _all(
+        messageId={
+            "type": ["string", "null"],
+            "description": "handle for retryNow/delete (the entry's unique 16-hex prefix); null for an "
+            "entry the broker did not write",
+        },
+        recordId={**ID, "type": ["integer", "null"]},
+        attempts={
+            "type": ["integer", "null"],
+            "minimum": 0,
+            "description": "attempts made so far, all failed (the job's RetryCount)",
+        },
+        dueAt=DATETIME,
+        enqueuedAt=NULLABLE_DATETIME,
+        raw={"type": "string", "description": "the job as it will be queued again, verbatim"},
+        lastError={"type": ["string", "null"], "description": "the record's last failed attempt's error"},
+    ),
+    "DelayedRetryPage": _all(
+        items={"type": "array", "items": _ref("DelayedRetry")},
+        total={"type": "integer", "minimum": 0},
+        offset={"type": "integer", "minimum": 0},
+        limit={"type": "integer", "minimum": 1, "maximum": OPS_PAGE_SIZE},
+    ),
+    "DrilledRecord": _all(recordId=ID, until=DATETIME),
+    "DrilledRecords": _all(items={"type": "array", "items": _ref("DrilledRecord")}),
+    "DrillStopped": _all(stopped={"type": "array", "items": ID, "description": "records that were drilled"}),
+    "DrillStartRequest": _obj(
+        ["ids"],
+        ids=RECORD_IDS,
+        minutes={"type": "integer", "minimum": 1, "maximum": MAX_DRILL_MINUTES, "default": 60},
+    ),
+    "DrillStopRequest": {
+        "type": "object",
+        "description": '{"ids": [...]} for some records, or {"all": true} for every drilled record',
+        "properties": {
+            "ids": {
+                "type": "array",
+                "items": ID,
+                "minItems": 1,
+                "maxItems": MAX_BATCH_IDS,
+                "uniqueItems": True,
+            },
+            "all": {"type": "boolean", "const": True},
+        },
+    },
     "InvalidPayload": _all(
         key={"type": "string", "description": "handle for delete (digest of the entry)"},
         raw={"type": "string", "description": "the entry verbatim; bytes that are not UTF-8 as \\xNN"},
@@ -308,7 +361,7 @@ SCHEMAS: dict[str, Schema] = {
         action={
             "type": "string",
             "description": "regenerate, batch_regenerate, regenerate_matching, delete_record, requeue, "
-            "delete_dead, delete_invalid, purge_invalid",
+            "delete_dead, retry_now, delete_delayed, delete_invalid, purge_invalid, drill_start, drill_stop",
         },
         ids={"type": "array", "items": {"type": ["integer", "string"]}},
         outcome={"type": "string", "description": "ok, partial or failed"},
@@ -392,15 +445,30 @@ SCHEMAS: dict[str, Schema] = {
         },
     ),
     "EmptyRequest": {"type": "object", "description": "any JSON object (e.g. {})"},
+    "QueueFigures": _all(
+        queued={"type": "integer", "description": "LLEN <queue>:queue"},
+        dead={"type": "integer", "description": "LLEN <queue>:queue:dead"},
+        delayed={"type": "integer", "description": "retries waiting for their due time"},
+        inFlight={"type": "integer", "description": "taken by a worker, not yet acknowledged"},
+        invalid={"type": "integer", "description": "undecodable messages kept aside"},
+    ),
     "QueueStats": _all(
         queued={"type": "integer", "description": "LLEN report:queue"},
         dead={"type": "integer", "description": "LLEN report:queue:dead"},
         delayed={"type": "integer", "description": "retries waiting for their due time"},
         inFlight={"type": "integer", "description": "taken by a worker, not yet acknowledged"},
         invalid={"type": "integer", "description": "undecodable messages kept aside"},
+        queues=_all(
+            report=_ref("QueueFigures"),
+            admin={**_ref("QueueFigures"), "description": "admin tasks (regenerate matching)"},
+        ),
     ),
     "Health": _all(status={"type": "string", "const": "ok"}),
-    "ProcessCount": _all(alive=INTEGER, gone=INTEGER),
+    "ProcessCount": _all(
+        alive={**INTEGER, "description": "beating"},
+        gone={**INTEGER, "description": "silent past the timeout without a clean exit (crashed, killed)"},
+        stopped={**INTEGER, "description": "exited cleanly within the last hour"},
+    ),
     "Processes": _all(
         worker=_ref("ProcessCount"),
         hotpath=_ref("ProcessCount"),
@@ -850,7 +918,11 @@ PATHS: dict[str, dict[str, Schema]] = {
         ),
     },
     "/api/admin/queue/stats": {
-        "get": _admin("Figures of the report queue", data=_ref("QueueStats"), errors=(503,)),
+        "get": _admin(
+            "Figures of the report queue (and of every queue, under `queues`)",
+            data=_ref("QueueStats"),
+            errors=(503,),
+        ),
     },
     "/api/admin/queue/dead": {
         "get": _admin(
@@ -880,6 +952,62 @@ PATHS: dict[str, dict[str, Schema]] = {
             "Delete dead letters (their records keep their status); audited",
             data=_ref("ItemOutcomes"),
             body="HandlesRequest",
+            errors=BODY_ERRORS,
+        ),
+    },
+    "/api/admin/queue/delayed": {
+        "get": _admin(
+            "Delayed retries of the report queue, soonest due first",
+            description="Each with its RecordId, attempts made, due time and the record's last error.",
+            data=_ref("DelayedRetryPage"),
+            parameters=OFFSET_LIMIT,
+            errors=(400,),
+        ),
+    },
+    "/api/admin/queue/delayed/retryNow": {
+        "post": _admin(
+            "Queue delayed retries now (the job and its RetryCount unchanged); audited",
+            description=(
+                "Skipped with a code: 3241 the retry is no longer delayed (it ran, or was deleted), "
+                '5003 Redis down. {"all": true}: the next 1,000 due.'
+            ),
+            data=_ref("ItemOutcomes"),
+            body="RequeueRequest",
+            errors=BODY_ERRORS,
+        ),
+    },
+    "/api/admin/queue/delayed/delete": {
+        "post": _admin(
+            "Delete delayed retries: no further attempt; their records set to 5 (生成失败); audited",
+            data=_ref("ItemOutcomes"),
+            body="HandlesRequest",
+            errors=BODY_ERRORS,
+        ),
+    },
+    "/api/admin/drill": {
+        "get": _admin(
+            "The fault drill: records whose generation is made to fail now",
+            data=_ref("DrilledRecords"),
+            errors=(503,),
+        ),
+    },
+    "/api/admin/drill/start": {
+        "post": _admin(
+            "Make these records' report generation fail (for `minutes`, default 60, at most a day); audited",
+            description=(
+                "For rehearsing failures: each attempt of a drilled record fails with a fault-drill error "
+                "and takes the product's own path (retries at 10/30/60 s, then the dead letter and status 5)."
+            ),
+            data=_ref("DrilledRecords"),
+            body="DrillStartRequest",
+            errors=BODY_ERRORS,
+        ),
+    },
+    "/api/admin/drill/stop": {
+        "post": _admin(
+            "End the fault drill of these records (or of all); audited",
+            data=_ref("DrillStopped"),
+            body="DrillStopRequest",
             errors=BODY_ERRORS,
         ),
     },
@@ -946,7 +1074,7 @@ PATHS: dict[str, dict[str, Schema]] = {
     "/healthz/workers": {
         "get": {
             **_operation(
-                "Processes beating in the registry, per kind (live, gone); counts only",
+                "Processes in the registry, per kind (alive, gone, stopped); counts only",
                 tag="health",
                 data=_ref("Processes"),
             ),
@@ -972,6 +1100,26 @@ PATHS: dict[str, dict[str, Schema]] = {
                     for status in AUTH_ERRORS
                 },
             },
+        },
+    },
+    "/": {
+        "get": {
+            "summary": "What this server is, and links to the console, this document and the probes",
+            "description": "An HTML page for a browser; the envelope (data: service, links) for JSON.",
+            "tags": ["meta"],
+            "responses": {
+                "200": {
+                    "description": "the page, or the links as JSON",
+                    "content": {"text/html": {}, "application/json": {"schema": _ref("Envelope")}},
+                }
+            },
+        },
+    },
+    "/favicon.ico": {
+        "get": {
+            "summary": "The site's icon (SVG)",
+            "tags": ["meta"],
+            "responses": {"200": {"description": "the icon", "content": {"image/svg+xml": {}}}},
         },
     },
     "/openapi.json": {

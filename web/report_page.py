@@ -9,6 +9,7 @@ drawn here (web/radar.py); times are shown in DISPLAY_TIMEZONE.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -16,19 +17,21 @@ from typing import Any
 from flask import Blueprint, Response, render_template, request, url_for
 from itsdangerous import BadData, URLSafeTimedSerializer
 from markupsafe import Markup
-from werkzeug.exceptions import NotFound, Unauthorized
+from werkzeug.exceptions import HTTPException, NotFound, Unauthorized
 
 from services import assessment
-from services.errors import InvalidOperation
+from services.errors import InvalidOperation, ServiceError
 from services.limits import MAX_ID, is_strict_int
 from services.questionnaire import load_questionnaire
 from services.status import status_text
 from services.views import DimensionScoreView, ReportView
 from web import deps
 from web.auth import MSG_INVALID_USER, bearer_token, is_admin_token, verify_user_token
+from web.errors import DATABASE_UNREACHABLE, REDIS_UNREACHABLE, SERVICE_ERROR_STATUS, UNAVAILABLE_MESSAGE
 from web.radar import radar_svg
 
 bp = Blueprint("report_page", __name__, template_folder="templates")
+log = logging.getLogger(__name__)
 
 LINK_SALT = "report-page"
 #: A report link works this long after it was handed out (a week: long enough to share
@@ -38,6 +41,10 @@ LINK_MAX_AGE_S = 7 * 24 * 3600
 MAX_SCORE = 100.0
 
 MSG_LINK_INVALID = "报告链接无效或已过期，请在小程序中重新打开报告"
+#: Headings of the page a reader gets instead of the report (it is a page, never JSON:
+#: every shared link ends up expired after LINK_MAX_AGE_S).
+HEADING = {401: "链接已失效", 404: "找不到这份报告", 503: "暂时无法打开"}
+HINT = {401: "报告链接的有效期为 7 天。请回到小程序的测评记录，重新打开报告即可得到新的链接。"}
 
 #: The page is personal: never cached by anyone else, never leaking the signed link.
 PAGE_HEADERS = {
@@ -148,3 +155,42 @@ def report_page(record_id: int) -> Response:
         time_zone=deps.current().settings.display_timezone,
     )
     return Response(body, headers=PAGE_HEADERS, mimetype="text/html")
+
+
+def problem_page(status: int, message: str) -> Response:
+    body = render_template(
+        "report/problem.html",
+        status=status,
+        heading=HEADING.get(status, "无法显示报告"),
+        message=message,
+        hint=HINT.get(status),
+    )
+    headers = dict(PAGE_HEADERS)
+    if status == 503:
+        headers["Retry-After"] = "5"
+    return Response(body, status=status, headers=headers, mimetype="text/html")
+
+
+@bp.errorhandler(HTTPException)
+def http_problem(error: HTTPException) -> Response:
+    status = error.code or 500
+    default = type(error).description
+    message = error.description if error.description and error.description != default else MSG_LINK_INVALID
+    if status == 404:
+        message = "没有这份报告，或它不属于这个链接的用户。"
+    return problem_page(status, message if status < 500 else UNAVAILABLE_MESSAGE)
+
+
+@bp.errorhandler(ServiceError)
+def service_problem(error: ServiceError) -> Response:
+    status = SERVICE_ERROR_STATUS.get(error.code, 400)
+    return problem_page(status, error.message if status < 500 else UNAVAILABLE_MESSAGE)
+
+
+@bp.errorhandler(Exception)
+def unexpected_problem(error: Exception) -> Response:
+    if isinstance(error, DATABASE_UNREACHABLE + REDIS_UNREACHABLE):
+        log.error("report page %s: a server is unreachable: %s", request.path, error)
+        return problem_page(503, UNAVAILABLE_MESSAGE)
+    log.exception("unhandled error on the report page %s", request.path, exc_info=error)
+    return problem_page(500, "服务器内部错误，请稍后重试")

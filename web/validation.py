@@ -47,6 +47,12 @@ DEFAULT_PAGE_SIZE = 20
 _INTEGER = re.compile(r"-?[0-9]{1,25}")
 #: A handle of a dead letter or quarantined payload (hex digest, ".2" for a repeat).
 _HANDLE = re.compile(rf"[0-9A-Za-z._-]{{1,{MAX_HANDLE_LENGTH}}}")
+#: What an ISO-8601 date or date-time may look like here: ASCII only, nothing after it (a
+#: trailing NUL, a space or a newline is refused, not trimmed or passed to the database).
+_ISO_DATETIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:[.,][0-9]{1,9})?)?(?:Z|[+-][0-9]{2}(?::?[0-9]{2})?)?)?"
+)
 _TRUE = frozenset({"true", "1"})
 _FALSE = frozenset({"false", "0"})
 
@@ -238,6 +244,8 @@ def _datetime(raw: str, name: str, zone: tzinfo) -> datetime:
     """Normalised to UTC here so no later step can overflow on the edges of the calendar
     (year 1 with a positive offset, year 9999 with a negative one)."""
     try:
+        if not _ISO_DATETIME.fullmatch(raw):
+            raise ValueError(raw)
         value = datetime.fromisoformat(raw)
         if value.tzinfo is None:
             value = value.replace(tzinfo=zone)

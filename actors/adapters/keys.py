@@ -24,6 +24,12 @@ Redis keys (all strings are the defaults; the key classes take a prefix for benc
 | `hotpath:retention:lock` | string | the retention loop's lock (actors/hotpath/retention.py) |
 | `admin:queue` | list | the admin tasks' Dramatiq queue (`{admin}:queue` when hash-tagged) |
 | `admin:task:<id>` | hash | an admin task's progress (actors/adapters/tasks.py), kept 7 days |
+| `admin:tasks:active` | sorted set | tasks queued or running, by last change (ms): their cap |
+| `admin:tasks:filter:<digest>` | string | the one task queued or running for a filter |
+| `console:session:<digest>` | hash | a console session (web/console/sessions.py), expiring with it |
+| `console:signin:address:<addr>` | hash | sign-in attempts of an address, its wait (web/console/limits.py) |
+| `console:signin:credential:<fp>` | hash | sign-in attempts of browsers with its device cookie |
+| `drill:records` | hash | the fault drill (actors/adapters/drill.py): record id -> end of its drill (ms) |
 """
 
 from __future__ import annotations
@@ -116,6 +122,32 @@ def family_prefix(family: str, *, hash_tag: bool = False) -> str:
 
 
 @dataclass(frozen=True)
+class ConsoleKeys:
+    """The admin console's keys: sessions and the sign-in limit (one family, `console:`)."""
+
+    session_prefix: str
+    signin_address_prefix: str
+    signin_credential_prefix: str
+
+    @classmethod
+    def with_prefix(cls, prefix: str) -> ConsoleKeys:
+        return cls(
+            session_prefix=f"{prefix}session:",
+            signin_address_prefix=f"{prefix}signin:address:",
+            signin_credential_prefix=f"{prefix}signin:credential:",
+        )
+
+    def session(self, digest: str) -> str:
+        return self.session_prefix + digest
+
+    def signin_address(self, address: str) -> str:
+        return self.signin_address_prefix + address
+
+    def signin_credential(self, fingerprint: str) -> str:
+        return self.signin_credential_prefix + fingerprint
+
+
+@dataclass(frozen=True)
 class Keyspace:
     """Every Redis key family of the pipeline, in the layout of REDIS_HASH_TAGS.
 
@@ -136,10 +168,19 @@ class Keyspace:
     #: task and its message are written in one MULTI (actors/adapters/tasks.py).
     admin: QueueKeys
     task_prefix: str
+    #: Tasks queued or running (sorted set) and the prefix of the one-task-per-filter keys:
+    #: the `admin` family too, so a task's creation checks and writes them in one script.
+    tasks_active: str
+    task_filter_prefix: str
+    #: The console's sessions and sign-in limit.
+    console: ConsoleKeys
+    #: The fault drill's hash (services/drill.py): a key of its own, read alone.
+    drill: str
 
     @classmethod
     def of(cls, hash_tags: bool = False) -> Keyspace:
         hotpath = family_prefix("hotpath", hash_tag=hash_tags)
+        admin = family_prefix(ADMIN_QUEUE_NAME, hash_tag=hash_tags)
         return cls(
             hash_tags=hash_tags,
             report=QueueKeys.for_queue(REPORT_QUEUE_NAME, hash_tag=hash_tags),
@@ -147,5 +188,9 @@ class Keyspace:
             eventlog=EventLogKeys.with_prefix(family_prefix("eventlog", hash_tag=hash_tags)),
             hotpath_settings=hotpath + "settings",
             admin=QueueKeys.for_queue(ADMIN_QUEUE_NAME, hash_tag=hash_tags),
-            task_prefix=family_prefix(ADMIN_QUEUE_NAME, hash_tag=hash_tags) + "task:",
+            task_prefix=admin + "task:",
+            tasks_active=admin + "tasks:active",
+            task_filter_prefix=admin + "tasks:filter:",
+            console=ConsoleKeys.with_prefix(family_prefix("console", hash_tag=hash_tags)),
+            drill=family_prefix("drill", hash_tag=hash_tags) + "records",
         )

@@ -13,11 +13,11 @@ from datetime import datetime
 
 import redis
 
-from actors.broker import DeadLetters, QueueKeys
+from actors.broker import DeadLetters, DelayedEntry, DelayedMessages, JobIndex, QueueKeys, Removed
 from actors.constants import REPORT_QUEUE_NAME
 from actors.report_queue import JOB_KEY_PATTERN, InvalidReportMessage, ReportQueueMessage
 from services.errors import QueueUnavailable
-from services.opsmodel import DeadLetter, InvalidPayload
+from services.opsmodel import DeadLetter, DelayedRetry, InvalidPayload
 
 #: Hex digits of an entry's handle.
 HANDLE_DIGITS = 16
@@ -66,6 +66,29 @@ def dead_letter(handle: str, raw: bytes) -> DeadLetter:
     )
 
 
+def delayed_retry(item: DelayedEntry) -> DelayedRetry:
+    """A delayed job as operators see it; one the codec cannot read still shows, verbatim."""
+    raw = shown(item.payload)
+    try:
+        message = ReportQueueMessage.decode(item.payload)
+    except InvalidReportMessage:
+        return DelayedRetry(item.handle, None, None, item.due_at, None, raw)
+    return DelayedRetry(
+        message_id=item.handle,
+        record_id=message.record_id,
+        attempts=message.retry_count,
+        due_at=item.due_at,
+        enqueued_at=_aware(message.enqueued_at),
+        raw=raw,
+    )
+
+
+def _aware(value: datetime) -> datetime:
+    # The .NET producer may write a time without an offset: it is the producer's local time
+    # (read as this host's, as the overview's oldest-wait figure reads it).
+    return value if value.tzinfo is not None else value.astimezone()
+
+
 @contextmanager
 def _queue_errors() -> Iterator[None]:
     try:
@@ -78,6 +101,10 @@ class RedisQueueOperations:
     def __init__(self, client: redis.Redis, keys: QueueKeys | None = None) -> None:
         keys = keys or QueueKeys.for_queue(REPORT_QUEUE_NAME)
         self.store = DeadLetters(client, keys, job_key_pattern=JOB_KEY_PATTERN)
+        self.delayed = DelayedMessages(client, keys, job_key_pattern=JOB_KEY_PATTERN)
+        self.index = JobIndex(
+            client, queue_key=keys.queue, jobs_key=keys.jobs, job_key_pattern=JOB_KEY_PATTERN
+        )
 
     # ------------------------------------------------------------------ dead letters
 
@@ -120,6 +147,38 @@ class RedisQueueOperations:
         payloads = [ReportQueueMessage.new(record_id).encode() for record_id in record_ids]
         with _queue_errors():
             return self.store.enqueue_reviving(payloads)
+
+    # ------------------------------------------------------------------ delayed retries
+
+    def delayed_retries(self, offset: int, limit: int) -> tuple[int, list[DelayedRetry]]:
+        with _queue_errors():
+            total, items = self.delayed.page(offset, limit)
+        return total, [delayed_retry(item) for item in items]
+
+    def retry_delayed_now(self, message_ids: Sequence[str]) -> dict[str, bool]:
+        with _queue_errors():
+            found = self.delayed.find(message_ids)
+            done = self.delayed.release_now([item.member for item in found.values()])
+        result = dict.fromkeys(message_ids, False)
+        result.update(dict(zip(found, done, strict=True)))
+        return result
+
+    def delete_delayed(self, message_ids: Sequence[str]) -> dict[str, int | None]:
+        with _queue_errors():
+            found = self.delayed.find(message_ids)
+            done = self.delayed.remove([item.member for item in found.values()])
+        result: dict[str, int | None] = dict.fromkeys(message_ids)
+        for (handle, item), removed in zip(found.items(), done, strict=True):
+            if removed is Removed.GONE:
+                continue
+            record_id = delayed_retry(item).record_id
+            result[handle] = record_id if removed is Removed.LAST and record_id is not None else 0
+        return result
+
+    def clear_dead_marks(self, record_ids: Sequence[int]) -> None:
+        if record_ids:
+            with _queue_errors():
+                self.index.clear_dead_marks(list(record_ids))
 
     # ------------------------------------------------------------------ quarantine
 

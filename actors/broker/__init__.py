@@ -16,9 +16,10 @@ nothing: an application builds a `RedisListBroker` and sets it with `dramatiq.se
   while a dependency is down rather than spend attempts on it.
 - `RequeueOnShutdown` (shutdown.py), `debounce_worker_sigterm` (signals.py): graceful
   shutdown under Procfile runners.
-- `queue_figures` (figures.py), `JobIndex` (jobindex.py) and `DeadLetters`
-  (deadletters.py): what producers, operators and reconcilers need, on any Redis
-  client, without a broker; a dead letter carries its last error, attempts and time.
+- `queue_figures` (figures.py), `JobIndex` (jobindex.py), `DeadLetters`
+  (deadletters.py) and `DelayedMessages` (delayed.py): what producers, operators and
+  reconcilers need, on any Redis client, without a broker; a dead letter carries its
+  last error, attempts and time; a delayed message can be released now or removed.
 - `actor_spec` / `ActorSpec` (spec.py): an actor declared on a broker only when an
   entry module says so, never at import.
 """
@@ -41,6 +42,7 @@ from actors.broker.deadletters import (
     DeadLetters,
     dead_letter_option,
 )
+from actors.broker.delayed import DelayedEntry, DelayedMessages, Removed
 from actors.broker.errors import BrokerError, DependencyUnavailable, InvalidMessage
 from actors.broker.figures import QueueFigures, queue_figures
 from actors.broker.gate import DEFAULT_MAX_BACKOFF_S, DEFAULT_MIN_BACKOFF_S, AvailabilityGate, Probe
@@ -70,6 +72,8 @@ __all__ = [
     "Codec",
     "DeadLetterHook",
     "DeadLetters",
+    "DelayedEntry",
+    "DelayedMessages",
     "DependencyUnavailable",
     "DirectConnections",
     "DramatiqCodec",
@@ -82,6 +86,7 @@ __all__ = [
     "QueueKeys",
     "RedisListBroker",
     "RedisListConsumer",
+    "Removed",
     "RequeueOnShutdown",
     "actor_spec",
     "connection_errors",

@@ -20,6 +20,11 @@ Replaces Dramatiq's `Retries` middleware on a `RedisListBroker`:
   killing its worker is dead-lettered on arrival instead of looping forever.
 
 Without `retry_delays` the count lives in `options["retries"]`, as with Dramatiq's own.
+
+Logs: for an actor on an exact schedule, one line per failed attempt (the error, the
+attempt, the retry), the traceback once, with the dead letter; Dramatiq's own
+"Failed to process message" line, which carries the traceback of every attempt, is
+demoted to DEBUG for those actors (`AttemptLogFilter`), so it shows only with DEBUG on.
 """
 
 from __future__ import annotations
@@ -46,12 +51,53 @@ logger = logging.getLogger(__name__)
 DeadLetterHook = Callable[[dramatiq.Message[Any]], None]
 
 
+#: Dramatiq's log line for an attempt that raised (dramatiq.worker), with the traceback.
+DRAMATIQ_FAILURE = "Failed to process message %s with unhandled exception."
+
+
+def describe_error(error: BaseException | str) -> str:
+    """`Type: message`, on one line."""
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return " ".join(text.split())
+
+
+class AttemptLogFilter(logging.Filter):
+    """On Dramatiq's worker logger: its failure line of an actor with `retry_delays` goes to
+    DEBUG (and is dropped unless DEBUG is enabled there), since ExactRetries logs that attempt
+    in one line and the traceback at the dead letter."""
+
+    def __init__(self, broker: dramatiq.Broker) -> None:
+        super().__init__()
+        self.broker = broker
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != DRAMATIQ_FAILURE or not isinstance(record.args, tuple) or not record.args:
+            return True
+        name = getattr(record.args[0], "actor_name", None)
+        try:
+            scheduled = (
+                name is not None and self.broker.get_actor(name).options.get("retry_delays") is not None
+            )
+        except dramatiq.ActorNotFound:
+            scheduled = False
+        if not scheduled:
+            return True
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
 class ExactRetries(Retries):
     @property
     def actor_options(self) -> set[str]:
         return set(super().actor_options) | {"retry_delays", "on_dead_letter"}
 
     # ------------------------------------------------------------------ hooks
+
+    def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        # Dramatiq's worker threads log on this logger (dramatiq.worker.WorkerThread).
+        target = logging.getLogger("dramatiq.worker.WorkerThread")
+        if not any(isinstance(f, AttemptLogFilter) for f in target.filters):
+            target.addFilter(AttemptLogFilter(broker))
 
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
         if not isinstance(message, ListMessageProxy):
@@ -119,16 +165,36 @@ class ExactRetries(Retries):
         exception: BaseException,
     ) -> None:
         failed = self._failed_attempts(message, actor) + 1  # this attempt included
+        error = describe_error(exception)
         if failed > len(delays):
-            logger.error("Message %s failed %d time(s); dead-lettering it.", message, failed)
+            logger.error(
+                "Message %s failed (attempt %d of %d: %s); dead-lettering it.",
+                message,
+                failed,
+                len(delays) + 1,
+                error,
+                exc_info=exception,
+            )
             self._dead_letter(message, actor, exception, failed)
             return
         delay = delays[failed - 1]
         retried = message._message.copy(options={**message.options, "retry_count": failed})
         if message.retry_later(retried, delay):
-            logger.warning("Message %s failed; retry %d in %d ms.", message, failed, delay)
+            logger.warning(
+                "Message %s failed (attempt %d of %d: %s); retry %d in %d ms.",
+                message,
+                failed,
+                len(delays) + 1,
+                error,
+                failed,
+                delay,
+            )
         else:
-            logger.warning("Message %s was returned to the queue while it ran; not retried twice.", message)
+            logger.warning(
+                "Message %s failed (%s) and was returned to the queue while it ran; not retried twice.",
+                message,
+                error,
+            )
 
     # ------------------------------------------------------------------ Dramatiq's backoff
 

@@ -54,6 +54,16 @@ def _file(name: str) -> str:
     return resources.files(__package__).joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
 
 
+def script_names() -> list[str]:
+    """Every script of the package (its prologues, `_*.lua`, aside), sorted."""
+    folder = resources.files(__package__).joinpath("lua")
+    return sorted(
+        p.name.removesuffix(".lua")
+        for p in folder.iterdir()
+        if p.name.endswith(".lua") and not p.name.startswith("_")
+    )
+
+
 @functools.cache
 def source(name: str) -> str:
     """The full text of script `name` (e.g. "fetch"), its prologues in front."""

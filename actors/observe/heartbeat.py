@@ -38,10 +38,13 @@ class Heartbeat:
         doing: Callable[[], str],
         *,
         interval_s: float = BEAT_INTERVAL_S,
+        load: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
+        """`load`: (jobs running, threads), for a worker process's beat (busy / concurrency)."""
         self.client = client
         self.identity = ProcessIdentity.current(kind)
         self.doing = doing
+        self.load = load
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{kind}", daemon=True)
@@ -59,7 +62,8 @@ class Heartbeat:
 
     def _beat(self, doing: str) -> None:
         try:
-            write_beat(self.client, self.identity, doing)
+            load = self.load() if self.load is not None and doing != STOPPED else None
+            write_beat(self.client, self.identity, doing, load=load)
         except (redis.RedisError, OSError) as exc:
             if not self._failing:
                 logger.warning("heartbeat not written (%s); retrying every beat", exc)
@@ -112,3 +116,8 @@ class Activity:
         with self._lock:
             running = list(self._running.values())
         return ", ".join(running) if running else self._idle
+
+    def busy(self) -> int:
+        """How many tasks run now."""
+        with self._lock:
+            return len(self._running)

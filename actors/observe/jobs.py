@@ -1,7 +1,7 @@
 """The worker's observer: a Dramatiq middleware that counts jobs, times them and beats.
 
-For each attempt it updates the Prometheus metrics (actors/observe/metrics.py) and the
-per-minute counters of the operators' chart (actors/adapters/throughput.py), and it
+For each attempt it updates the Prometheus metrics (actors/observe/metrics.py) and, for
+report jobs, the counters of the operators' charts (actors/adapters/throughput.py), and it
 tells the worker process's heartbeat (actors/observe/heartbeat.py) which jobs are
 running. The per-minute counts are kept in memory and written once a second (and at
 shutdown) by a thread of their own, in one round trip: a job never waits on them (a
@@ -30,7 +30,7 @@ from dramatiq.middleware import Middleware
 
 from actors.adapters.throughput import Outcome, add_counts, minute_start
 from actors.broker import DependencyUnavailable, ListMessageProxy
-from actors.constants import REPORT_ACTOR_NAME
+from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
 from actors.observe import metrics
 from actors.observe.heartbeat import Activity, Heartbeat
 from actors.observe.logs import JobContext, job_context
@@ -81,7 +81,10 @@ class JobObserver(Middleware):
         if client is None:
             return  # not a RedisListBroker: metrics only
         self._client = client
-        self._heartbeat = Heartbeat(client, "worker", self.activity).start()
+        threads = int(getattr(worker, "worker_threads", 0) or 0)
+        self._heartbeat = Heartbeat(
+            client, "worker", self.activity, load=lambda: (self.activity.busy(), threads)
+        ).start()
         self._stop.clear()
         self._flusher = threading.Thread(target=self._flush_every_second, name="throughput", daemon=True)
         self._flusher.start()
@@ -122,7 +125,7 @@ class JobObserver(Middleware):
             elapsed_ms = (time.perf_counter() - running.started) * 1000
             series.duration_ms.observe(elapsed_ms)
         if exception is None:
-            self._count(broker, Outcome.PROCESSED)
+            self._count(message, Outcome.PROCESSED)
             return
         if isinstance(exception, DependencyUnavailable):
             return  # not an attempt: the job went back to its queue uncounted (actors/broker/gate.py)
@@ -135,13 +138,13 @@ class JobObserver(Middleware):
         elif settled_as == "push":
             series.rejects.inc()
             outcomes.append(Outcome.DEAD)
-        self._count(broker, *outcomes)
+        self._count(message, *outcomes)
 
     def after_skip_message(self, broker: dramatiq.Broker, message: Any) -> None:
         self._finish(message)
         if isinstance(message, ListMessageProxy) and message.settled_as == "push":
             metrics.for_actor(message.queue_name, message.actor_name).rejects.inc()
-            self._count(broker, Outcome.DEAD)
+            self._count(message, Outcome.DEAD)
 
     def _finish(self, message: Any) -> _Running | None:
         with self._lock:
@@ -154,7 +157,11 @@ class JobObserver(Middleware):
         metrics.for_actor(message.queue_name, message.actor_name).inprogress.dec()
         return running
 
-    def _count(self, broker: dramatiq.Broker, *outcomes: Outcome) -> None:
+    def _count(self, message: Any, *outcomes: Outcome) -> None:
+        """Count a report job's outcomes for the console's charts: admin tasks are not reports
+        (Prometheus counts every actor, by its labels)."""
+        if message.queue_name != REPORT_QUEUE_NAME:
+            return
         minute = minute_start(time.time())
         with self._lock:
             for outcome in outcomes:

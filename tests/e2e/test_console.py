@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 import requests
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Dialog, Locator, Page, expect
 from sqlalchemy import Engine, text
 
 from actors.adapters import RedisReportQueue
@@ -187,8 +187,17 @@ def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
     for record_id in failed_all:
         add_answers(engine, record_id)
     page.get_by_role("link", name="测评记录").click()
+    asked: list[str] = []  # a bulk action asks first, as the other bulk actions do
+
+    def accept(dialog: Dialog) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.once("dialog", accept)
     page.get_by_role("button", name="重新生成全部失败记录").click()
     expect(page.locator("h1")).to_have_text("按条件重新生成")
+    assert len(asked) == 1
+    assert "生成失败" in asked[0]
     expect(page.locator("[data-state]")).to_have_attribute("data-state", "done", timeout=15_000)
     expect(page.locator('[data-count="matched"]')).to_have_text("3")
     expect(page.locator('[data-count="regenerated"]')).to_have_text("3")
@@ -237,7 +246,7 @@ def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
     page.locator('select[name="action"]').select_option("requeue")
     page.get_by_role("button", name="筛选").click()
     expect(actions).to_have_count(1)
-    expect(actions.first).to_contain_text("1 requeued, 0 skipped")
+    expect(actions.first).to_contain_text("重新入队 1 项，跳过 0 项")
 
     # Signed out, the console is closed: pages send to the sign-in, forms are refused.
     page.get_by_role("button", name="退出登录").click()

@@ -1,8 +1,9 @@
 """End to end: `make run` is safe on a shared host.
 
 Two `make run` (scripts/run_stack.py, each with a state folder of its own and no
-DATABASE_URL / REDIS_URL, so each starts its embedded servers) are started at once and
-prefer the same ports: each must end up on its own servers, with its own data. Another
+DATABASE_URL / REDIS_URL / PORT, so each starts its embedded servers and binds a web port
+of its own) are started at once and prefer the same ports: each must end up on its own
+servers and its own web port, with its own data and its own tokens. Another
 local account (`nobody`) must be refused by both servers, and the files of the state
 folder that hold secrets must be readable by their owner only.
 """
@@ -83,8 +84,8 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Run]]:
         for name in ("a", "b"):
             # A folder the postgres account can reach (pytest's own is 0700 under root).
             state = cleanup.enter_context(servers.temporary_directory(f"mi-run-safe-{name}-")) / "state"
-            port_env = dict(env, PORT=str(servers.free_port()))
-            stack = RunStack(env=port_env, state=state, log_path=logs / f"{name}.log")
+            # No PORT: both prefer the same one (8000), as two `make run` on one host do.
+            stack = RunStack(env=env, state=state, log_path=logs / f"{name}.log")
             cleanup.callback(stack.stop)
             runs.append(Run(stack, state))
         for run in runs:
@@ -127,6 +128,30 @@ def test_two_make_runs_started_at_once_each_use_servers_of_their_own(stacks: lis
     with psycopg.connect(b["database_url"]) as conn:
         row = conn.execute("SELECT count(*) FROM assessment_records").fetchone()
     assert row == (0,)
+
+
+def test_two_make_runs_started_at_once_each_serve_their_own_web_port(stacks: list[Run]) -> None:
+    """Each announces a port it owns: its banner, stack.json and its processes agree, and
+    each stack's user token is refused by the other stack's web (another SECRET_KEY)."""
+    a, b = stacks
+    assert a.info()["port"] != b.info()["port"]
+    for run in stacks:
+        port = run.info()["port"]
+        assert f"web          http://127.0.0.1:{port}" in run.run.output()
+        assert f"BASE_URL=http://127.0.0.1:{port}" in run.run.output()
+        holders = servers.pids_listening_on(port)
+        assert holders, f"nothing listens on {port}"
+        assert holders <= {*run.run.pids(), run.run.process.pid}, (holders, run.run.pids())
+    for mine, other in ((a, b), (b, a)):
+        token = issue_user_token(mine.secrets()["SECRET_KEY"], 4242)
+        headers = {"Authorization": f"Bearer {token}"}
+        path = "/api/assessment/questions"
+        assert (
+            requests.get(f"{mine.info()['base_url']}{path}", headers=headers, timeout=10).status_code == 200
+        )
+        assert (
+            requests.get(f"{other.info()['base_url']}{path}", headers=headers, timeout=10).status_code == 401
+        )
 
 
 def _as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
@@ -187,3 +212,31 @@ def test_the_files_holding_secrets_are_readable_by_their_owner_only(stacks: list
             if path.is_file() and path not in private and not servers_own:
                 text = path.read_bytes()
                 assert not any(value.encode() in text for value in secrets.values()), path
+
+
+def test_the_process_logs_are_the_accounts_own_and_keep_no_signed_link(stacks: list[Run]) -> None:
+    """Issue 20: the access log named every signed report link (a week-long bearer
+    credential), in 0644 files of a 0755 folder that any local account could read."""
+    for run in stacks:
+        base_url = run.info()["base_url"]
+        signed = "eyJ1aWQiOjEsInJpZCI6MX0.aw7l9A.SIGNATURE-THAT-MUST-NOT-BE-LOGGED"
+        requests.get(f"{base_url}/reports/1", params={"s": signed}, timeout=10)
+        logs = run.state / "logs"
+        web_log = logs / "web.log"
+
+        def logged(web_log: Path = web_log) -> bool:
+            return web_log.exists() and b"/reports/1?s=REDACTED" in web_log.read_bytes()
+
+        wait_until(
+            logged,
+            timeout=30,
+            what="the access log line of the signed link",
+        )
+        assert logs.stat().st_mode & 0o777 == 0o700
+        files = [path for path in logs.rglob("*") if path.is_file()]
+        assert web_log in files
+        for path in [*files, run.state / "console.log"]:
+            assert path.stat().st_mode & 0o777 == 0o600, path
+            assert b"SIGNATURE-THAT-MUST-NOT-BE-LOGGED" not in path.read_bytes(), path
+        if os.geteuid() == 0:
+            assert _as_nobody("cat", str(web_log)).returncode != 0

@@ -7,24 +7,34 @@ from __future__ import annotations
 import re
 import time
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import redis
+from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters.liveness import BEAT_TIMEOUT_S, ProcessIdentity, write_beat
-from actors.adapters.queue_peek import delayed_jobs, oldest_waiting_age_s
-from actors.constants import REPORT_DELAYED_KEY, REPORT_QUEUE_KEY
+from actors.adapters import RedisQueueOperations
+from actors.adapters.keys import Keyspace
+from actors.adapters.liveness import BEAT_TIMEOUT_S, STOPPED, ProcessIdentity, write_beat
+from actors.adapters.queue_peek import oldest_waiting_age_s
+from actors.broker import RedisListBroker
+from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
+from actors.report_queue.codec import ReportCodec
 from actors.report_queue.message import ReportQueueMessage
 from services.audit import list_audit
+from services.config import Settings
 from services.record_detail import admin_record_detail
 from services.status import RecordStatus
 from services.uow import UnitOfWork
 from tests.integration.web_support import ADMIN_TOKEN, Records
-from tests.support.console import csrf_token, sign_in
+from tests.support.console import CSRF, csrf_token, sign_in
 from tests.support.records import RecordSpec
-from web.console.signin import FAILURES_KEY_PREFIX, MAX_FAILURES, MSG_TOO_MANY
+from tests.support.redis_keys import bytes_list, clean_redis
+from web import create_app
+from web.console.display import local_time
+from web.console.limits import FREE_ATTEMPTS
 
 
 def set_created_at(engine: Engine, record_id: int, when: datetime) -> None:
@@ -75,7 +85,7 @@ def test_a_filter_that_cannot_be_read_is_named_and_ignored(client: FlaskClient, 
 
 
 def test_the_overview_shows_delayed_jobs_and_the_oldest_wait(
-    client: FlaskClient, redis_client: redis.Redis
+    client: FlaskClient, redis_client: redis.Redis, report_broker: RedisListBroker
 ) -> None:
     enqueued = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=3)
     job = ReportQueueMessage.new(41, now=enqueued)
@@ -83,24 +93,23 @@ def test_the_overview_shows_delayed_jobs_and_the_oldest_wait(
     redis_client.lpush(
         REPORT_QUEUE_KEY, ReportQueueMessage.new(42, now=enqueued + timedelta(minutes=5)).encode()
     )
-    due = datetime(2026, 12, 1, 2, 0, 30, tzinfo=UTC)
-    delayed: dict[bytes, float] = {job.retried(2).encode().encode(): due.timestamp() * 1000, b"garbage": 1}
-    redis_client.zadd(REPORT_DELAYED_KEY, delayed)
+    # A retry as the broker stores it (`<16 hex>|<job>`): its third attempt, due in a minute.
+    codec = ReportCodec(REPORT_QUEUE_NAME, REPORT_ACTOR_NAME)
+    report_broker.enqueue(codec.decode(job.retried(2).encode().encode()), delay=60_000)
 
     # The consumer's end of the list holds the oldest job; a retry keeps its first EnqueueTime.
     assert oldest_waiting_age_s(redis_client, now=enqueued + timedelta(seconds=90)) == 90
-    jobs = delayed_jobs(redis_client)
-    assert [(j.record_id, j.retry_count, j.due_at) for j in jobs] == [
-        (None, None, datetime.fromtimestamp(0.001, UTC)),
-        (41, 2, due),
-    ]
+    total, (retry,) = RedisQueueOperations(redis_client).delayed_retries(0, 20)
+    assert (total, retry.record_id, retry.attempts, retry.enqueued_at) == (1, 41, 2, enqueued)
+    assert retry.message_id is not None
 
     assert sign_in(client) == 302
     html = client.get("/admin/").get_data(as_text=True)
     assert re.search(r'data-figure="queued">2<', html)
-    assert re.search(r'data-figure="delayed">2<', html)
-    assert "2026-12-01 10:00:30" in html  # the due time, in Shanghai
-    assert "<code>garbage</code>" in html
+    assert re.search(r'data-figure="delayed">1<', html)
+    assert f'<tr data-delayed="{retry.message_id}">' in html
+    assert local_time(retry.due_at, ZoneInfo("Asia/Shanghai")) in html  # the due time, in Shanghai
+    assert '<a href="/admin/records/41">41</a>' in html
     assert re.search(r'data-figure="oldest">3 小时 \d+ 分<', html)
 
 
@@ -128,18 +137,40 @@ def test_the_record_detail_has_answers_report_and_reasons(
     assert "记录不存在" in missing.get_data(as_text=True)
 
 
-def test_sign_in_failures_are_limited_per_address(client: FlaskClient, redis_client: redis.Redis) -> None:
-    for _ in range(MAX_FAILURES):
+def test_sign_in_attempts_of_an_address_wait_longer_and_longer(
+    client: FlaskClient, redis_client: redis.Redis
+) -> None:
+    for _ in range(FREE_ATTEMPTS):
         assert sign_in(client, token="wrong") == 401
-    key = FAILURES_KEY_PREFIX + "127.0.0.1"
-    assert 0 < redis_client.ttl(key) <= 300
+    # The last free attempt set a 1 s wait: the next one, even with the right token, is
+    # refused unevaluated, and told when to come back.
     response = client.post(
         "/admin/login", data={"token": ADMIN_TOKEN, "csrf_token": csrf_token(client, "/admin/login")}
     )
-    assert response.status_code == 401
-    assert MSG_TOO_MANY in response.get_data(as_text=True)
-    redis_client.delete(key)  # the window passed
+    assert response.status_code == 429
+    assert 1 <= int(response.headers["Retry-After"]) <= 2
+    key = Keyspace.of().console.signin_address("127.0.0.1")
+    assert redis_client.hget(key, "n") == str(FREE_ATTEMPTS).encode()
+    assert 0 < redis_client.pttl(key) <= 15 * 60_000
+    redis_client.hset(key, "until", 0)  # the wait passed
     assert sign_in(client) == 302
+
+
+def test_a_browser_that_signed_in_before_is_not_slowed_by_its_address(
+    client: FlaskClient, redis_client: redis.Redis, app: Flask
+) -> None:
+    assert sign_in(client) == 302  # leaves the device cookie
+    client.post("/admin/logout", data={"csrf_token": csrf_token(client, "/admin/")})
+    stranger = app.test_client()
+    answers = [sign_in(stranger, token="wrong") for _ in range(FREE_ATTEMPTS)]
+    # The admin's sign-in was the address's first attempt: the stranger's last one waits.
+    assert answers == [401] * (FREE_ATTEMPTS - 1) + [429]
+    assert sign_in(client) == 302  # the admin's browser: counted per credential, not slowed
+    # Its own failures count against its credential's bucket, not the address's.
+    client.post("/admin/logout", data={"csrf_token": csrf_token(client, "/admin/")})
+    assert sign_in(client, token="wrong") == 401
+    fingerprint = redis_client.keys(Keyspace.of().console.signin_credential("*"))
+    assert len(fingerprint) == 1
 
 
 def test_a_regeneration_in_the_console_is_audited_with_the_admin(
@@ -177,18 +208,56 @@ def test_records_are_paged_with_their_filters_kept(client: FlaskClient, records:
     assert "下一页" not in second
 
 
-def test_a_process_silent_past_the_timeout_shows_as_gone(
+def test_processes_show_alive_lost_or_stopped_and_the_banner_names_what_is_missing(
     client: FlaskClient, redis_client: redis.Redis
 ) -> None:
     now = time.time()
     alive = ProcessIdentity("worker", "host-a", 101, "0.1.0", now - 600)
     silent = ProcessIdentity("hotpath", "host-b", 202, "0.1.0", now - 600)
-    write_beat(redis_client, alive, "report 42", now=now - 1)
+    stopped = ProcessIdentity("reconciler", "host-c", 303, "0.1.0", now - 600)
+    write_beat(redis_client, alive, "report 42, report 43", now=now - 1, load=(2, 4))
     write_beat(redis_client, silent, "flushing answers", now=now - BEAT_TIMEOUT_S - 5)
+    write_beat(redis_client, stopped, STOPPED, now=now - 2)
     assert sign_in(client) == 302
     html = client.get("/admin/").get_data(as_text=True)
-    rows = dict(re.findall(r'<tr data-process="(\w+)" data-alive="(\w+)">', html))
-    assert rows == {"worker": "yes", "hotpath": "no"}
+    rows = dict(re.findall(r'<tr data-process="(\w+)" data-alive="\w+" data-state="(\w+)">', html))
+    assert rows == {"worker": "alive", "hotpath": "gone", "reconciler": "stopped"}
     assert "已失联" in html
-    assert "report 42" in html
+    assert "已停止" in html
+    assert "生成报告：记录 42、43（2/4 线程）" in html  # what it does, in words
+    assert re.search(r"忙碌 <strong>2</strong> / 共 <strong>4</strong>", html)
     assert "host-b" in html
+    # The hotpath is lost: every page's banner says so (the worker is alive: no alarm for it).
+    alarms = re.findall(r'<li data-alarm="(\w+)">', client.get("/admin/records").get_data(as_text=True))
+    assert alarms == ["no_hotpath"]
+
+
+def test_the_overview_refreshes_only_when_asked_at_a_listed_interval(client: FlaskClient) -> None:
+    assert sign_in(client) == 302
+    assert 'http-equiv="refresh" content="10"' in client.get("/admin/?refresh=10").get_data(as_text=True)
+    for refresh in ("", "7", "0", "abc", "-5", "²", "10 "):
+        response = client.get("/admin/", query_string={"refresh": refresh})
+        assert response.status_code == 200, refresh
+        assert "http-equiv" not in response.get_data(as_text=True), refresh
+
+
+def test_behind_trusted_proxies_each_client_address_has_its_own_limit(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    """TRUSTED_PROXIES=1: the address is X-Forwarded-For's last entry (what the proxy saw);
+    without it the header is ignored, so a client cannot pick the bucket it is counted in."""
+    for proxies, expected in ((1, {"198.51.100.7", "198.51.100.8"}), (0, {"127.0.0.1"})):
+        clean_redis(redis_client)
+        app = create_app(settings.with_overrides(trusted_proxies=proxies), redis_client=redis_client)
+        for address in ("198.51.100.7", "198.51.100.8"):
+            client = app.test_client()
+            headers = {"X-Forwarded-For": f"203.0.113.1, {address}"}
+            token = CSRF.search(client.get("/admin/login", headers=headers).get_data(as_text=True))
+            assert token
+            client.post(
+                "/admin/login", data={"token": "wrong", "csrf_token": token.group(1)}, headers=headers
+            )
+        prefix = Keyspace.of().console.signin_address("")
+        keys = bytes_list(redis_client.keys(prefix + "*"))
+        buckets = {key.decode().removeprefix(prefix) for key in keys}
+        assert buckets == expected, proxies

@@ -145,10 +145,14 @@ def test_scraped_counters_equal_a_known_workload_and_every_log_line_is_json(
     health = client.get("/healthz/workers")
     assert health.status_code == 503  # no hotpath process runs in this test
     assert health.json is not None
-    assert health.json["data"]["worker"] == {"alive": 2, "gone": 0}
+    assert health.json["data"]["worker"] == {"alive": 2, "gone": 0, "stopped": 0}
 
     assert worker.stop() == 0
     assert [b.doing for b in worker_beats(redis_client)] == ["stopped", "stopped"]
+    # A clean stop is not a loss: an alert on `gone > 0` does not fire after a restart.
+    stopped = client.get("/healthz/workers").json
+    assert stopped is not None
+    assert stopped["data"]["worker"] == {"alive": 0, "gone": 0, "stopped": 2}
     lines = [line for line in worker.output().splitlines() if line.strip()]
     assert lines
     entries = [json.loads(line) for line in lines]  # every line is one JSON object
@@ -156,9 +160,14 @@ def test_scraped_counters_equal_a_known_workload_and_every_log_line_is_json(
     generated = [e for e in entries if "generated" in e["message"]]
     assert sorted(e["record_id"] for e in generated) == sorted(good)  # one line per report
     assert all(e["message_id"] for e in generated)
-    failures = [e for e in entries if e.get("record_id") == bad[0] and "exc_info" in e]
-    assert len(failures) == MAX_RETRY_COUNT + 1
-    assert "Traceback" in failures[0]["exc_info"]
+    # One line per failed attempt, saying why; the traceback once, with the dead letter.
+    attempts = [e for e in entries if e.get("record_id") == bad[0] and " failed (attempt " in e["message"]]
+    assert len(attempts) == MAX_RETRY_COUNT + 1
+    assert all("ServiceError" in e["message"] for e in attempts)
+    tracebacks = [e for e in entries if e.get("record_id") == bad[0] and "exc_info" in e]
+    assert len(tracebacks) == 1
+    assert "Traceback" in tracebacks[0]["exc_info"]
+    assert "dead-lettering it" in tracebacks[0]["message"]
 
 
 def test_a_killed_worker_shows_as_gone_after_the_heartbeat_timeout(

@@ -109,27 +109,42 @@ def test_each_record_of_a_group_gets_its_own_outcome(
     assert len({tuple(snapshot(session_factory, r)["results"]) for r in good}) == 3
 
 
+def submit_at(engine: Engine, record_id: int, ago: str) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "UPDATE assessment_records SET submitted_at = now() - CAST(:ago AS interval),"
+                " updated_at = now() - CAST(:ago AS interval) WHERE id = :id"
+            ),
+            {"id": record_id, "ago": ago},
+        )
+
+
 def test_a_group_reads_back_each_records_latency(
     uow: UnitOfWork, engine: Engine, make_record: MakeRecord
 ) -> None:
     submitted, unsubmitted = good_record(make_record, 1), good_record(make_record, 2)
+    regenerated = good_record(make_record, 4)
+    # As a submission writes them: submitted_at and updated_at together (the model's onupdate).
+    submit_at(engine, submitted, "90 seconds")
+    # Submitted an hour ago, regenerated 5 s ago (the reset sets updated_at): counted from then.
+    submit_at(engine, regenerated, "1 hour")
     with engine.begin() as conn:
         conn.execute(
-            text("UPDATE assessment_records SET submitted_at = now() - interval '90 seconds' WHERE id = :id"),
-            {"id": submitted},
+            text("UPDATE assessment_records SET updated_at = now() - interval '5 seconds' WHERE id = :id"),
+            {"id": regenerated},
         )
-    first, second = generate_reports(uow, [submitted, unsubmitted])
+    first, second, third = generate_reports(uow, [submitted, unsubmitted, regenerated])
     assert isinstance(first, Generation)
     assert first.latency_s is not None
     assert 90 <= first.latency_s < 90 + 600
     assert second == Generation(GenerationOutcome.GENERATED, None)  # no submission time: no latency
+    assert isinstance(third, Generation)
+    assert third.latency_s is not None
+    assert 5 <= third.latency_s < 600  # not the hour since its first submission
     # The single-record path reads it back the same way.
     again = good_record(make_record, 3)
-    with engine.begin() as conn:
-        conn.execute(
-            text("UPDATE assessment_records SET submitted_at = now() - interval '5 seconds' WHERE id = :id"),
-            {"id": again},
-        )
+    submit_at(engine, again, "5 seconds")
     alone = generate_one(uow, again)
     assert alone.latency_s is not None
     assert 5 <= alone.latency_s < 5 + 600

@@ -12,6 +12,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import Engine, text
 
+from actors.adapters.keys import Keyspace
 from actors.constants import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_DELAYED_KEY, REPORT_QUEUE_KEY
 from services.config import Settings
 from tests.integration.web_support import ADMIN_PATH, USER_PATH, Records
@@ -176,19 +177,20 @@ def test_soft_delete(
 
 
 def test_queue_stats(client: FlaskClient, admin_headers: dict[str, str], redis_client: redis.Redis) -> None:
+    empty = {"queued": 0, "dead": 0, "delayed": 0, "inFlight": 0, "invalid": 0}
     assert data(client.get(f"{ADMIN_PATH}/queue/stats", headers=admin_headers)) == {
-        "queued": 0,
-        "dead": 0,
-        "delayed": 0,
-        "inFlight": 0,
-        "invalid": 0,
+        **empty,
+        "queues": {"report": empty, "admin": empty},
     }
     redis_client.lpush(REPORT_QUEUE_KEY, "a", "b", "c")
     redis_client.lpush(DEAD_LETTER_QUEUE_KEY, "d", "e")
     redis_client.zadd(REPORT_DELAYED_KEY, {"f": 1})
     redis_client.lpush(INVALID_QUEUE_KEY, "g")
+    redis_client.lpush(Keyspace.of().admin.queue, "h")
     stats = data(client.get(f"{ADMIN_PATH}/queue/stats", headers=admin_headers))
-    assert stats == {"queued": 3, "dead": 2, "delayed": 1, "inFlight": 0, "invalid": 1}
+    report = {"queued": 3, "dead": 2, "delayed": 1, "inFlight": 0, "invalid": 1}
+    # The report queue's figures at the top (as before), and every queue's under `queues`.
+    assert stats == {**report, "queues": {"report": report, "admin": {**empty, "queued": 1}}}
 
 
 def test_queue_stats_with_redis_down_is_503(redis_down_app: Flask, admin_headers: dict[str, str]) -> None:

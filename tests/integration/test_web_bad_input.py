@@ -46,6 +46,9 @@ class Bad:
     query: list[tuple[str, str]] = field(default_factory=list)
     message: str | None = None
     url: str | None = None  # the path requested, for a rule with a variable part
+    #: The refusal is an HTML page (the report page's: a reader follows a link, and gets a
+    #: page, never JSON); `code` is then not checked.
+    page: bool = False
 
 
 def post(path: str) -> tuple[str, str]:
@@ -138,6 +141,17 @@ IN_PROGRESS = 2
 BATCH = post(f"{ADMIN_PATH}/assessmentRecord/batchRegenerateReport")
 LIST = get(f"{ADMIN_PATH}/assessmentRecord/list")
 MATCHING = post(f"{ADMIN_PATH}/assessmentRecord/regenerateMatching")
+#: Bad record id lists of the fault drill's start and stop.
+DRILL_ID_CASES: list[tuple[str, dict[str, Any]]] = [
+    ("missing", {}),
+    ("empty", {"ids": []}),
+    ("not a list", {"ids": "1,2"}),
+    ("string item", {"ids": ["1"]}),
+    ("zero item", {"ids": [0]}),
+    ("item beyond bigint", {"ids": [BIG]}),
+    ("duplicates", {"ids": [1, 1]}),
+    ("over the limit", {"ids": list(range(1, MAX_BATCH_IDS + 2))}),
+]
 TASK = get(f"{ADMIN_PATH}/tasks/<task_id>")
 
 CASES: list[Bad] = [
@@ -178,9 +192,9 @@ CASES: list[Bad] = [
         ]
     ],
     Bad(REPORT_PAGE, "wrong method", 405, 405, method="POST", url="/reports/4"),
-    Bad(REPORT_PAGE, "forged link", 401, 401, query=[("s", "forged")], url="/reports/4"),
-    Bad(REPORT_PAGE, "another user's record", 404, 3241, url="/reports/9"),
-    Bad(REPORT_PAGE, "id beyond bigint", 404, 404, url=f"/reports/{BIG}"),
+    Bad(REPORT_PAGE, "forged link", 401, 401, query=[("s", "forged")], url="/reports/4", page=True),
+    Bad(REPORT_PAGE, "another user's record", 404, 3241, url="/reports/9", page=True),
+    Bad(REPORT_PAGE, "id beyond bigint", 404, 404, url=f"/reports/{BIG}", page=True),
     Bad(REPORT_PAGE, "negative id", 404, 404, url="/reports/-4"),
     *body_cases(post(f"{ADMIN_PATH}/assessmentRecord/regenerateReport"), "id"),
     *body_cases(post(f"{ADMIN_PATH}/assessmentRecord/delete"), "id"),
@@ -281,6 +295,8 @@ CASES: list[Bad] = [
             (post(f"{ADMIN_PATH}/queue/dead/requeue"), "ids"),
             (post(f"{ADMIN_PATH}/queue/dead/delete"), "ids"),
             (post(f"{ADMIN_PATH}/queue/invalid/delete"), "keys"),
+            (post(f"{ADMIN_PATH}/queue/delayed/retryNow"), "ids"),
+            (post(f"{ADMIN_PATH}/queue/delayed/delete"), "ids"),
         )
         for name, body in [
             ("missing", {}),
@@ -294,8 +310,34 @@ CASES: list[Bad] = [
             ("over the limit", {field: [f"h{i}" for i in range(MAX_BATCH_IDS + 1)]}),
         ]
     ],
-    Bad(post(f"{ADMIN_PATH}/queue/dead/requeue"), "all and ids", 400, 1001, body={"all": True, "ids": ["a"]}),
-    Bad(post(f"{ADMIN_PATH}/queue/dead/requeue"), "all false", 400, 1001, body={"all": False}),
+    *[
+        Bad(endpoint, name, 400, 1001, body=body)
+        for endpoint in (
+            post(f"{ADMIN_PATH}/queue/dead/requeue"),
+            post(f"{ADMIN_PATH}/queue/delayed/retryNow"),
+        )
+        for name, body in [("all and ids", {"all": True, "ids": ["a"]}), ("all false", {"all": False})]
+    ],
+    *[
+        Bad(endpoint, f"{name} [ids]", 400, 1001, body={**body, **extra})
+        for endpoint, extra in (
+            (post(f"{ADMIN_PATH}/drill/start"), {"minutes": 5}),
+            (post(f"{ADMIN_PATH}/drill/stop"), {}),
+        )
+        for name, body in DRILL_ID_CASES
+    ],
+    *[
+        Bad(post(f"{ADMIN_PATH}/drill/start"), name, 400, 1001, body={"ids": [1], "minutes": minutes})
+        for name, minutes in [
+            ("minutes 0", 0),
+            ("minutes beyond a day", 24 * 60 + 1),
+            ("minutes text", "60"),
+            ("minutes float", 1.5),
+            ("minutes bool", True),
+        ]
+    ],
+    Bad(post(f"{ADMIN_PATH}/drill/stop"), "all and ids", 400, 1001, body={"all": True, "ids": [1]}),
+    Bad(post(f"{ADMIN_PATH}/drill/stop"), "all false", 400, 1001, body={"all": False}),
     *[
         Bad(endpoint, name, status, status, **kwargs)  # type: ignore[arg-type]
         for endpoint in (
@@ -303,6 +345,10 @@ CASES: list[Bad] = [
             post(f"{ADMIN_PATH}/queue/dead/delete"),
             post(f"{ADMIN_PATH}/queue/invalid/delete"),
             post(f"{ADMIN_PATH}/queue/invalid/purge"),
+            post(f"{ADMIN_PATH}/queue/delayed/retryNow"),
+            post(f"{ADMIN_PATH}/queue/delayed/delete"),
+            post(f"{ADMIN_PATH}/drill/start"),
+            post(f"{ADMIN_PATH}/drill/stop"),
         )
         for name, status, kwargs in [
             ("no content type", 415, {"raw": "{}", "content_type": None}),
@@ -316,6 +362,7 @@ CASES: list[Bad] = [
         for endpoint in (
             get(f"{ADMIN_PATH}/queue/dead"),
             get(f"{ADMIN_PATH}/queue/invalid"),
+            get(f"{ADMIN_PATH}/queue/delayed"),
             get(f"{ADMIN_PATH}/audit"),
         )
         for name, query in [
@@ -338,7 +385,11 @@ CASES: list[Bad] = [
     ],
     *method_only(get(f"{ADMIN_PATH}/queue/dead")),
     *method_only(get(f"{ADMIN_PATH}/queue/invalid")),
+    *method_only(get(f"{ADMIN_PATH}/queue/delayed")),
+    *method_only(get(f"{ADMIN_PATH}/drill")),
     *method_only(get(f"{ADMIN_PATH}/audit")),
+    *method_only(get("/")),
+    *method_only(get("/favicon.ico")),
     *method_only(get("/healthz")),
     *method_only(get("/readyz")),
     *method_only(get("/healthz/workers")),
@@ -393,6 +444,10 @@ def test_bad_input_is_refused_and_changes_nothing(
     if case.content_type is not None and "data" in kwargs:
         kwargs["content_type"] = case.content_type
     response = client.open(case.url or path, method=case.method or method, **kwargs)
+    if case.page:
+        assert (response.status_code, response.mimetype) == (case.status, "text/html")
+        assert (world.snapshot(), redis_state(redis_client)) == before
+        return
     body = json_body(response)
     assert response.status_code == case.status, body
     assert body["code"] == case.code

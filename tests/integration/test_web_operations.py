@@ -175,7 +175,12 @@ def test_cli_queue_commands(
 
     stats = runner.invoke(args=["queue", "stats"])
     assert stats.exit_code == 0, stats.output
-    assert stats.output.split("\n")[1].split() == ["0", "0", "0", "2", "1"]
+    lines = stats.output.strip().split("\n")
+    assert lines[0].split() == ["queue", "queued", "delayed", "in_flight", "dead", "invalid"]
+    assert [line.split() for line in lines[1:]] == [
+        ["report", "0", "0", "0", "2", "1"],
+        ["admin", "0", "0", "0", "0", "0"],
+    ]
 
     dead = runner.invoke(args=["queue", "dead"])
     assert dead.exit_code == 0, dead.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlsplit
@@ -10,6 +11,7 @@ import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
+from itsdangerous import TimestampSigner
 from sqlalchemy import Engine, text
 
 from services.config import Settings
@@ -20,6 +22,7 @@ from tests.support.envelope import data, error
 from tests.support.records import RecordSpec
 from tests.support.reports import insert_report, levelled_scores
 from web import create_app
+from web.report_page import LINK_MAX_AGE_S
 
 Headers = Callable[[int], dict[str, str]]
 ALICE, BOB = 1001, 2002
@@ -293,6 +296,31 @@ def test_the_page_is_the_owners_only(
     )
     assert client.get(f"/reports/{bobs}", headers=user_headers(ALICE)).status_code == 404
     assert client.get(f"/reports/{2**63}", headers=user_headers(ALICE)).status_code == 404
+
+
+def test_an_expired_or_broken_link_is_a_page_that_says_what_to_do(
+    client: FlaskClient,
+    user_headers: Headers,
+    records: Records,
+    engine: Engine,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mine = completed_record(records, engine)
+    # A link handed out a week and a minute ago: the product's own signing, its clock set back.
+    signed_at = int(time.time()) - LINK_MAX_AGE_S - 60
+    with monkeypatch.context() as m:
+        m.setattr(TimestampSigner, "get_timestamp", lambda self: signed_at)
+        old = parse_qs(urlsplit(page_url(client, user_headers(ALICE), mine)).query)["s"][0]
+    for query in ({"s": old}, {"s": old[:-3] + "xyz"}, {}):
+        response = client.get(f"/reports/{mine}", query_string=query)
+        assert response.status_code == 401
+        assert response.mimetype == "text/html"  # a page a reader understands, not JSON
+        page = response.get_data(as_text=True)
+        assert "报告链接无效或已过期" in page
+        assert "重新打开报告" in page
+        assert response.headers["Cache-Control"] == "private, no-store"
+    missing = client.get(f"/reports/{2**63}", headers=user_headers(ALICE))
+    assert (missing.status_code, missing.mimetype) == (404, "text/html")
 
 
 @pytest.mark.parametrize(

@@ -145,10 +145,17 @@ class RunStack:
         return servers.pids_with_env("MI_STACK_STATE", str(self.state))
 
     def supervisor(self) -> Any:
-        """supervisord's XML-RPC interface (`supervisorctl` speaks it) on the state folder's socket."""
+        """supervisord's XML-RPC interface (`supervisorctl` speaks it) on the state folder's socket,
+        with the credentials of its configuration's [supervisorctl] section, as supervisorctl."""
+        import configparser
+
         from supervisor.xmlrpc import SupervisorTransport
 
-        transport = SupervisorTransport(None, None, f"unix://{self.state / 'supervisor.sock'}")
+        conf = configparser.RawConfigParser()
+        conf.read(self.state / "supervisord.conf")
+        user = conf.get("supervisorctl", "username", fallback=None)
+        password = conf.get("supervisorctl", "password", fallback=None)
+        transport = SupervisorTransport(user, password, f"unix://{self.state / 'supervisor.sock'}")
         return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport).supervisor
 
     def info(self, name: str) -> dict[str, Any]:

@@ -24,7 +24,9 @@ Modules:
 - `burst.py`: users submitting in threads;
 - `topologies.py`: each topology's environment and the moments the servers' logs record;
 - `process_logs.py`: the error lines of the processes' logs, with their times;
-- `test_topology.py`: the matrix (embedded, external, PgBouncer, Sentinel, Cluster).
+- `test_topology.py`: the matrix (embedded, external, PgBouncer, Sentinel, Cluster);
+- `test_fresh_machine.py`: `make test`'s start on a new machine (no servers, or servers
+  without the test databases), in a network namespace of its own.
 
 Run just the matrix with `make pytest PYTEST_ARGS="tests/system -k topology"`. Every
 test here is marked `slow` (it mostly waits for processes) and runs in `make test`.

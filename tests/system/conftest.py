@@ -23,12 +23,6 @@ CLUSTER_NODE_TIMEOUT_MS = 2_000
 StartStack = Callable[[dict[str, str]], ShippedStack]
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if "/system/" in str(item.path):
-            item.add_marker(pytest.mark.system)
-
-
 @pytest.fixture
 def test_database(settings: Settings, engine: Engine) -> Iterator[str]:
     """The test database (migrated, questionnaire seeded), emptied of records before and after."""

@@ -39,7 +39,7 @@ from tests.system.shipped import Answer, ShippedStack, Submission
 from tests.system.topologies import CLUSTER_TAKEOVER, SWITCH_MASTER, first_after
 from web.redis_guard import RedisGuard
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.timeout(900)]
 
 #: Submissions of a burst without a failover.
 RECORDS = 40

@@ -9,9 +9,15 @@ from importlib import resources
 import pytest
 
 from actors.broker import DEAD_MARK, DELAYED_PREFIX_LEN
-from actors.broker.scripts import Scripts, source
+from actors.broker.scripts import Scripts, script_names, source
 
-SCRIPTS = sorted(Scripts.__dataclass_fields__)
+#: Every script file: the broker's own (`Scripts`) and those of the operators' and producers'
+#: classes (dead letters, delayed messages, job index).
+SCRIPTS = script_names()
+
+
+def test_the_broker_registers_scripts_of_the_package() -> None:
+    assert set(Scripts.__dataclass_fields__) <= set(SCRIPTS)
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -43,3 +49,6 @@ def test_the_lua_literals_match_the_python_constants() -> None:
     assert f"'{DEAD_MARK}'" in source("clear_dead_marks")
     assert f"'{DEAD_MARK}'" in source("fetch")  # through the _index prologue
     assert f"string.sub(m, {DELAYED_PREFIX_LEN + 1})" in source("promote")
+    assert f"string.sub(ARGV[i], {DELAYED_PREFIX_LEN + 1})" in source("release_delayed")
+    assert f"string.sub(m, {DELAYED_PREFIX_LEN + 1})" in source("remove_delayed")
+    assert f"'{DEAD_MARK}'" in source("remove_delayed")

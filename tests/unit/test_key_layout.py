@@ -11,11 +11,11 @@ from redis.crc import key_slot
 
 from actors.adapters.keys import AutosaveKeys, Keyspace, family_prefix
 from actors.broker.keys import HEARTBEATS_KEY, QueueKeys, owner_of_processing, queue_key
-from actors.broker.scripts import Scripts, source
+from actors.broker.scripts import script_names, source
 from services.config import Settings
 from services.errors import ConfigError
 
-SCRIPTS = sorted(Scripts.__dataclass_fields__)
+SCRIPTS = script_names()
 
 
 def queue_family(keys: QueueKeys) -> list[str]:

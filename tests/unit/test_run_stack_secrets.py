@@ -5,7 +5,6 @@ apart from its own."""
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -60,13 +59,3 @@ def test_the_stack_file_carrying_the_passwords_is_private(state: Path) -> None:
 )
 def test_log_lines_hide_passwords(url: str, shown: str) -> None:
     assert run_stack.redacted(url) == shown
-
-
-def test_a_web_port_held_by_another_process_is_not_taken_for_the_stacks(state: Path) -> None:
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        port = listener.getsockname()[1]
-        assert run_stack.web_port_owner(port) == "none"  # bound, not listening
-        listener.listen()
-        # This test process does not carry the stack's marker: someone else's listener.
-        assert run_stack.web_port_owner(port) == "other"

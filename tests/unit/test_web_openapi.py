@@ -10,7 +10,7 @@ import openapi_spec_validator
 import pytest
 
 from actors.adapters import QueueFigures
-from services import opsmodel, regeneration_tasks, views
+from services import drill, opsmodel, regeneration_tasks, views
 from tests.unit.web_unit_support import make_app, routes
 from web.jsonify import camel_case
 from web.openapi import document
@@ -34,13 +34,16 @@ VIEW_SCHEMAS: dict[str, type] = {
     "AdminRecord": views.AdminRecordRow,
     "AdminRecordPage": views.Page,
     "BatchRegenerateResult": views.BatchRegenerateResult,
-    "QueueStats": QueueFigures,
+    "QueueFigures": QueueFigures,
     "SaveAnswersResult": views.SaveAnswersResult,
     "Event": views.EventView,
     "EventPage": views.Page,
     "ItemOutcome": opsmodel.ItemOutcome,
     "DeadLetter": opsmodel.DeadLetter,
     "DeadLetterPage": opsmodel.Page,
+    "DelayedRetry": opsmodel.DelayedRetry,
+    "DelayedRetryPage": opsmodel.Page,
+    "DrilledRecord": drill.DrilledRecord,
     "InvalidPayload": opsmodel.InvalidPayload,
     "InvalidPayloadPage": opsmodel.Page,
     "AuditEntry": opsmodel.AuditEntry,

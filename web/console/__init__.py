@@ -3,9 +3,11 @@
 Flask + Jinja, a small hand-written style sheet, no JavaScript build. Sign-in with an
 admin token (signin.py), then: the overview (queue figures, processes, throughput),
 records (filter, batch and single regenerate), a record's detail (answers, report, event
-timeline), dead letters (requeue, delete), invalid payloads (view, delete, purge) and the
-audit trail. Every action calls the same service function as the admin API and the CLI,
-audited with the signed-in admin as the actor.
+timeline), delayed retries (retry now, delete), dead letters (requeue, delete), invalid
+payloads (view, delete, purge), the audit trail and the fault drill. Every signed-in
+page carries the alarm banner (no worker or hotpath alive, a queue waiting too long).
+Every action calls the same service function as the admin API and the CLI, audited with
+the signed-in admin as the actor.
 """
 
 from __future__ import annotations
@@ -14,16 +16,28 @@ from datetime import timedelta
 
 from flask import Flask
 
-from web.console import audit, context, deadletters, errors, overview, records, signin
+from web.console import (
+    audit,
+    context,
+    deadletters,
+    delayed,
+    drill,
+    errors,
+    headers,
+    overview,
+    records,
+    sessions,
+    signin,
+)
 from web.console.blueprint import bp, csrf
 
 __all__ = ["init_app"]
 
 #: A console session lasts a working day; then the admin signs in again.
-SESSION_LIFETIME = timedelta(hours=8)
+SESSION_LIFETIME = timedelta(seconds=sessions.LIFETIME_S)
 
 # The modules register their views on `bp` when imported.
-_VIEWS = (audit, context, deadletters, errors, overview, records, signin)
+_VIEWS = (audit, context, deadletters, delayed, drill, errors, overview, records, signin)
 
 
 def init_app(app: Flask, *, production: bool) -> None:
@@ -42,3 +56,4 @@ def init_app(app: Flask, *, production: bool) -> None:
     )
     csrf.init_app(app)
     app.register_blueprint(bp)
+    headers.install(app)

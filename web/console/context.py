@@ -2,23 +2,41 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 
+import redis
 from flask import g
 
+from actors.adapters.pipeline_health import Alarm, PipelineHealth, read_health
 from services.events import EventType
 from web.console.blueprint import bp
-from web.console.display import admin_timezone, duration, local_time
+from web.console.display import (
+    admin_timezone,
+    audit_detail_words,
+    doing_words,
+    duration,
+    local_time,
+    value_words,
+)
 from web.deps import current
+
+log = logging.getLogger(__name__)
 
 #: The navigation bar: endpoint and label, in the order shown.
 NAVIGATION = (
     ("console.overview", "总览"),
     ("console.records", "测评记录"),
+    ("console.delayed_retries", "延迟重试"),
     ("console.dead_letters", "死信队列"),
     ("console.invalid_payloads", "无效消息"),
     ("console.audit", "操作审计"),
+    ("console.drill_page", "故障演练"),
+)
+#: The alarm when the figures cannot be read at all.
+REDIS_DOWN_ALARM = Alarm(
+    "redis_down", "无法读取队列和进程状态（Redis 不可用）：任务无法入队，也无法生成报告。"
 )
 #: An item's outcome of a batch action (services/opsmodel.py), in words.
 OUTCOME_NAMES = {
@@ -28,7 +46,7 @@ OUTCOME_NAMES = {
     "skipped": "已跳过",
 }
 #: An audit entry's outcome, in words.
-OUTCOME_WORDS = {"ok": "成功", "partial": "部分成功", "failed": "失败"}
+OUTCOME_WORDS = {"ok": "成功", "partial": "部分成功", "failed": "失败", "started": "已开始（结果未记录）"}
 
 
 #: The event log's types in the words of the record's timeline.
@@ -54,6 +72,10 @@ EVENT_DATA_NAMES = {
     "statusSet": "已置为生成失败",
     "batch": "批量",
     "requested": "请求数",
+    "enqueued": "已加入生成队列",
+    "reason": "原因",
+    "questionIds": "题目",
+    "answeredCount": "已答题数",
 }
 
 #: The process registry's kinds (actors/adapters/liveness.py).
@@ -61,8 +83,42 @@ PROCESS_KINDS = {
     "worker": "报告生成 worker",
     "hotpath": "热路径 hotpath",
     "reconciler": "对账 reconciler",
-    "web": "Web",
+    "web": "Web 服务",
 }
+#: The process states (actors/adapters/liveness.py), in words.
+STATE_WORDS = {"alive": "运行中", "gone": "已失联", "stopped": "已停止"}
+#: The event data's values the timeline shows in words.
+REASON_WORDS = {"no job alive in Redis": "Redis 中没有该记录的任务"}
+
+
+def pipeline_health() -> PipelineHealth | None:
+    """Queues, processes and alarms, read once per request (the banner and the overview
+    share it); None while Redis cannot be read."""
+    if "pipeline_health" not in g:
+        deps = current()
+        try:
+            g.pipeline_health = read_health(
+                deps.redis, deps.keys, oldest_job_s=deps.settings.alarm_oldest_job_s
+            )
+        except redis.RedisError as exc:
+            log.warning("console: queue figures and processes unavailable: %s", exc)
+            g.pipeline_health = None
+    health: PipelineHealth | None = g.pipeline_health
+    return health
+
+
+def alarms() -> list[Alarm]:
+    """What the banner of every signed-in page says (nothing on the sign-in page)."""
+    if g.get("console_admin") is None:
+        return []
+    health = pipeline_health()
+    return [REDIS_DOWN_ALARM] if health is None else health.alarms
+
+
+def _data_value(value: object) -> str:
+    if isinstance(value, str) and value in REASON_WORDS:
+        return REASON_WORDS[value]
+    return value_words(value)
 
 
 @bp.context_processor
@@ -74,11 +130,16 @@ def console_context() -> dict[str, Any]:
 
     return {
         "admin": g.get("console_admin"),
+        "alarms": alarms,
         "navigation": NAVIGATION,
         "fmt_time": fmt_time,
         "fmt_duration": duration,
         "tz_name": str(tz),
         "process_kinds": PROCESS_KINDS,
+        "state_words": STATE_WORDS,
+        "doing_words": doing_words,
+        "value_words": _data_value,
+        "audit_detail": lambda detail: audit_detail_words(detail, tz),
         "event_data_names": EVENT_DATA_NAMES,
         "outcome_names": OUTCOME_NAMES,
         "outcome_words": OUTCOME_WORDS,

@@ -18,16 +18,18 @@ PAGE_SIZE = 50
 #: Most handles one form may carry (a page shows `PAGE_SIZE`).
 MAX_SELECTED = 500
 MSG_NOTHING_SELECTED = "请先勾选要处理的条目"
+#: A quarantined payload longer than this shows its start, the rest behind a "全部" toggle.
+PREVIEW_CHARS = 300
 
 
-def _page_number() -> int:
+def page_number() -> int:
     try:
         return max(1, min(int(request.args.get("page", "1")), 10_000))
     except ValueError:
         return 1
 
 
-def _selected() -> list[str]:
+def selected() -> list[str]:
     """The handle of a row's own button, else the ticked boxes."""
     one = request.form.get("one", "").strip()
     if one:
@@ -37,12 +39,12 @@ def _selected() -> list[str]:
 
 @bp.get("/dead")
 def dead_letters() -> str:
-    page = _page_number()
+    page = page_number()
     letters = operations.list_dead_letters(queue_operations(), offset=(page - 1) * PAGE_SIZE, limit=PAGE_SIZE)
     return render_template("console/dead.html", letters=letters, page=page, page_size=PAGE_SIZE)
 
 
-def _outcomes(title: str, items: object, id_label: str, back: str) -> str:
+def outcomes_page(title: str, items: object, id_label: str, back: str) -> str:
     """The page of a batch action's outcome per item, with a way back to `back` (an endpoint)."""
     return render_template(
         "console/outcomes.html", title=title, items=items, id_label=id_label, back=url_for(back)
@@ -52,39 +54,41 @@ def _outcomes(title: str, items: object, id_label: str, back: str) -> str:
 @bp.post("/dead/requeue")
 def requeue_dead() -> ResponseReturnValue:
     everything = request.form.get("all") == "1"
-    handles = None if everything else _selected()
+    handles = None if everything else selected()
     if handles == []:
         flash(MSG_NOTHING_SELECTED, "error")
         return redirect(url_for("console.dead_letters"))
     items = operations.requeue_dead_letters(new_uow(), queue_operations(), audit_log(), actor(), handles)
-    return _outcomes("死信重新入队结果", items, "死信", "console.dead_letters")
+    return outcomes_page("死信重新入队结果", items, "死信", "console.dead_letters")
 
 
 @bp.post("/dead/delete")
 def delete_dead() -> ResponseReturnValue:
-    handles = _selected()
+    handles = selected()
     if not handles:
         flash(MSG_NOTHING_SELECTED, "error")
         return redirect(url_for("console.dead_letters"))
     items = operations.delete_dead_letters(queue_operations(), audit_log(), actor(), handles)
-    return _outcomes("删除死信结果", items, "死信", "console.dead_letters")
+    return outcomes_page("删除死信结果", items, "死信", "console.dead_letters")
 
 
 @bp.get("/invalid")
 def invalid_payloads() -> str:
-    page = _page_number()
+    page = page_number()
     payloads = operations.list_invalid(queue_operations(), offset=(page - 1) * PAGE_SIZE, limit=PAGE_SIZE)
-    return render_template("console/invalid.html", payloads=payloads, page=page, page_size=PAGE_SIZE)
+    return render_template(
+        "console/invalid.html", payloads=payloads, page=page, page_size=PAGE_SIZE, preview_chars=PREVIEW_CHARS
+    )
 
 
 @bp.post("/invalid/delete")
 def delete_invalid() -> ResponseReturnValue:
-    keys = _selected()
+    keys = selected()
     if not keys:
         flash(MSG_NOTHING_SELECTED, "error")
         return redirect(url_for("console.invalid_payloads"))
     items = operations.delete_invalid(queue_operations(), audit_log(), actor(), keys)
-    return _outcomes("删除无效消息结果", items, "无效消息", "console.invalid_payloads")
+    return outcomes_page("删除无效消息结果", items, "无效消息", "console.invalid_payloads")
 
 
 @bp.post("/invalid/purge")

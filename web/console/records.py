@@ -9,7 +9,6 @@ zone: "from 2026-12-01 to 2026-12-01" is that whole day there.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date
 from typing import Any
 
 from flask import flash, redirect, render_template, request, url_for
@@ -25,7 +24,7 @@ from services.status import REGENERATABLE, STATUS_TEXT, RecordStatus
 from services.views import RecordFilter
 from web.console.acting import actor
 from web.console.blueprint import bp
-from web.console.display import admin_timezone, day_after, day_start
+from web.console.display import admin_timezone, day_after, day_start, parse_day
 from web.deps import audit_log, current, new_uow, queue_operations, report_queue, task_store
 from web.events import log_event, log_events
 from web.report_page import dimensions_chart
@@ -68,13 +67,6 @@ def _int(text: str, low: int, high: int) -> int | None:
     return value if low <= value <= high else None
 
 
-def _day(text: str) -> date | None:
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        return None
-
-
 def read_query(args: MultiDict[str, str]) -> RecordQuery:
     tz = admin_timezone(current().settings)
     query = RecordQuery(
@@ -95,13 +87,13 @@ def read_query(args: MultiDict[str, str]) -> RecordQuery:
         if user_id is None:
             query.problems.append(f"用户ID“{query.user}”必须是正整数，已忽略")
     if query.date_from:
-        day = _day(query.date_from)
+        day = parse_day(query.date_from)
         if day is None:
             query.problems.append(f"开始日期“{query.date_from}”无效（格式 2026-12-01），已忽略")
         else:
             created_from = day_start(day, tz)
     if query.date_to:
-        day = _day(query.date_to)
+        day = parse_day(query.date_to)
         if day is None:
             query.problems.append(f"结束日期“{query.date_to}”无效（格式 2026-12-01），已忽略")
         else:
@@ -131,7 +123,9 @@ def records() -> str:
 def _back_to_list() -> str:
     """The list the admin came from (its filters kept), from the form's hidden field."""
     back = request.form.get("back", "")
-    return back if back.startswith(url_for("console.records")) else url_for("console.records")
+    if back.isprintable() and back.startswith(url_for("console.records") + "?"):
+        return back
+    return url_for("console.records")
 
 
 @bp.post("/records/<int:record_id>/regenerate")
@@ -182,6 +176,10 @@ def regenerate_failed() -> WerkzeugResponse:
             actor=actor(),
             audit=audit_log(),
         )
+    except regeneration_tasks.TaskAlreadyActive as exc:
+        # Clicked twice, or by two admins: the one task already on its way is the answer.
+        flash("生成失败记录的重新生成任务已在进行，以下是它的进度", "info")
+        return redirect(url_for("console.task", task_id=exc.task_id))
     except ServiceError as exc:
         flash(f"未能开始重新生成：{exc.message}", "error")
         return redirect(_back_to_list())

@@ -1,47 +1,64 @@
-"""Who may use the console: sign-in with an admin token, a session cookie, sign-out.
+"""Who may use the console: sign-in with an admin token, a server-side session, sign-out.
 
-The session (Flask's signed cookie, HttpOnly, SameSite=Lax, Secure in production) holds
-the token's fingerprint, never the token: each request checks that the fingerprint is
-still one of ADMIN_TOKENS, so removing a token from the configuration signs its sessions
-out. Anonymous visitors of a page are sent to the sign-in page; a form post without a
-session is 401; a user token (the mini-program's credential) is 403 everywhere here.
+The session lives in Redis (web/console/sessions.py); Flask's signed cookie (HttpOnly,
+SameSite=Lax, Secure in production) only names it. Each request reads it back and checks
+that its token's fingerprint is still one of ADMIN_TOKENS: signing out, or removing the
+token from the configuration, ends it at once. Anonymous visitors of a page are sent to
+the sign-in page; a form post without a session is 401; a user token (the mini-program's
+credential) is 403 everywhere here.
 
-Sign-in compares in constant time (web/auth.py) and counts failures per client address
-in Redis: after `MAX_FAILURES` within `FAILURE_WINDOW_S` that address is refused until
-the window passes. If Redis is down the count is skipped (the comparison stays
-constant-time), so an outage of the queue does not lock the operators out.
+Sign-in compares in constant time (web/auth.py), refuses a name the audit could not
+show as it is (services.limits.admin_name: printable, at most 32 characters, no control
+or bidi character) before anything else, and is limited per client address and per
+credential with a growing wait (web/console/limits.py, one Lua step in Redis). Without
+Redis there is no session store and no limit: sign-in answers 503.
 """
 
 from __future__ import annotations
 
 import logging
-import time
+import math
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import redis
-from flask import abort, flash, g, redirect, render_template, request, session, url_for
+from flask import (
+    abort,
+    current_app,
+    flash,
+    g,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from flask.typing import ResponseReturnValue
 from werkzeug.wrappers import Response as WerkzeugResponse
 
+from services.limits import MAX_ADMIN_NAME_LENGTH, admin_name
 from web.auth import bearer_token, is_admin_token, token_fingerprint, verify_user_token
 from web.console.blueprint import bp, csrf
-from web.deps import current, redis_client
+from web.console.devices import device_fingerprint, remember_device
+from web.console.limits import SigninLimiter
+from web.console.sessions import SessionStore
+from web.deps import current, keyspace, redis_client
 
 log = logging.getLogger(__name__)
 
 #: Endpoints open without a session: the sign-in page and the style sheet it uses.
 PUBLIC_ENDPOINTS = frozenset({"console.sign_in", "console.static"})
-#: Failed sign-ins allowed per client address within the window.
-MAX_FAILURES = 10
-FAILURE_WINDOW_S = 300
-FAILURES_KEY_PREFIX = "console:signin:failures:"
 #: Longest name an admin may give themselves for the audit.
-MAX_NAME_LENGTH = 32
+MAX_NAME_LENGTH = MAX_ADMIN_NAME_LENGTH
+#: What the audit calls an admin who gave no name.
+DEFAULT_NAME = "管理员"
+#: The Flask session's key naming the server-side session.
+SESSION_ID = "sid"
 
 MSG_BAD_TOKEN = "管理员凭证无效"  # noqa: S105 - a message, not a secret
 MSG_USER_TOKEN = "用户凭证不能用于管理后台"  # noqa: S105 - a message, not a secret
-MSG_TOO_MANY = "登录失败次数过多，请稍后再试"
+MSG_TOO_MANY = "登录尝试过于频繁，请 {seconds} 秒后再试"
+MSG_BAD_NAME = f"称呼须为 1 到 {MAX_NAME_LENGTH} 个可显示的字符，不能含控制字符或文字方向控制符"
 MSG_DISABLED = "管理后台未启用：服务端未配置 ADMIN_TOKENS 或 SECRET_KEY"
 MSG_SIGNED_OUT = "已退出登录"
 
@@ -54,15 +71,21 @@ class ConsoleAdmin:
     fingerprint: str
 
 
+def session_store() -> SessionStore:
+    return SessionStore(redis_client(), keyspace().console)
+
+
 def signed_in_admin() -> ConsoleAdmin | None:
-    """The admin of this session if their token is still configured, else None."""
-    fingerprint = session.get("admin")
-    name = session.get("name")
-    if not isinstance(fingerprint, str) or not isinstance(name, str):
+    """The admin of this request's live session if their token is still configured, else None."""
+    session_id = session.get(SESSION_ID)
+    if not isinstance(session_id, str):
         return None
-    if fingerprint not in {token_fingerprint(t) for t in current().settings.admin_tokens}:
+    stored = session_store().get(session_id)
+    if stored is None:
         return None
-    return ConsoleAdmin(name=name, fingerprint=fingerprint)
+    if stored.fingerprint not in {token_fingerprint(t) for t in current().settings.admin_tokens}:
+        return None
+    return ConsoleAdmin(name=stored.name, fingerprint=stored.fingerprint)
 
 
 def console_admin() -> ConsoleAdmin:
@@ -99,9 +122,10 @@ def guard() -> WerkzeugResponse | None:
 
 
 def _safe_next(target: str | None) -> str:
-    """Only a path of this console: an open redirect would make the sign-in page a phishing aid."""
+    """Only a path of this console: an open redirect would make the sign-in page a phishing
+    aid, and a control character (CR LF) would not fit in a Location header."""
     default = url_for("console.overview")
-    if not target:
+    if not target or not target.isprintable() or "\\" in target:
         return default
     parts = urlsplit(target)
     if parts.scheme or parts.netloc or not parts.path.startswith(bp.url_prefix or "/admin"):
@@ -109,26 +133,22 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
-def _failures_key() -> str:
-    return FAILURES_KEY_PREFIX + (request.remote_addr or "unknown")
+def _attempt_bucket() -> tuple[str, bool]:
+    """Where this attempt is counted: its credential's bucket for a browser holding a device
+    cookie of a token still configured, else its address's; and whether it is a credential's."""
+    keys = keyspace().console
+    settings = current().settings
+    fingerprint = device_fingerprint(settings.secret_key)
+    if fingerprint is not None and fingerprint in {token_fingerprint(t) for t in settings.admin_tokens}:
+        return keys.signin_credential(fingerprint), True
+    return keys.signin_address(request.remote_addr or "unknown"), False
 
 
-def _too_many_failures() -> bool:
-    try:
-        count = redis_client().get(_failures_key())
-    except redis.RedisError:
-        return False
-    return count is not None and int(count) >= MAX_FAILURES
-
-
-def _count_failure() -> None:
-    try:
-        pipe = redis_client().pipeline()
-        pipe.incr(_failures_key())
-        pipe.expire(_failures_key(), FAILURE_WINDOW_S, nx=True)
-        pipe.execute()
-    except redis.RedisError:
-        log.warning("could not count a failed console sign-in (Redis unavailable)")
+def _login_page(
+    status: int, *, error: str, next_url: str, name: str, headers: dict[str, str] | None = None
+) -> ResponseReturnValue:
+    body = render_template("console/login.html", error=error, next=next_url, name=name)
+    return body, status, headers or {}
 
 
 @bp.route("/login", methods=["GET", "POST"])
@@ -140,29 +160,55 @@ def sign_in() -> ResponseReturnValue:
             return redirect(next_url)
         return render_template("console/login.html", error=None, next=next_url)
     token = request.form.get("token", "").strip()
-    name = " ".join(request.form.get("name", "").split())[:MAX_NAME_LENGTH] or "管理员"
-    error: str | None = None
-    if _too_many_failures():
-        error = MSG_TOO_MANY
-    elif not is_admin_token(settings.admin_tokens, token):
-        _count_failure()
+    typed_name = request.form.get("name", "")
+    name = admin_name(typed_name)
+    if name is None:
+        # Not a guess: refused before the limit counts it, and nothing of it is echoed back.
+        return _login_page(400, error=MSG_BAD_NAME, next_url=next_url, name="")
+    name = name or DEFAULT_NAME
+    bucket, per_credential = _attempt_bucket()
+    limiter = SigninLimiter(redis_client())
+    admission = limiter.admit(bucket)
+    if not admission.allowed:
+        seconds = max(1, math.ceil(admission.retry_after_s))
+        log.warning(
+            "console sign-in from %s refused unevaluated: retry in %d s", request.remote_addr, seconds
+        )
+        return _login_page(
+            429,
+            error=MSG_TOO_MANY.format(seconds=seconds),
+            next_url=next_url,
+            name=name,
+            headers={"Retry-After": str(seconds)},
+        )
+    if not is_admin_token(settings.admin_tokens, token):
         is_user = bool(token) and verify_user_token(settings.secret_key, token) is not None
-        error = MSG_USER_TOKEN if is_user else MSG_BAD_TOKEN
         log.warning("console sign-in refused from %s", request.remote_addr)
-    if error is not None:
-        return render_template("console/login.html", error=error, next=next_url, name=name), 401
+        return _login_page(
+            401, error=MSG_USER_TOKEN if is_user else MSG_BAD_TOKEN, next_url=next_url, name=name
+        )
+    fingerprint = token_fingerprint(token)
+    if per_credential:
+        limiter.reset(bucket)
     # A new session: nothing of an earlier one (or of a planted cookie) carries over.
+    previous = session.get(SESSION_ID)
+    if isinstance(previous, str):
+        session_store().end(previous)
     session.clear()
     session.permanent = True
-    session["admin"] = token_fingerprint(token)
-    session["name"] = name
-    session["since"] = int(time.time())
-    log.info("console sign-in of %r with admin token %s", name, session["admin"])
-    return redirect(next_url)
+    session[SESSION_ID] = session_store().create(fingerprint, name)
+    log.info("console sign-in of %r with admin token %s", name, fingerprint)
+    response = make_response(redirect(next_url))
+    secure = bool(current_app.config.get("SESSION_COOKIE_SECURE"))
+    remember_device(response, settings.secret_key, fingerprint, secure=secure)
+    return response
 
 
 @bp.post("/logout")
 def sign_out() -> WerkzeugResponse:
+    session_id = session.get(SESSION_ID)
+    if isinstance(session_id, str):
+        session_store().end(session_id)
     session.clear()
     flash(MSG_SIGNED_OUT, "info")
     return redirect(url_for("console.sign_in"))

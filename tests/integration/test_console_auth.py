@@ -1,22 +1,48 @@
-"""The admin console's door: sign-in, the session cookie, CSRF, and every route of the URL map
-refused to the anonymous and to user tokens (no servers: the unit app's Redis and database
-are a closed port, and nothing here gets past the guard to them)."""
+"""The admin console's door: sign-in, the session cookie and its server-side session, CSRF, and
+every route of the URL map refused to the anonymous and to user tokens (on the real Redis,
+which holds the sessions and the sign-in limit; the database is not needed to get past the
+guard)."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
+import redis
 from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.routing import Rule
 
+from actors.adapters.keys import Keyspace
+from services.config import Settings
 from tests.unit.web_unit_support import ADMIN_AUTH, ADMIN_TOKEN, UNIT_SETTINGS, bearer, make_app, user_auth
 from web import create_app
 from web.auth import token_fingerprint
 from web.console.signin import MSG_BAD_TOKEN, MSG_USER_TOKEN
 
+#: Only to list the URL map (no request reaches a server through it).
 APP = make_app()
+SECOND_TOKEN = "second-admin-token"
+#: Closed consoles answer before any server is asked: the unit app (closed ports) shows it.
+APP_WITHOUT = {"secret_key": make_app(secret_key=""), "admin_tokens": make_app(admin_tokens=())}
+
+
+@pytest.fixture
+def app(settings: Settings, redis_client: redis.Redis) -> Flask:
+    """The console on the real Redis, with two admin tokens."""
+    return real_app(settings, redis_client)
+
+
+def real_app(settings: Settings, client: redis.Redis, **overrides: object) -> Flask:
+    # The unit settings' key: user_auth() signs the user tokens with it.
+    changes: dict[str, object] = {
+        "admin_tokens": (ADMIN_TOKEN, SECOND_TOKEN),
+        "secret_key": UNIT_SETTINGS.secret_key,
+        **overrides,
+    }
+    return create_app(settings.with_overrides(**changes), redis_client=client)
+
+
 #: Open without a session, by design: the sign-in page and its style sheet.
 PUBLIC_ENDPOINTS = {"console.sign_in", "console.static"}
 IMPLICIT_METHODS = {"HEAD", "OPTIONS"}
@@ -63,8 +89,10 @@ def test_the_console_has_its_pages_and_forms() -> None:
 
 
 @pytest.mark.parametrize(("endpoint", "path", "method"), GUARDED)
-def test_anonymous_pages_redirect_to_sign_in_and_forms_get_401(endpoint: str, path: str, method: str) -> None:
-    response = APP.test_client().open(path, method=method)
+def test_anonymous_pages_redirect_to_sign_in_and_forms_get_401(
+    endpoint: str, path: str, method: str, app: Flask
+) -> None:
+    response = app.test_client().open(path, method=method)
     if method == "GET":
         assert response.status_code == 302, endpoint
         assert response.headers["Location"].startswith("/admin/login?next=")
@@ -74,60 +102,74 @@ def test_anonymous_pages_redirect_to_sign_in_and_forms_get_401(endpoint: str, pa
 
 
 @pytest.mark.parametrize(("endpoint", "path", "method"), console_routes())
-def test_a_user_token_is_refused_everywhere(endpoint: str, path: str, method: str) -> None:
-    response = APP.test_client().open(path, method=method, headers=user_auth())
+def test_a_user_token_is_refused_everywhere(endpoint: str, path: str, method: str, app: Flask) -> None:
+    response = app.test_client().open(path, method=method, headers=user_auth())
     assert response.status_code == 403, endpoint
     assert MSG_USER_TOKEN in response.get_data(as_text=True)
 
 
 @pytest.mark.parametrize(("endpoint", "path", "method"), GUARDED)
-def test_an_admin_bearer_token_is_not_a_session(endpoint: str, path: str, method: str) -> None:
+def test_an_admin_bearer_token_is_not_a_session(endpoint: str, path: str, method: str, app: Flask) -> None:
     """The console takes its session only: a header would bypass the sign-in and its CSRF."""
-    response = APP.test_client().open(path, method=method, headers=ADMIN_AUTH)
+    response = app.test_client().open(path, method=method, headers=ADMIN_AUTH)
     assert response.status_code == (302 if method == "GET" else 401), endpoint
 
 
-def test_sign_in_sets_a_hardened_session_cookie_without_the_token() -> None:
-    client = APP.test_client()
+def test_sign_in_sets_a_hardened_session_cookie_without_the_token(
+    app: Flask, redis_client: redis.Redis
+) -> None:
+    client = app.test_client()
     response = client.post(
         "/admin/login", data={"token": ADMIN_TOKEN, "name": "张三", "csrf_token": csrf_token(client)}
     )
     assert response.status_code == 302
     assert response.headers["Location"] == "/admin/"
-    cookie = response.headers["Set-Cookie"]
-    assert cookie.startswith("mi_admin_session=")
+    (cookie,) = [c for c in response.headers.getlist("Set-Cookie") if c.startswith("mi_admin_session=")]
     assert "HttpOnly" in cookie
     assert "SameSite=Lax" in cookie
     assert "Path=/admin" in cookie
     assert "Secure" not in cookie  # development: plain HTTP on 127.0.0.1
     assert ADMIN_TOKEN not in cookie
+    # The cookie names a session; the session itself (who, which token) is in Redis.
     with client.session_transaction("/admin/") as session:
-        assert session["admin"] == token_fingerprint(ADMIN_TOKEN)
-        assert session["name"] == "张三"
+        assert set(session) >= {"sid"}
+        assert "admin" not in session
+    (key,) = redis_client.keys(Keyspace.of().console.session("*"))
+    stored = redis_client.hgetall(key)
+    assert stored[b"admin"] == token_fingerprint(ADMIN_TOKEN).encode()
+    assert stored[b"name"] == "张三".encode()
+    assert 0 < redis_client.ttl(key) <= 8 * 3600
+    device = [c for c in response.headers.getlist("Set-Cookie") if c.startswith("mi_admin_device=")]
+    assert len(device) == 1
+    assert "HttpOnly" in device[0]
+    assert "Path=/admin" in device[0]
+    assert ADMIN_TOKEN not in device[0]
 
 
-def test_in_production_the_cookie_is_secure() -> None:
-    strong = UNIT_SETTINGS.with_overrides(secret_key="s" * 40, admin_tokens=("a" * 40,))
-    client = create_app(strong, environment="production").test_client()
+def test_in_production_the_cookie_is_secure(settings: Settings, redis_client: redis.Redis) -> None:
+    strong = settings.with_overrides(secret_key="s" * 40, admin_tokens=("a" * 40,))
+    client = create_app(strong, environment="production", redis_client=redis_client).test_client()
     response = client.post("/admin/login", data={"token": "a" * 40, "csrf_token": csrf_token(client)})
     assert response.status_code == 302
-    assert "Secure" in response.headers["Set-Cookie"]
+    cookies = response.headers.getlist("Set-Cookie")
+    assert len(cookies) == 2
+    assert all("Secure" in cookie for cookie in cookies)
 
 
 @pytest.mark.parametrize(
     ("token", "message"),
     [("wrong-token", MSG_BAD_TOKEN), ("", MSG_BAD_TOKEN), (ADMIN_TOKEN + "x", MSG_BAD_TOKEN)],
 )
-def test_a_wrong_token_does_not_sign_in(token: str, message: str) -> None:
-    client = APP.test_client()
+def test_a_wrong_token_does_not_sign_in(token: str, message: str, app: Flask) -> None:
+    client = app.test_client()
     response = client.post("/admin/login", data={"token": token, "csrf_token": csrf_token(client)})
     assert response.status_code == 401
     assert message in response.get_data(as_text=True)
     assert client.get("/admin/").status_code == 302
 
 
-def test_a_user_token_typed_into_the_form_does_not_sign_in() -> None:
-    client = APP.test_client()
+def test_a_user_token_typed_into_the_form_does_not_sign_in(app: Flask) -> None:
+    client = app.test_client()
     user_token = user_auth()["Authorization"].removeprefix("Bearer ")
     response = client.post("/admin/login", data={"token": user_token, "csrf_token": csrf_token(client)})
     assert response.status_code == 401
@@ -135,8 +177,8 @@ def test_a_user_token_typed_into_the_form_does_not_sign_in() -> None:
     assert client.get("/admin/").status_code == 302
 
 
-def test_the_sign_in_form_needs_its_csrf_token() -> None:
-    client = APP.test_client()
+def test_the_sign_in_form_needs_its_csrf_token(app: Flask) -> None:
+    client = app.test_client()
     client.get("/admin/login")
     response = client.post("/admin/login", data={"token": ADMIN_TOKEN})
     assert response.status_code == 400
@@ -146,9 +188,9 @@ def test_the_sign_in_form_needs_its_csrf_token() -> None:
 
 @pytest.mark.parametrize(("endpoint", "path", "method"), [r for r in GUARDED if r[2] == "POST"])
 def test_a_signed_in_form_post_without_its_csrf_token_is_refused(
-    endpoint: str, path: str, method: str
+    endpoint: str, path: str, method: str, app: Flask
 ) -> None:
-    client = APP.test_client()
+    client = app.test_client()
     assert sign_in(client) == 302
     response = client.open(path, method=method, data={"ids": ["1"], "token": ADMIN_TOKEN})
     assert response.status_code == 400, endpoint
@@ -157,8 +199,8 @@ def test_a_signed_in_form_post_without_its_csrf_token_is_refused(
     assert forged.status_code == 400, endpoint
 
 
-def test_sign_out_ends_the_session() -> None:
-    client = APP.test_client()
+def test_sign_out_ends_the_session(app: Flask) -> None:
+    client = app.test_client()
     assert sign_in(client) == 302
     # The overview answers with Redis down (the unit app's is a closed port) and has the sign-out form.
     response = client.post("/admin/logout", data={"csrf_token": csrf_token(client, "/admin/")})
@@ -168,13 +210,15 @@ def test_sign_out_ends_the_session() -> None:
     assert "已退出登录" in client.get("/admin/login").get_data(as_text=True)
 
 
-def test_a_session_of_a_token_no_longer_configured_is_signed_out() -> None:
-    client = APP.test_client()
-    assert sign_in(client, token="second-admin-token") == 302
+def test_a_session_of_a_token_no_longer_configured_is_signed_out(
+    app: Flask, settings: Settings, redis_client: redis.Redis
+) -> None:
+    client = app.test_client()
+    assert sign_in(client, token=SECOND_TOKEN) == 302
     with client.session_transaction("/admin/") as session:
         cookie_session = dict(session)
-    for admin_tokens, status in (((ADMIN_TOKEN, "second-admin-token"), 200), ((ADMIN_TOKEN,), 302)):
-        other = make_app(admin_tokens=admin_tokens).test_client()
+    for admin_tokens, status in (((ADMIN_TOKEN, SECOND_TOKEN), 200), ((ADMIN_TOKEN,), 302)):
+        other = real_app(settings, redis_client, admin_tokens=admin_tokens).test_client()
         with other.session_transaction("/admin/") as session:
             session.update(cookie_session)
         assert other.get("/admin/").status_code == status, admin_tokens
@@ -183,17 +227,17 @@ def test_a_session_of_a_token_no_longer_configured_is_signed_out() -> None:
 @pytest.mark.parametrize(
     "target", ["https://evil.example/", "//evil.example/admin/", "/api/admin/queue/stats"]
 )
-def test_sign_in_never_redirects_out_of_the_console(target: str) -> None:
-    client = APP.test_client()
+def test_sign_in_never_redirects_out_of_the_console(target: str, app: Flask) -> None:
+    client = app.test_client()
     token = csrf_token(client)
     response = client.post("/admin/login", data={"token": ADMIN_TOKEN, "csrf_token": token, "next": target})
     assert response.status_code == 302
     assert response.headers["Location"] == "/admin/"
 
 
-def test_the_api_keeps_its_bearer_tokens_and_needs_no_csrf() -> None:
+def test_the_api_keeps_its_bearer_tokens_and_needs_no_csrf(app: Flask) -> None:
     """CSRF is the console's: the JSON admin API is called with a bearer token, no form."""
-    response = APP.test_client().post(
+    response = app.test_client().post(
         "/api/admin/assessmentRecord/regenerateReport", json={"id": "x"}, headers=bearer(ADMIN_TOKEN)
     )
     assert response.status_code == 400  # a bad id, past auth and without a CSRF token
@@ -208,6 +252,23 @@ def test_the_api_keeps_its_bearer_tokens_and_needs_no_csrf() -> None:
 def test_without_secret_key_or_admin_tokens_the_console_is_closed(
     overrides: dict[str, object], endpoint: str, path: str, method: str
 ) -> None:
-    response = make_app(**overrides).test_client().open(path, method=method, data={"token": ADMIN_TOKEN})
+    response = (
+        APP_WITHOUT[next(iter(overrides))]
+        .test_client()
+        .open(path, method=method, data={"token": ADMIN_TOKEN})
+    )
     assert response.status_code == 503, endpoint
     assert "管理后台未启用" in response.get_data(as_text=True)
+
+
+def test_with_redis_down_the_console_answers_503_and_changes_nothing(settings: Settings) -> None:
+    """RELIABILITY.md row 17: no session store, no sign-in limit: 503, never a page served unchecked."""
+    from tests.support.urls import CLOSED_REDIS_URL
+
+    down = create_app(settings.with_overrides(redis_url=CLOSED_REDIS_URL, admin_tokens=(ADMIN_TOKEN,)))
+    client = down.test_client()
+    assert client.get("/admin/login").status_code == 200  # the sign-in page itself needs no server
+    response = client.post("/admin/login", data={"token": ADMIN_TOKEN, "csrf_token": csrf_token(client)})
+    assert response.status_code == 503
+    assert "服务暂时不可用" in response.get_data(as_text=True)
+    assert client.get("/admin/").status_code == 302  # not signed in: to the sign-in page

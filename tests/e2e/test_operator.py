@@ -1,0 +1,523 @@
+"""An operator's day on the stack `make run` starts (the Procfile's processes under supervisord),
+in a real headless Chromium, from a shell, and with supervisorctl.
+
+- Every console page fits a phone (390 px) and a desktop (1366 px): no horizontal overflow,
+  the navigation and the sign-out within the screen; each page saved as a screenshot
+  (build/artifacts/screenshots/operator-<page>-<width>.png, copied to docs/console/).
+- The delayed-retries table shows the retries the broker really writes, made by real
+  failing attempts (the fault drill): the record, its attempts, the due time, the last
+  error; "retry now" runs the next attempt at once and "delete" ends the job (status 5).
+- With the worker stopped through supervisorctl, every page raises the alarm (no worker;
+  then the oldest job waiting too long), the worker shows as stopped, not lost, and
+  `/healthz/workers` does not count it gone; started again, the alarm goes.
+- The CLI, run from a shell that has only the banner's export line, talks to this stack,
+  while another Redis (a decoy, where a fallback to the default server would go) holds
+  other queues; without a stack it refuses instead of guessing.
+- An expired report link is a page that says what to do.
+
+The retry schedule is long (10 minutes) so a retry waits until the test acts on it; the
+tests advance it with "retry now", as an operator would.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import requests
+from itsdangerous import TimestampSigner
+from playwright.sync_api import Browser, Page, expect
+from sqlalchemy import Engine, text
+
+from actors.adapters import queue_figures
+from actors.constants import INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
+from scripts import servers
+from services.config import Settings
+from services.status import RecordStatus
+from tests.e2e.stack_support import ADMIN_TOKEN, Stack, db_status, running_stack
+from tests.support.browser import ARTIFACTS_DIR, ROOT, screenshot
+from tests.support.urls import CLOSED_DATABASE_URL
+from web.report_page import LINK_MAX_AGE_S
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+#: Ten minutes per retry: a retry waits for the test (which advances it with "retry now").
+LONG_SCHEDULE = "600000,600000,600000"
+#: The alarm on a queue's oldest job, short for the test (the default is two minutes).
+ALARM_AFTER_S = 3
+PHONE, DESKTOP = 390, 1366
+#: Where the screenshots of every page at both widths are kept for readers of the README.
+DOCS = ROOT / "docs" / "console"
+USER_PATH = "/api/assessment"
+ADMIN_PATH = "/api/admin"
+
+
+@pytest.fixture(scope="module")
+def stack(
+    settings: Settings,
+    engine: Engine,
+    redis_url: str,
+    redis_conn: redis.Redis,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:
+    logs = tmp_path_factory.mktemp("operator-stack")
+    # The audit lives in event_log, which the stack's reset keeps: this module's actions only.
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE event_log"))
+    extra = {"REPORT_RETRY_DELAYS_MS": LONG_SCHEDULE, "ALARM_OLDEST_JOB_S": str(ALARM_AFTER_S)}
+    with running_stack(settings, engine, redis_url, redis_conn, logs, extra=extra) as stack:
+        yield stack
+
+
+# -- the product's own paths ---------------------------------------------------------------------
+
+
+def start(stack: Stack, user_id: int) -> int:
+    """Create and start a record over HTTP, as the mini-program does; its id."""
+    token = stack.user(user_id)
+    record_id = int(stack.ok("POST", f"{USER_PATH}/createRecord", token)["id"])
+    stack.ok("POST", f"{USER_PATH}/startAssessment", token, {"recordId": record_id})
+    return record_id
+
+
+def answer(stack: Stack, user_id: int, record_id: int) -> None:
+    """Answer every question and submit, as the mini-program does."""
+    token = stack.user(user_id)
+    questions = stack.ok("GET", f"{USER_PATH}/questions", token)
+    answers = [{"questionId": q["id"], "value": 3 + q["id"] % 3} for q in questions]
+    stack.ok("POST", f"{USER_PATH}/submitAnswers", token, {"recordId": record_id, "answers": answers})
+
+
+def submit(stack: Stack, user_id: int, *, drilled: bool = False) -> int:
+    """A record submitted over HTTP; with `drilled`, put in the fault drill before its submission,
+    so that every attempt to generate its report fails."""
+    record_id = start(stack, user_id)
+    if drilled:
+        admin(stack, "POST", "/drill/start", {"ids": [record_id], "minutes": 60})
+    answer(stack, user_id, record_id)
+    return record_id
+
+
+def admin(stack: Stack, method: str, path: str, body: Any = None) -> Any:
+    return stack.ok(method, f"{ADMIN_PATH}{path}", ADMIN_TOKEN, body)
+
+
+def delayed_of(stack: Stack, record_id: int) -> dict[str, Any] | None:
+    items = admin(stack, "GET", "/queue/delayed?limit=200")["items"]
+    return next((i for i in items if i["recordId"] == record_id), None)
+
+
+def wait_delayed(stack: Stack, record_id: int, attempts: int) -> dict[str, Any]:
+    """The record's delayed retry once it has made `attempts` failed attempts."""
+    found: list[dict[str, Any]] = []
+
+    def check() -> bool:
+        item = delayed_of(stack, record_id)
+        found[:] = [item] if item and item["attempts"] == attempts else []
+        return bool(found)
+
+    stack.wait_until(check, timeout=30, what=f"record {record_id}'s retry after {attempts} attempt(s)")
+    return found[0]
+
+
+def dead_letter(stack: Stack, engine: Engine, user_id: int) -> int:
+    """A record whose four real attempts fail (the drill), advanced with "retry now": dead-lettered."""
+    record_id = submit(stack, user_id, drilled=True)
+    for attempts in (1, 2, 3):
+        retry = wait_delayed(stack, record_id, attempts)
+        admin(stack, "POST", "/queue/delayed/retryNow", {"ids": [retry["messageId"]]})
+    stack.wait_until(
+        lambda: db_status(engine, record_id) == RecordStatus.FAILED, timeout=30, what="the dead letter"
+    )
+    return record_id
+
+
+# -- the browser ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def phone(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": PHONE, "height": 844}, locale="zh-CN")
+    yield context.new_page()
+    context.close()
+
+
+@pytest.fixture
+def desktop(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": DESKTOP, "height": 900}, locale="zh-CN")
+    yield context.new_page()
+    context.close()
+
+
+def sign_in(page: Page, stack: Stack, name: str = "值班员") -> None:
+    page.goto(f"{stack.base_url}/admin/login")
+    page.get_by_label("您的称呼").fill(name)
+    page.get_by_label("管理员凭证").fill(ADMIN_TOKEN)
+    page.get_by_role("button", name="登录").click()
+    expect(page).to_have_url(f"{stack.base_url}/admin/")
+
+
+def assert_fits(page: Page, width: int, what: str) -> None:
+    """No horizontal overflow; on a console page, every navigation link and the sign-out
+    button inside the screen, each on one line (not a character per line)."""
+    scroll, client = page.evaluate(
+        "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    assert scroll <= client == width, f"{what} at {width} px: {scroll} px wide"
+    targets = [*page.locator("header.top nav a").all(), *page.locator("header.top .who button").all()]
+    for button in page.locator("main button:visible, main a.button:visible").all():
+        box = button.bounding_box()
+        assert box is not None
+        assert box["height"] < 40, f"{what}: the button {button.inner_text()!r} wraps ({box['height']} px)"
+    for target in targets:
+        box = target.bounding_box()
+        assert box is not None, f"{what}: {target.inner_text()} not shown"
+        assert box["x"] >= 0, f"{what}: {target.inner_text()} off-screen"
+        assert box["x"] + box["width"] <= width, f"{what}: {target.inner_text()} off-screen"
+        assert box["height"] < 40, f"{what}: {target.inner_text()} wraps ({box['height']} px)"
+
+
+def shoot(page: Page, name: str, width: int) -> None:
+    assert_fits(page, width, name)
+    path = screenshot(page, f"operator-{name}-{width}")
+    if os.environ.get("MI_DOCS_SCREENSHOTS") == "1":  # refresh the README's pictures
+        DOCS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, DOCS / f"{name}-{width}.png")
+
+
+def reload_until(page: Page, check: Any, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not seen within {timeout} s"
+        time.sleep(0.3)
+        page.reload()
+
+
+# -- every page, at both widths -------------------------------------------------------------------
+
+
+def expired_link(stack: Stack, record_id: int, user_id: int, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The record's report link as handed out a week and a minute ago (the product's signing,
+    its clock set back)."""
+    signed_at = int(time.time()) - LINK_MAX_AGE_S - 60
+    with monkeypatch.context() as m:
+        m.setattr(TimestampSigner, "get_timestamp", lambda self: signed_at)
+        from web.report_page import sign_report_link
+
+        signed = sign_report_link(stack.settings.secret_key, user_id, record_id)
+    return f"{stack.base_url}/reports/{record_id}?s={signed}"
+
+
+def test_every_console_page_fits_a_phone_and_a_desktop(
+    stack: Stack,
+    engine: Engine,
+    redis_conn: redis.Redis,
+    phone: Page,
+    desktop: Page,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Reports that complete, a dead letter, a retry waiting, quarantined payloads, a task.
+    completed = [submit(stack, 2001) for _ in range(3)]
+    stack.wait_until(
+        lambda: {db_status(engine, r) for r in completed} == {RecordStatus.COMPLETED},
+        timeout=30,
+        what="three reports",
+    )
+    failing = dead_letter(stack, engine, 2003)
+    waiting = submit(stack, 2004, drilled=True)
+    wait_delayed(stack, waiting, 1)
+    # A record whose retry an operator deleted (status 5), then regenerated by a task once the
+    # drill is over.
+    given_up = submit(stack, 2005, drilled=True)
+    retry = wait_delayed(stack, given_up, 1)
+    admin(stack, "POST", "/queue/delayed/delete", {"ids": [retry["messageId"]]})
+    admin(stack, "POST", "/drill/stop", {"ids": [given_up]})
+    status, started = stack.call(
+        "POST",
+        f"{ADMIN_PATH}/assessmentRecord/regenerateMatching",
+        ADMIN_TOKEN,
+        {"status": 5, "userId": 2005},
+    )
+    assert (status, started["data"]["matched"]) == (202, 1), started
+    task_id = started["data"]["taskId"]
+    stack.wait_until(
+        lambda: db_status(engine, given_up) == RecordStatus.COMPLETED, timeout=30, what="the task's report"
+    )
+    long_payload = '{"RecordId": "not a number", "Padding": "' + "x" * 3600 + '"}'
+    redis_conn.lpush(REPORT_QUEUE_KEY, b"not json \xff", long_payload.encode())
+    stack.wait_until(lambda: redis_conn.llen(INVALID_QUEUE_KEY) == 2, timeout=30, what="2 quarantined")
+    # The failed attempts' events (with their reasons) reach the database within a second or so.
+    stack.wait_until(
+        lambda: (delayed_of(stack, waiting) or {}).get("lastError") is not None,
+        timeout=30,
+        what="the retry's last error",
+    )
+
+    pages = {
+        "overview": "/admin/",
+        "records": "/admin/records",
+        "record-failed": f"/admin/records/{failing}",
+        "record-completed": f"/admin/records/{completed[0]}",
+        "delayed": "/admin/delayed",
+        "dead": "/admin/dead",
+        "invalid": "/admin/invalid",
+        "audit": "/admin/audit",
+        "drill": "/admin/drill",
+        "task": f"/admin/tasks/{task_id}",
+        "not-found": "/admin/records/999999",
+    }
+    for page, width in ((phone, PHONE), (desktop, DESKTOP)):
+        page.goto(f"{stack.base_url}/admin/")
+        shoot(page, "login", width)
+        sign_in(page, stack)
+        for name, path in pages.items():
+            page.goto(f"{stack.base_url}{path}")
+            expect(page.locator("#alarms")).to_have_count(0)  # a healthy stack raises no alarm
+            shoot(page, name, width)
+        # An action's outcome page: the selection's outcome per id.
+        page.goto(f"{stack.base_url}/admin/records?user=2001")
+        page.get_by_label(f"选择记录 {completed[1]}").check()
+        page.get_by_role("button", name="重新生成所选记录").click()
+        expect(page.locator("h1")).to_have_text("批量重新生成结果")
+        shoot(page, "outcome", width)
+        # What a reader of a link sees: the report, and the page of an expired link.
+        report_url = stack.ok("GET", f"{USER_PATH}/report?recordId={completed[2]}", stack.user(2001))[
+            "pageUrl"
+        ]
+        page.goto(f"{stack.base_url}{report_url}")
+        expect(page.locator("h1")).to_have_text("多元智能测评报告")
+        shoot(page, "report", width)
+        if width == DESKTOP:  # the A4 print, for a reviewer to look at
+            page.pdf(path=str(ARTIFACTS_DIR / "operator-report-a4.pdf"), format="A4", print_background=True)
+        response = page.goto(expired_link(stack, completed[2], 2001, monkeypatch))
+        assert response is not None
+        assert response.status == 401
+        assert response.headers["content-type"].startswith("text/html")
+        expect(page.locator(".message")).to_contain_text("报告链接无效或已过期")
+        shoot(page, "report-link-expired", width)
+        page.goto(f"{stack.base_url}/")
+        expect(page.get_by_role("link", name=re.compile("管理后台"))).to_be_visible()
+        shoot(page, "home", width)
+
+    # What the pages showed is what the product holds.
+    figures = queue_figures(redis_conn)
+    assert (figures.dead, figures.invalid, figures.delayed) == (1, 2, 1)
+    assert db_status(engine, failing) == RecordStatus.FAILED
+    assert (
+        requests.get(f"{stack.base_url}/favicon.ico", timeout=10)
+        .headers["content-type"]
+        .startswith("image/svg+xml")
+    )
+
+
+# -- the delayed table, from real retries -------------------------------------------------------------
+
+
+def test_the_delayed_table_shows_real_retries_and_retries_now_and_deletes(
+    stack: Stack, engine: Engine, desktop: Page
+) -> None:
+    page = desktop
+    sign_in(page, stack, name="重试值班")
+    record_id = start(stack, 2101)
+    # The fault drill, from its page, then the submission: its attempt fails for real.
+    page.goto(f"{stack.base_url}/admin/drill")
+    page.get_by_label("记录ID").fill(str(record_id))
+    page.get_by_role("button", name="开始演练").click()
+    expect(page.locator(f'tr[data-drilled="{record_id}"]')).to_have_count(1)
+    answer(stack, 2101, record_id)
+    first = wait_delayed(stack, record_id, 1)
+
+    page.goto(f"{stack.base_url}/admin/delayed")
+    row = page.locator(f'tr[data-record="{record_id}"]')
+    expect(row).to_have_count(1)
+    expect(row.get_by_role("link", name=str(record_id))).to_be_visible()
+    expect(row.locator("[data-attempts]")).to_have_text("1")
+    expect(row).to_have_attribute("data-delayed", first["messageId"])
+    reload_until(page, lambda: "故障演练" in row.inner_text(), "the attempt's error")
+
+    row.get_by_role("button", name="立即重试").click()
+    expect(page.locator("h1")).to_have_text("立即重试结果")
+    expect(page.locator("tr[data-outcome]")).to_have_attribute("data-outcome", "retried")
+    second = wait_delayed(stack, record_id, 2)  # the next attempt ran at once, and failed again
+    assert second["messageId"] != first["messageId"]
+    page.goto(f"{stack.base_url}/admin/delayed")
+    expect(row.locator("[data-attempts]")).to_have_text("2")
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    row.get_by_role("button", name="删除").click()
+    expect(page.locator("h1")).to_have_text("删除重试结果")
+    expect(page.locator("tr[data-outcome]")).to_have_attribute("data-outcome", "deleted")
+    assert delayed_of(stack, record_id) is None
+    assert db_status(engine, record_id) == RecordStatus.FAILED
+    page.goto(f"{stack.base_url}/admin/audit?actor=console:重试值班")
+    actions = [a.get_attribute("data-action") for a in page.locator("tr[data-action]").all()]
+    assert actions == ["delete_delayed", "retry_now", "drill_start"]
+
+
+# -- the alarm ----------------------------------------------------------------------------------------
+
+
+def supervisorctl(stack: Stack, *args: str) -> str:
+    conf = stack.current.state / "supervisord.conf"
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "supervisorctl"), "-c", str(conf), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return done.stdout + done.stderr
+
+
+def test_the_alarm_rises_when_the_worker_is_stopped_and_goes_when_it_is_back(
+    stack: Stack, engine: Engine, phone: Page
+) -> None:
+    page = phone
+    sign_in(page, stack, name="告警值班")
+    expect(page.locator("#alarms")).to_have_count(0)
+    assert "stopped" in supervisorctl(stack, "stop", "stack:worker")
+    try:
+        page.goto(f"{stack.base_url}/admin/records")  # every page carries the banner
+        expect(page.locator('[data-alarm="no_worker"]')).to_be_visible()
+        page.goto(f"{stack.base_url}/admin/")
+        workers = page.locator('tr[data-process="worker"]')
+        assert workers.count() >= 1
+        assert {w.get_attribute("data-state") for w in workers.all()} <= {"stopped"}  # not lost
+        health = requests.get(f"{stack.base_url}/healthz/workers", timeout=10)
+        assert health.status_code == 503
+        assert health.json()["data"]["worker"]["alive"] == 0
+        assert health.json()["data"]["worker"]["gone"] == 0
+        # A submission waits: past the threshold the banner says so too.
+        record_id = submit(stack, 2201)
+        reload_until(page, lambda: page.locator('[data-alarm="queue_wait"]').count() == 1, "the wait alarm")
+        assert_fits(page, PHONE, "the alarm")
+        shoot(page, "overview-alarm", PHONE)
+    finally:
+        assert "started" in supervisorctl(stack, "start", "stack:worker")
+    reload_until(page, lambda: page.locator("#alarms").count() == 0, "the alarm gone", timeout=60)
+    stack.wait_until(
+        lambda: db_status(engine, record_id) == RecordStatus.COMPLETED, timeout=30, what="report"
+    )
+
+
+# -- the CLI from another shell -------------------------------------------------------------------------
+
+#: Runs `flask` with the default servers moved to the decoys: where a fallback would go.
+WITH_DEFAULTS = """
+import sys
+import services.config as config
+config.DEFAULT_REDIS_URL = sys.argv.pop(1)
+config.DEFAULT_DATABASE_URL = sys.argv.pop(1)
+from flask.cli import main
+sys.argv[0] = "flask"
+main()
+"""
+
+
+def export_line(stack: Stack) -> str:
+    lines = [
+        line.strip() for line in stack.current.output().splitlines() if line.strip().startswith("export ")
+    ]
+    assert len(lines) == 1, stack.current.output()[-3000:]
+    return lines[0]
+
+
+def banner_redis_cli(stack: Stack) -> str:
+    """The banner's redis-cli command line (without its comment)."""
+    line = next(
+        line for line in stack.current.output().splitlines() if "redis-cli " in line and " -n " in line
+    )
+    return line.split("   (", 1)[0].strip()
+
+
+def shell(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`bash -c script` with nothing in its environment but a bare PATH and HOME, as a new terminal."""
+    return subprocess.run(
+        ["bash", "-c", script],
+        cwd=cwd,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_cli_in_another_shell_talks_to_this_stack_never_to_another_redis(
+    stack: Stack, redis_conn: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    assert "CRIT" not in stack.current.output()  # supervisord's socket has its password
+    redis_conn.lpush(REPORT_QUEUE_KEY, b"garbage for the CLI")
+    stack.wait_until(lambda: redis_conn.llen(INVALID_QUEUE_KEY) >= 1, timeout=30, what="quarantined")
+    ours = queue_figures(redis_conn)
+    wrapper = tmp_path / "flask_with_defaults.py"
+    wrapper.write_text(WITH_DEFAULTS)
+    with servers.temporary_directory("mi-decoy-redis-") as folder:
+        decoy = servers.RedisServer(folder / "redis")
+        decoy.start()
+        try:
+            other = redis.Redis(port=decoy.port)
+            other.lpush(INVALID_QUEUE_KEY, *[f"someone else's {i}" for i in range(7)])
+            other.lpush(REPORT_QUEUE_KEY, *[f"their job {i}" for i in range(5)])
+            # `python` as the export line's PATH finds it (the venv's).
+            cli = f"python {wrapper} {decoy.url} {CLOSED_DATABASE_URL} --app web"
+            bare = cli.replace("python", sys.executable, 1)  # no export line: the venv's python named
+
+            stats = shell(f"{export_line(stack)}; {cli} queue stats", tmp_path)
+            assert stats.returncode == 0, stats.stderr
+            report = next(line.split() for line in stats.stdout.splitlines() if line.startswith("report"))
+            assert report == [
+                "report",
+                str(ours.queued),
+                str(ours.delayed),
+                "0",
+                str(ours.dead),
+                str(ours.invalid),
+            ]
+            assert redis_url.rsplit("@", 1)[-1] in stats.stderr  # it says which Redis: the stack's
+            assert str(decoy.port) not in stats.stderr + stats.stdout
+
+            purged = shell(f"{export_line(stack)}; {cli} queue purge-invalid --yes", tmp_path)
+            assert purged.returncode == 0, purged.stderr
+            assert f"{ours.invalid} invalid payload(s) purged" in purged.stdout
+            assert redis_conn.llen(INVALID_QUEUE_KEY) == 0
+            assert other.llen(INVALID_QUEUE_KEY) == 7  # the other Redis untouched
+            assert other.llen(REPORT_QUEUE_KEY) == 5
+
+            # ISO 8601 with or without seconds and offset, as the README writes them.
+            for since in ("2025-01-15T08:00", "2025-01-15 08:00:30", "2025-01-15T08:00+08:00", "2025-01-15"):
+                audit = shell(
+                    f"{export_line(stack)}; {cli} audit --since '{since}' --action purge_invalid", tmp_path
+                )
+                assert audit.returncode == 0, audit.stderr
+                assert "1 of 1 audit entries" in audit.stdout
+
+            # The redis-cli line of the banner works from that shell (where redis-cli is installed).
+            if shutil.which("redis-cli"):
+                length = shell(
+                    f"{export_line(stack)}; {banner_redis_cli(stack)} LLEN {REPORT_QUEUE_KEY}", tmp_path
+                )
+                assert length.stdout.strip() == str(redis_conn.llen(REPORT_QUEUE_KEY)), length.stderr
+
+            # Given the stack's folder, without the export line: the same stack.
+            by_folder = shell(f"{bare} queue stats --stack {stack.current.state}", tmp_path)
+            assert by_folder.returncode == 0, by_folder.stderr
+            assert f"--stack {stack.current.state}" in by_folder.stderr
+
+            # Nothing at all: it refuses, rather than show the other Redis's queues.
+            if not (ROOT / ".state" / "stack.json").exists():  # a `make run` of this checkout would be found
+                alone = shell(f"{bare} queue stats", tmp_path)
+                assert alone.returncode != 0
+                assert "no stack found" in alone.stderr
+                assert "7" not in alone.stdout
+        finally:
+            decoy.stop()

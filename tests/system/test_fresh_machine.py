@@ -1,0 +1,116 @@
+"""`make test`'s start on a new machine, both cases CI can meet, in CI itself.
+
+A new machine of this kind has PostgreSQL and Redis on the default ports but no test
+database yet; a user's machine has no servers at all. Either way the two shards of
+`scripts.test_shards` (what `make test` runs after lint) start at the same moment and
+must each get servers, a database and a Redis db index of their own. The bug this guards
+against: both shards found no `mi_assessment_test`, both ran CREATE DATABASE, and the
+loser died at start (UniqueViolation), so `make test` failed on every new machine.
+
+Each case runs in a network namespace of its own (`unshare --net`: its own loopback,
+nothing listening), so the host's servers are neither reused nor touched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.system]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: One test of each shard, each needing PostgreSQL and Redis: the slow shard's starts a Redis
+#: of its own as well; the other shard's creates databases concurrently and serves HTTP.
+SELECTION = (
+    "tests/integration/test_server_ownership.py::test_a_redis_started_on_a_taken_port_moves_to_another_and_is_its_own",
+    "tests/integration/test_test_databases.py",
+    "tests/integration/test_web_user_api.py::test_submit_returns_before_generation",
+)
+
+
+def _can_unshare() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "--net", "true"], capture_output=True, check=False)
+    return probe.returncode == 0
+
+
+needs_netns = pytest.mark.skipif(not _can_unshare(), reason="needs root and `unshare --net`")
+
+
+def _in_empty_network(*argv: str) -> subprocess.CompletedProcess[str]:
+    """`argv` in a network namespace of its own with only its loopback up, as a user runs
+    `make test` (the suite's own settings removed from the environment)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TEST_", "MI_", "PYTEST_")) and k not in {"DATABASE_URL", "REDIS_URL"}
+    }
+    script = 'ip link set lo up && exec "$@"'
+    return subprocess.run(
+        ["unshare", "--net", "sh", "-c", script, "sh", *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def _shards(*extra: str) -> list[str]:
+    return [sys.executable, "-m", "scripts.test_shards", *extra, *SELECTION]
+
+
+def _claims(output: str) -> dict[str, tuple[str, str]]:
+    """Each shard's database and Redis, from the lines scripts.with_test_services prints."""
+    found: dict[str, dict[str, str]] = {}
+    for shard, kind, url in re.findall(r"^\[(\w+)\] \[servers\] (database|redis) +(\S+)$", output, re.M):
+        found.setdefault(shard, {})[kind] = url
+    return {shard: (urls["database"], urls["redis"]) for shard, urls in found.items()}
+
+
+def _assert_both_shards_passed(result: subprocess.CompletedProcess[str]) -> None:
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    assert "shard slow: exit 0; shard rest: exit 0" in output, output[-3000:]
+    assert re.search(r"^\[slow\] =+ 1 passed", output, re.M), output[-3000:]
+    assert re.search(r"^\[rest\] =+ 2 passed", output, re.M), output[-3000:]
+
+
+@needs_netns
+@pytest.mark.timeout(600)
+def test_make_test_with_servers_on_the_default_ports_and_no_test_database_yet() -> None:
+    result = _in_empty_network(sys.executable, "-m", "tests.support.default_port_servers", "--", *_shards())
+    _assert_both_shards_passed(result)
+    claims = _claims(result.stdout)
+    assert set(claims) == {"slow", "rest"}, result.stdout[-3000:]
+    databases = {database for database, _ in claims.values()}
+    redis_dbs = {redis_url for _, redis_url in claims.values()}
+    # Both on the default ports' servers, each in a database and a db index of its own.
+    assert len(databases) == 2, claims
+    assert len(redis_dbs) == 2, claims
+    assert all("@127.0.0.1:5432/mi_assessment_test" in database for database in databases), claims
+    assert all(redis_url.startswith("redis://127.0.0.1:6379/") for redis_url in redis_dbs), claims
+
+
+@needs_netns
+@pytest.mark.timeout(600)
+def test_make_test_on_a_machine_without_any_server_starts_private_ones() -> None:
+    result = _in_empty_network(*_shards())
+    _assert_both_shards_passed(result)
+    output = result.stdout
+    for shard in ("slow", "rest"):
+        assert f"[{shard}] [servers] starting a private PostgreSQL" in output, output[-3000:]
+        assert f"[{shard}] [servers] starting a private Redis" in output, output[-3000:]
+    claims = _claims(output)
+    ports = {database.split("@127.0.0.1:")[1].split("/")[0] for database, _ in claims.values()}
+    assert len(ports) == 2, claims
+    assert "5432" not in ports, claims

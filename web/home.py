@@ -1,0 +1,39 @@
+"""`/`: what this server is and where to go (the banner's URL opens here), and `/favicon.ico`.
+
+A browser gets a short page with links (the console, the API's description, the probes);
+a client that asks for JSON gets the same in the envelope. No credential: it says nothing
+an anonymous visitor could not find in the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from flask import Blueprint, Response, render_template, request, url_for
+
+from web.envelope import ok
+
+bp = Blueprint("home", __name__, template_folder="templates")
+
+#: Where to go, in the order shown: path and what it is.
+LINKS = (
+    ("/admin/", "管理后台（队列、记录、死信、审计）"),
+    ("/openapi.json", "API 描述（OpenAPI 3.1）"),
+    ("/readyz", "就绪检查（数据库、Redis）"),
+    ("/healthz/workers", "后台进程存活情况"),
+)
+
+
+@bp.get("/")
+def home() -> Response | str:
+    accepted = request.accept_mimetypes
+    if accepted.best_match(["text/html", "application/json"]) == "application/json":
+        return ok({"service": "mi-assessment", "links": {path: text for path, text in LINKS}})
+    return render_template("home.html", links=LINKS, icon=url_for("console.static", filename="favicon.svg"))
+
+
+@bp.get("/favicon.ico")
+def favicon() -> Response:
+    """The console's icon (browsers ask for /favicon.ico by themselves)."""
+    icon = resources.files("web.console").joinpath("static", "favicon.svg").read_bytes()
+    return Response(icon, mimetype="image/svg+xml", headers={"Cache-Control": "public, max-age=86400"})
