@@ -33,7 +33,7 @@ HTTP_TIMEOUT_S = 30
 USER_PATIENCE_S = 120
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 FIGURE = re.compile(r'data-figure="(\w+)">([^<]*)<')
-PROCESS_ROW = re.compile(r'<tr data-process="(\w+)" data-alive="(yes|no)">')
+PROCESS_ROW = re.compile(r'<tr data-process="(\w+)" data-alive="(yes|no)"')
 
 
 @dataclass(frozen=True)

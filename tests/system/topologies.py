@@ -22,8 +22,6 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
-from scripts.servers import free_port
-
 #: Settings the system tests give every stack, all documented in the README. They shorten
 #: what would otherwise make a test wait for minutes, and change nothing else:
 SYSTEM_SETTINGS = {
@@ -60,8 +58,7 @@ def stack_env(topology: dict[str, str]) -> dict[str, str]:
         if k not in _CLEARED and not k.startswith(("HOTPATH_", "RECONCILE_", "WORKER_", "WEB_", "BROKER_"))
     }
     env.update(SYSTEM_SETTINGS)
-    # A port of its own, as a user sets PORT when 8000 is taken (the URL is read from stack.json).
-    env["PORT"] = str(free_port())
+    # No PORT: make run binds 8000, else a free port, itself, and says which in stack.json.
     env.update(topology)
     return env
 
