@@ -16,10 +16,13 @@ servers' data, so the suite runs as one shard, as `make pytest` runs it.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import IO
 
 #: Name and marker expression of each shard; together they select every test once.
@@ -28,8 +31,12 @@ SHARDS: tuple[tuple[str, str], ...] = (("slow", "slow"), ("rest", "not slow"))
 _print_lock = threading.Lock()
 
 
-def _pytest(marker: str | None, args: list[str]) -> list[str]:
+def _pytest(marker: str | None, args: list[str], basetemp: Path | None = None) -> list[str]:
     selection = ["-m", marker] if marker else []
+    # Each shard's temporary folders apart: pytest's shared /tmp/pytest-of-USER keeps only the
+    # last three runs' folders, so a run starting elsewhere (the other shard, a nested run of
+    # the fresh-machine tests, another checkout) could remove a folder a slow test still uses.
+    temp = ["--basetemp", str(basetemp)] if basetemp is not None else []
     return [
         sys.executable,
         "-m",
@@ -41,6 +48,7 @@ def _pytest(marker: str | None, args: list[str]) -> list[str]:
         # Two runs at once must not both rewrite .pytest_cache.
         *(["-p", "no:cacheprovider"] if marker else []),
         *selection,
+        *temp,
         *args,
     ]
 
@@ -55,10 +63,12 @@ def _relay(name: str, stream: IO[str]) -> None:
 def run_shards(args: list[str]) -> int:
     """Start every shard, relay their output line by line, wait for all of them."""
     started = time.monotonic()
+    own_temp = not any(arg.startswith("--basetemp") for arg in args)
+    temp_root = Path(tempfile.mkdtemp(prefix="mi-pytest-")) if own_temp else None
     running: list[tuple[str, subprocess.Popen[str], threading.Thread]] = []
     for name, marker in SHARDS:
         process = subprocess.Popen(
-            _pytest(marker, args),
+            _pytest(marker, args, temp_root / name if temp_root else None),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -81,6 +91,11 @@ def run_shards(args: list[str]) -> int:
         for _, process, _ in running:
             process.terminate()
         raise
+    if temp_root is not None:
+        if outcome:
+            summary.append(f"temporary folders kept in {temp_root}")
+        else:
+            shutil.rmtree(temp_root, ignore_errors=True)
     print(f"{'; '.join(summary)}; {time.monotonic() - started:.0f} s in all", flush=True)
     return outcome
 
