@@ -167,7 +167,10 @@ def create_app(
         ),
     )
 
-    register_error_handlers(app)
+    # A mistyped report link or console address answers its area's page, not the API's JSON.
+    register_error_handlers(
+        app, pages={"/reports": report_page.http_problem, "/admin": console.errors.http_error}
+    )
     http_metrics.install(app)
     hosts.install(app, trusted_proxies=settings.trusted_proxies)
     for blueprint in (user_api.bp, admin_api.bp, health.bp, home.bp, metrics.bp, openapi.bp, report_page.bp):

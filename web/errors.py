@@ -18,9 +18,11 @@ Every failure leaves the app as the JSON envelope with a non-zero code:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 
 import redis
-from flask import Flask, Response, request
+from flask import Flask, Response, current_app, request
+from flask.typing import ResponseReturnValue
 from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException
 
@@ -116,7 +118,29 @@ def handle_unreachable(error: Exception) -> Response:
     return envelope(UNAVAILABLE_CODE, UNAVAILABLE_MESSAGE, status=503, headers=_retry_after(503))
 
 
-def handle_http_error(error: HTTPException) -> Response:
+#: `app.extensions` key of the pages' own error handlers, by path prefix (register_error_handlers).
+PAGE_ERRORS = "mi_page_errors"
+
+
+def _page_handler() -> Callable[[HTTPException], ResponseReturnValue] | None:
+    """The error handler of the page area `request.path` is in, for an error raised before any
+    view of that area ran (no URL rule matched, or not with this method): Flask then knows
+    no blueprint, so without this a user's mistyped report link would answer JSON."""
+    pages: Mapping[str, Callable[[HTTPException], ResponseReturnValue]] = current_app.extensions.get(
+        PAGE_ERRORS, {}
+    )
+    path = request.path
+    for prefix, handler in pages.items():
+        if path == prefix or path.startswith(prefix + "/"):
+            return handler
+    return None
+
+
+def handle_http_error(error: HTTPException) -> ResponseReturnValue:
+    if request.url_rule is None or request.blueprint is None:
+        page = _page_handler()
+        if page is not None:
+            return page(error)
     status = error.code or 500
     if status >= 500:
         log.error("%s %s answered HTTP %d: %s", request.method, request.path, status, error)
@@ -143,7 +167,12 @@ def handle_unexpected(error: Exception) -> Response:
     return envelope(INTERNAL_ERROR_CODE, INTERNAL_ERROR_MESSAGE, status=500)
 
 
-def register_error_handlers(app: Flask) -> None:
+def register_error_handlers(
+    app: Flask, pages: Mapping[str, Callable[[HTTPException], ResponseReturnValue]] | None = None
+) -> None:
+    """The envelope for every error; `pages`: path prefix -> the HTML error handler of the
+    pages served there, for HTTP errors raised before one of their views ran."""
+    app.extensions[PAGE_ERRORS] = dict(pages or {})
     app.register_error_handler(ServiceError, handle_service_error)
     app.register_error_handler(HTTPException, handle_http_error)
     for unreachable in DATABASE_UNREACHABLE + REDIS_UNREACHABLE:

@@ -178,6 +178,8 @@ def http_problem(error: HTTPException) -> Response:
     message = error.description if error.description and error.description != default else MSG_LINK_INVALID
     if status == 404:
         message = "没有这份报告，或它不属于这个链接的用户。"
+    elif status == 405:
+        message = "报告只能在浏览器中打开，请从小程序的测评记录重新打开报告。"
     return problem_page(status, message if status < 500 else UNAVAILABLE_MESSAGE)
 
 

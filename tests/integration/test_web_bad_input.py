@@ -191,11 +191,11 @@ CASES: list[Bad] = [
             ("repeated cursor", [("cursor", "5"), ("cursor", "3")]),
         ]
     ],
-    Bad(REPORT_PAGE, "wrong method", 405, 405, method="POST", url="/reports/4"),
+    Bad(REPORT_PAGE, "wrong method", 405, 405, method="POST", url="/reports/4", page=True),
     Bad(REPORT_PAGE, "forged link", 401, 401, query=[("s", "forged")], url="/reports/4", page=True),
     Bad(REPORT_PAGE, "another user's record", 404, 3241, url="/reports/9", page=True),
     Bad(REPORT_PAGE, "id beyond bigint", 404, 404, url=f"/reports/{BIG}", page=True),
-    Bad(REPORT_PAGE, "negative id", 404, 404, url="/reports/-4"),
+    Bad(REPORT_PAGE, "negative id", 404, 404, url="/reports/-4", page=True),
     *body_cases(post(f"{ADMIN_PATH}/assessmentRecord/regenerateReport"), "id"),
     *body_cases(post(f"{ADMIN_PATH}/assessmentRecord/delete"), "id"),
     *[

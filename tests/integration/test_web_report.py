@@ -324,6 +324,33 @@ def test_an_expired_or_broken_link_is_a_page_that_says_what_to_do(
 
 
 @pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/reports/-4", 404),
+        ("GET", "/reports/abc", 404),
+        ("GET", "/reports/1/extra", 404),
+        ("POST", "/reports/1", 405),
+        ("GET", "/admin/no-such-page", 404),
+        ("POST", "/admin/", 405),
+    ],
+)
+def test_an_address_no_page_serves_answers_its_areas_page_not_json(
+    client: FlaskClient, method: str, path: str, status: int
+) -> None:
+    """No view of the report page or the console runs for these (no rule matches, or not with
+    this method): the page of that area answers, as a reader of a mistyped link expects."""
+    response = client.open(path, method=method)
+    assert (response.status_code, response.mimetype) == (status, "text/html")
+    assert f"{status}" in response.get_data(as_text=True)
+
+
+def test_an_unknown_api_address_still_answers_the_envelope(client: FlaskClient) -> None:
+    response = client.get("/api/assessment/no-such-endpoint")
+    assert response.mimetype == "application/json"
+    assert error(response, 404, 404) == "接口不存在"
+
+
+@pytest.mark.parametrize(
     ("status", "message"), [(3, "报告生成中，请稍后查看"), (5, "报告生成失败，请联系客服")]
 )
 def test_the_page_of_a_record_without_a_report_says_why(

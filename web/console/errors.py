@@ -14,6 +14,7 @@ from werkzeug.exceptions import HTTPException
 
 from services.errors import ServiceError
 from web.console.blueprint import bp
+from web.console.context import console_context
 from web.errors import (
     DATABASE_UNREACHABLE,
     HTTP_ERROR_MESSAGE,
@@ -34,7 +35,10 @@ Page = tuple[str, int, dict[str, str]]
 
 def _page(status: int, message: str) -> Page:
     headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else {}
-    return render_template("console/error.html", status=status, message=message), status, headers
+    # Raised before any console view ran (an unknown /admin address: web/errors.py hands it
+    # here), Flask knows no blueprint and adds none of the console's template context.
+    extra = console_context() if request.blueprint != bp.name else {}
+    return render_template("console/error.html", status=status, message=message, **extra), status, headers
 
 
 @bp.errorhandler(CSRFError)
