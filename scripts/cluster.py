@@ -21,6 +21,8 @@ from pathlib import Path
 
 import redis
 
+from scripts import lifeline
+
 #: How long the cluster may take to agree on its slots.
 READY_TIMEOUT_S = 30.0
 
@@ -96,8 +98,10 @@ def redis_cluster(masters: int = 3) -> Iterator[str]:
                     ],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
+                    start_new_session=True,
                 )
             )  # fmt: skip
+            lifeline.track(procs[-1].pid)  # a test's or a benchmark's cluster ends with it
         for port in ports:
             _wait(functools.partial(_answers, port), f"node {port} to answer")
         subprocess.run(

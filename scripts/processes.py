@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from scripts import lifeline
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -38,7 +40,10 @@ def wait_until(
 
 class SessionProcess:
     """`argv` started with `start_new_session` (so a signal reaches its children too), stdout
-    and stderr appended to `log_path`, run from the project root unless `cwd` says otherwise."""
+    and stderr appended to `log_path`, run from the project root unless `cwd` says otherwise.
+
+    It ends with the process that started it, however that one ends (killed included): it
+    carries the starter's lifeline marks (scripts/lifeline.py), whatever `env` says."""
 
     def __init__(
         self,
@@ -51,15 +56,17 @@ class SessionProcess:
     ) -> None:
         self.log_path = log_path
         self.log = log_path.open("ab")
+        lifeline.attach()
         self.process = subprocess.Popen(
             list(argv),
             cwd=cwd,
-            env=dict(env),
+            env={**env, **lifeline.marks()},
             stdin=stdin,
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        lifeline.track(self.process.pid)
 
     @property
     def pid(self) -> int:

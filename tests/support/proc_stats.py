@@ -20,7 +20,7 @@ def _fields(stat_path: Path) -> list[str]:
 
 
 # Field numbers of proc(5), counted from `state` (field 3) as index 0.
-_PPID, _UTIME, _STIME, _CUTIME, _CSTIME = 1, 11, 12, 13, 14
+_STATE, _PPID, _UTIME, _STIME, _CUTIME, _CSTIME, _STARTTIME = 0, 1, 11, 12, 13, 14, 19
 
 
 def thread_cpu_s(native_id: int, pid: int | None = None) -> float:
@@ -64,3 +64,18 @@ def tree_cpu_s(pid: int) -> float:
         except (OSError, ValueError, IndexError):
             continue  # exited meanwhile: its time is in its parent's once reaped
     return total
+
+
+def identity(pid: int) -> tuple[int, int] | None:
+    """(pid, start time) of a live process, None once it has ended (a zombie has): a pid
+    reused by a new process has another start time, so it is never taken for the old one."""
+    try:
+        f = _fields(Path(f"/proc/{pid}/stat"))
+    except (OSError, IndexError):
+        return None
+    return None if f[_STATE] == "Z" else (pid, int(f[_STARTTIME]))
+
+
+def still_running(processes: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Those of `processes` (from `identity`) that still run."""
+    return {p for p in processes if identity(p[0]) == p}
