@@ -10,7 +10,6 @@ web app, `dramatiq actors.worker` and `python -m actors.hotpath` on `redis+clust
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,7 +33,7 @@ from actors.reconciler import Reconciler, ReconcilerSettings
 from actors.report_queue.codec import ReportCodec
 from actors.report_queue.message import ReportQueueMessage
 from scripts.cluster import redis_cluster
-from scripts.processes import SessionProcess
+from scripts.processes import ProcfileProcess, SessionProcess
 from services.config import Settings
 from services.status import RecordStatus
 from tests.broker_fixtures import FAST_BROKER, WorkerFactory
@@ -243,7 +242,7 @@ def processes(cluster_settings: Settings, tmp_path: Path) -> Iterator[Callable[[
                 env=env,
             )
         else:
-            process = SessionProcess([sys.executable, "-m", "actors.hotpath"], env=env, log_path=log)
+            process = ProcfileProcess("hotpath", env=env, log_path=log)
         started.append(process)
         return process
 
