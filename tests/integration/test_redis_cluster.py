@@ -136,7 +136,7 @@ def test_fetch_retry_dead_letter_and_reaper_on_the_cluster(
     )
 
     make_worker(cluster_broker)
-    wait_until(lambda: 4 in runs, timeout=15, what="the reaper to give record 4 back")
+    wait_until(lambda: 4 in runs, timeout=60, what="the reaper to give record 4 back")
     cluster_broker.join(REPORT_QUEUE_NAME, timeout=20_000)
 
     assert runs[1] == [0]
@@ -307,6 +307,6 @@ def test_submit_to_report_with_autosave_and_event_log_on_the_cluster(
         stats = data(web.get("/api/admin/queue/stats", headers=admin))
         return {k: stats[k] for k in settled} == settled
 
-    wait_until(queue_settled, timeout=10, what="the queue figures to settle")
+    wait_until(queue_settled, timeout=30, what="the queue figures to settle")
     assert hotpath.alive()
     assert worker.alive()
