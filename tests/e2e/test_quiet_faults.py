@@ -20,8 +20,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+import psycopg
 import pytest
 import redis
 from sqlalchemy import Engine
@@ -31,6 +32,7 @@ from services.config import Settings
 from services.status import RecordStatus
 from tests.e2e.stack_support import Stack, running_stack
 from tests.support.proc_stats import tree_cpu_s
+from tests.support.processes import sessions_waiting_for_a_lock
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -136,6 +138,22 @@ def submit(stack: Stack, user_id: int) -> tuple[str, int, dict[str, object]]:
     return token, int(record_id), dict(submitted)
 
 
+def outage(
+    stack: Stack, proxy: FaultProxy, meanwhile: Callable[[], object] | None = None
+) -> dict[str, Usage]:
+    """What each process spent while `proxy` was down for OUTAGE_S (`meanwhile` done first)."""
+    before = sample(stack)
+    proxy.down()
+    try:
+        if meanwhile is not None:
+            meanwhile()
+        time.sleep(OUTAGE_S)
+        after = sample(stack)
+    finally:
+        proxy.up()
+    return usage(stack, before, after)
+
+
 def report(kind: str, used: dict[str, Usage]) -> str:
     return "\n".join(
         f"{kind} outage {OUTAGE_S:.0f} s: {name:<10} {u.cpu_s:6.2f} CPU s"
@@ -160,45 +178,41 @@ def test_a_redis_outage_costs_each_process_little_cpu_and_few_lines(
 ) -> None:
     token, first, _ = submit(stack, 501)
     stack.wait_for_status(token, first, RecordStatus.COMPLETED, timeout=60)
-    before = sample(stack)
-    proxies["redis"].down()
-    try:
-        # A user submits meanwhile: saved in PostgreSQL, its job not queued (the reconciler heals it).
-        during_token, during, answered = submit(stack, 502)
-        assert answered["enqueued"] is False
-        time.sleep(OUTAGE_S)
-        after = sample(stack)
-    finally:
-        proxies["redis"].up()
-    assert_quiet("Redis", usage(stack, before, after))
+    made: list[tuple[str, int, dict[str, object]]] = []
+    # A user submits meanwhile: saved in PostgreSQL, its job not queued (the reconciler heals it).
+    assert_quiet("Redis", outage(stack, proxies["redis"], meanwhile=lambda: made.append(submit(stack, 502))))
+    [(during_token, during, answered)] = made
+    assert answered["enqueued"] is False
     stack.wait_for_status(during_token, during, RecordStatus.COMPLETED, timeout=120)
     token, later, _ = submit(stack, 503)
     stack.wait_for_status(token, later, RecordStatus.COMPLETED, timeout=120)
 
 
 def test_a_postgresql_outage_costs_each_process_little_cpu_and_few_lines(
-    stack: Stack, proxies: dict[str, FaultProxy]
+    stack: Stack, proxies: dict[str, FaultProxy], settings: Settings
 ) -> None:
     token, first, _ = submit(stack, 601)
     stack.wait_for_status(token, first, RecordStatus.COMPLETED, timeout=60)
     # Answers saved during an assessment wait in Redis for the hot path's answer flusher
-    # (every 5 s here), which then finds the database gone; a submission made just before
-    # the cut may be in the worker when it comes (its attempt fails, its retry is held).
+    # (every 5 s here), which then finds the database gone.
     saving = stack.user(602)
     saved = stack.ok("POST", "/api/assessment/createRecord", saving)["id"]
     stack.ok("POST", "/api/assessment/startAssessment", saving, {"recordId": saved})
     questions = stack.ok("GET", "/api/assessment/questions", saving)
     answers = [{"questionId": q["id"], "value": 2} for q in questions]
     stack.ok("POST", "/api/assessment/saveAnswers", saving, {"recordId": saved, "answers": answers})
-    cut_token, cut, _ = submit(stack, 603)
-    before = sample(stack)
-    proxies["postgres"].down()
-    try:
-        time.sleep(OUTAGE_S)
-        after = sample(stack)
-    finally:
-        proxies["postgres"].up()
-    assert_quiet("PostgreSQL", usage(stack, before, after))
+    # And a report is being written when the database goes: its insert waits on a table lock
+    # held here (directly, not through the proxy), so the worker is mid-transaction at the cut.
+    direct = settings.database_url.replace("+psycopg", "")
+    with psycopg.connect(direct) as holder:
+        holder.execute("LOCK TABLE report_summaries IN EXCLUSIVE MODE")
+        cut_token, cut, _ = submit(stack, 603)
+        stack.wait_until(
+            lambda: sessions_waiting_for_a_lock(direct) >= 1, timeout=60, what="the report's blocked insert"
+        )
+        used = outage(stack, proxies["postgres"])
+        holder.rollback()
+    assert_quiet("PostgreSQL", used)
     stack.wait_for_status(cut_token, cut, RecordStatus.COMPLETED, timeout=120)
     # The saved answers are the record's: submitted without a body of its own, it gets its report.
     stack.wait_until(
