@@ -184,16 +184,29 @@ def sweep(token: str) -> list[int]:
     return ended
 
 
+class _Stopped(Exception):
+    """SIGTERM: an outer lifeline is sweeping (it carries this watchdog's mark too)."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stopped
+
+
 def watch(pid: int, token: str) -> None:
-    """Wait for process `pid` (our parent) to end, then sweep its lifeline."""
+    """Wait for process `pid` (our parent) to end, then sweep its lifeline; at once on SIGTERM."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C for the runner is not for us
+    signal.signal(signal.SIGTERM, _stop)
     try:
-        handle: int | None = os.pidfd_open(pid)
-    except ProcessLookupError:
-        handle = None
-    # Still our parent once the pidfd is open: it names that process, not a reused pid.
-    if handle is not None and os.getppid() == pid:
-        select.select([handle], [], [])  # readable once the process has ended
+        try:
+            handle: int | None = os.pidfd_open(pid)
+        except ProcessLookupError:
+            handle = None
+        # Still our parent once the pidfd is open: it names that process, not a reused pid.
+        if handle is not None and os.getppid() == pid:
+            select.select([handle], [], [])  # readable once the process has ended
+    except _Stopped:
+        pass
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # finish the sweep (SIGKILL still ends it)
     sweep(token)
 
 
