@@ -38,9 +38,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from actors.adapters import RedisEventSink, RedisLock, RedisReportQueue
 from actors.adapters.keys import EventLogKeys, Keyspace
 from actors.adapters.redis_clients import redis_client
+from actors.broker import Backoff
 from actors.constants import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
 from actors.observe.heartbeat import Activity, Heartbeat
-from actors.observe.logs import configure_logging
+from actors.observe.logs import configure_logging, outage
 from services import reconcile
 from services.config import DEFAULT_EVENT_LOG_QUEUE_MAX, Settings, env_int
 from services.db import session_factory
@@ -58,6 +59,10 @@ DEFAULT_GRACE_MS = 30_000
 DEFAULT_BATCH = 1_000
 #: Smallest lease; the lease is at least three intervals so it never lapses between passes.
 MIN_LOCK_TTL_MS = 30_000
+#: While passes fail, the next waits the interval or this backoff if longer (doubling from
+#: the first value up to the second): a long outage costs a pass a minute at most.
+FAILED_FIRST_PAUSE_S = 1.0
+FAILED_MAX_PAUSE_S = 60.0
 
 LOCK_KEY = "report:queue:reconciler:lock"
 #: Hash of the reconciler's figures: last pass time and counts, running totals.
@@ -200,25 +205,20 @@ def _ids(ids: Sequence[int], shown: int = 20) -> str:
 
 
 def run(reconciler: Reconciler, stop: threading.Event, activity: Activity | None = None) -> None:
-    """Pass after pass until `stop`; errors are logged and the next pass retries."""
-    failures = 0
+    """Pass after pass until `stop`; a failed pass is retried after the interval, or after a
+    growing backoff while passes keep failing (logged once, summarised, ended: backoff.py)."""
+    backoff = Backoff("reconciler pass", logger, first_s=FAILED_FIRST_PAUSE_S, max_s=FAILED_MAX_PAUSE_S)
     while not stop.is_set():
         token = activity.begin("reconciling") if activity is not None else None
         try:
             reconciler.run_once()
-            if failures:
-                logger.info("reconciler recovered after %d failed pass(es)", failures)
-            failures = 0
+            backoff.succeeded()
         except Exception as exc:
-            failures += 1
-            if failures == 1:
-                logger.exception("reconciler pass failed; retrying every interval")
-            else:
-                logger.error("reconciler pass failed again (%d in a row): %s", failures, exc)
+            backoff.failed(exc, traceback=not outage(exc))
         finally:
             if activity is not None and token is not None:
                 activity.end(token)
-        stop.wait(reconciler.settings.interval_ms / 1000)
+        stop.wait(max(reconciler.settings.interval_ms / 1000, backoff.delay))
     reconciler.close()
 
 

@@ -1,5 +1,5 @@
 """Processes of a benchmark: children that hand back a JSON result, and the stack's own
-processes (`dramatiq` workers, the web app under gunicorn) started as the Procfile does."""
+processes (the worker, the web app) started from the Procfile's own lines."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from actors.run_worker import WORKER_MODULE
 from bench import ROOT
 from bench.stores import redis_client
-from scripts.processes import SessionProcess, wait_until
+from scripts.processes import SessionProcess, procfile_command, wait_until
 
 #: Marks the line of a child's stdout that carries its JSON result.
 RESULT_PREFIX = "BENCH-RESULT "
@@ -109,23 +110,30 @@ def start_worker(
     queues: int = 1,
     via: Sequence[str] = (),
 ) -> Service:
-    """`dramatiq MODULE` as the Procfile's worker line runs it; returns once its consumers
-    beat (`queues` per process). `via` prefixes the command (e.g. `ip netns exec NAME`);
-    `env` may then point REDIS_URL / DATABASE_URL at addresses seen from there, while
-    `redis` is where this process watches the heartbeats."""
+    """The Procfile's worker line (for `module` actors.worker; a benchmark's own worker module,
+    e.g. bench.workers.slow, runs as `dramatiq MODULE` with the same options), shaped by
+    WORKER_PROCESSES / WORKER_THREADS; returns once its consumers beat (`queues` per process).
+    `via` prefixes the command (e.g. `ip netns exec NAME`); `env` may then point REDIS_URL /
+    DATABASE_URL at addresses seen from there, while `redis` is where this process watches
+    the heartbeats."""
     client = redis_client(redis)
     before = set(client.zrange("broker:heartbeats", 0, -1))
-    argv = [
-        sys.executable,
-        "-m",
-        "dramatiq",
-        module,
-        "--processes",
-        str(processes),
-        "--threads",
-        str(threads),
-    ]
-    service = Service("worker", [*via, *argv], {**stack_env(redis, database), **(env or {})})
+    shape = {"WORKER_PROCESSES": str(processes), "WORKER_THREADS": str(threads)}
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **stack_env(redis, database), **shape, **(env or {})}
+    if module == WORKER_MODULE:
+        argv, full_env = procfile_command("worker", full_env)
+    else:
+        argv = [
+            sys.executable,
+            "-m",
+            "dramatiq",
+            module,
+            "--processes",
+            str(processes),
+            "--threads",
+            str(threads),
+        ]
+    service = Service("worker", [*via, *argv], full_env)
 
     def ready() -> bool:
         if not service.alive():
@@ -142,28 +150,19 @@ def start_worker(
 
 
 def start_web(redis: str, database: str, *, workers: int = 2, threads: int = 1) -> tuple[Service, int]:
-    """The real app under gunicorn on a free loopback port (the Procfile's web line)."""
+    """The real app from the Procfile's web line on a free loopback port (WEB_CONCURRENCY
+    workers of WEB_THREADS threads)."""
     import socket
     import urllib.request
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
-    argv = [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "web:create_app()",
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--workers",
-        str(workers),
-        "--threads",
-        str(threads),
-        "--log-level",
-        "warning",
-    ]
-    service = Service("web", argv, stack_env(redis, database))
+    shape = {"PORT": str(port), "WEB_CONCURRENCY": str(workers), "WEB_THREADS": str(threads)}
+    argv, full_env = procfile_command(
+        "web", {**os.environ, "PYTHONUNBUFFERED": "1", **stack_env(redis, database), **shape}
+    )
+    service = Service("web", argv, full_env)
 
     def ready() -> bool:
         if not service.alive():

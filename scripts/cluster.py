@@ -23,6 +23,8 @@ from pathlib import Path
 
 import redis
 
+from scripts import lifeline
+
 #: How long the cluster may take to agree on its slots.
 READY_TIMEOUT_S = 30.0
 
@@ -155,7 +157,9 @@ def cluster_servers(
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
+                start_new_session=True,
             )  # fmt: skip
+            lifeline.track(process.pid)  # a test's or a benchmark's cluster ends with it
             cluster.nodes.append(ClusterNode(port, folder, process))
         for port in ports:
             _wait(functools.partial(_answers, port), f"node {port} to answer")

@@ -1,6 +1,7 @@
 """A command in a process group of its own, its output in a log file: the one wrapper the
 tests (tests/support/processes.py, the e2e fault test) and the benchmarks (bench/launch.py)
-start the stack's processes with.
+start the stack's processes with; `ProcfileProcess` runs a type of the Procfile from the
+Procfile's own line, so what tests and benchmarks run is what ships.
 
 It lives here, with the servers harness, rather than in tests/: the benchmarks are tooling
 too and import scripts (servers) already, while nothing outside tests/ should import tests.
@@ -12,10 +13,13 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
+
+from scripts import lifeline, procfile_exec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,7 +42,10 @@ def wait_until(
 
 class SessionProcess:
     """`argv` started with `start_new_session` (so a signal reaches its children too), stdout
-    and stderr appended to `log_path`, run from the project root unless `cwd` says otherwise."""
+    and stderr appended to `log_path`, run from the project root unless `cwd` says otherwise.
+
+    It ends with the process that started it, however that one ends (killed included): it
+    carries the starter's lifeline marks (scripts/lifeline.py), whatever `env` says."""
 
     def __init__(
         self,
@@ -51,15 +58,17 @@ class SessionProcess:
     ) -> None:
         self.log_path = log_path
         self.log = log_path.open("ab")
+        lifeline.attach()
         self.process = subprocess.Popen(
             list(argv),
             cwd=cwd,
-            env=dict(env),
+            env={**env, **lifeline.marks()},
             stdin=stdin,
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        lifeline.track(self.process.pid)
 
     @property
     def pid(self) -> int:
@@ -76,8 +85,9 @@ class SessionProcess:
         os.killpg(self.process.pid, signum)
 
     def kill(self, wait: float = 10.0) -> None:
-        """SIGKILL the process group and reap the program."""
-        self.signal(signal.SIGKILL)
+        """SIGKILL the process group (whatever of it is left: again is harmless) and reap the program."""
+        with contextlib.suppress(ProcessLookupError):
+            self.signal(signal.SIGKILL)
         self.process.wait(timeout=wait)
 
     def stop(self, timeout: float = 30.0, *, graceful: bool = True) -> int:
@@ -93,3 +103,35 @@ class SessionProcess:
                     self.kill()
         self.log.close()
         return int(self.process.returncode)
+
+
+def procfile_command(
+    name: str, env: Mapping[str, str], args: Sequence[str] = (), procfile: Path = ROOT / "Procfile"
+) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment that run process type `name` from the Procfile's own line
+    (scripts/procfile_exec.py), as `make run`, honcho and the systemd units run it: through
+    `sh -c`, the environment's variables filling the line's `${...}` (WORKER_PROCESSES,
+    WORKER_THREADS, PORT, WEB_CONCURRENCY ...), `args` after the line's own. The
+    interpreter's folder comes first on PATH, so the line's `python`, `gunicorn` ... are
+    this environment's."""
+    bin_dir = str(Path(sys.executable).parent)
+    path = env.get("PATH", os.defpath)
+    return procfile_exec.command_for(name, procfile, args), {**env, "PATH": f"{bin_dir}{os.pathsep}{path}"}
+
+
+class ProcfileProcess(SessionProcess):
+    """Process type `name` run from the Procfile's own line (`procfile_command`), from the
+    Procfile's folder, in a session of its own."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        env: Mapping[str, str],
+        log_path: Path,
+        args: Sequence[str] = (),
+        procfile: Path = ROOT / "Procfile",
+    ) -> None:
+        self.name = name
+        argv, full_env = procfile_command(name, env, args, procfile)
+        super().__init__(argv, env=full_env, log_path=log_path, cwd=procfile.resolve().parent)

@@ -14,6 +14,7 @@ import argparse
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from scripts import procfile_supervisor
@@ -21,12 +22,22 @@ from scripts import procfile_supervisor
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def command_for(name: str, procfile: Path = ROOT / "Procfile") -> list[str]:
-    """The argv that runs process type `name` of `procfile`; KeyError if it has none."""
+def command_for(name: str, procfile: Path = ROOT / "Procfile", extra: Sequence[str] = ()) -> list[str]:
+    """The argv that runs process type `name` of `procfile`; KeyError if it has none.
+
+    `extra` arguments go after the line's own, passed to the shell as its positional
+    parameters (`"$@"`), so they are never re-parsed; only a line that is one command
+    takes them (ValueError otherwise).
+    """
     entries = dict(procfile_supervisor.procfile_entries(procfile))
     if name not in entries:
         raise KeyError(f"no process type {name!r} in {procfile} (it has {', '.join(entries)})")
-    return procfile_supervisor.shell_argv(entries[name])
+    argv = procfile_supervisor.shell_argv(entries[name])
+    if not extra:
+        return argv
+    if not argv[2].startswith("exec "):
+        raise ValueError(f"the {name} line is more than one command: no arguments can follow it")
+    return [*argv[:2], argv[2] + ' "$@"', name, *extra]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,8 @@ from pathlib import Path
 import psycopg
 import redis
 
+from scripts import lifeline
+
 #: Oldest Redis we accept: LMOVE/BLMOVE appeared in 6.2.
 MIN_REDIS_VERSION = (6, 2)
 
@@ -214,6 +216,7 @@ class RedisServer:
                 start_new_session=True,
                 umask=0o077,
             )
+            lifeline.track(self.process.pid)  # a test's or a benchmark's server ends with it
             try:
                 wait_for(
                     self.answering,
@@ -455,6 +458,7 @@ class PostgresServer:
                     cwd=self.directory,
                     umask=0o077,
                 )
+            lifeline.track(self.process.pid)  # a test's or a benchmark's server ends with it
             try:
                 wait_for(
                     self.answering,
@@ -642,18 +646,8 @@ def pids_listening_on(port: int) -> set[int]:
     return found
 
 
-def pids_with_env(name: str, value: str) -> list[int]:
-    """Processes whose environment holds NAME=VALUE: how a stack finds what it started,
-    however orphaned. Only readable environments count (our user's, or all as root)."""
-    entry = f"{name}={value}".encode()
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        with contextlib.suppress(OSError):
-            if entry in (proc / "environ").read_bytes().split(b"\0"):
-                found.append(int(proc.name))
-    return found
+#: How make run and the tests find a stack's processes, however orphaned: by their environment.
+pids_with_env = lifeline.pids_with_env
 
 
 def stop_process_groups(groups: set[int], *, grace: float) -> None:

@@ -9,6 +9,9 @@ shard runs under `scripts.with_test_services`, which claims a test database and 
 db index of its own, so the shards share no data. Each output line is prefixed with its
 shard's name; the exit status is the first failing shard's (0 when both pass).
 
+The shards, and what they start, end when this process ends, however it ends (killed
+included): scripts/lifeline.py.
+
 When TEST_DATABASE_URL or TEST_REDIS_URL is set, the two shards would share those
 servers' data, so the suite runs as one shard, as `make pytest` runs it.
 """
@@ -24,6 +27,8 @@ import threading
 import time
 from pathlib import Path
 from typing import IO
+
+from scripts import lifeline
 
 #: Name and marker expression of each shard; together they select every test once.
 SHARDS: tuple[tuple[str, str], ...] = (("slow", "slow"), ("rest", "not slow"))
@@ -101,6 +106,7 @@ def run_shards(args: list[str]) -> int:
 
 
 def main(args: list[str]) -> int:
+    lifeline.attach()
     if os.environ.get("TEST_DATABASE_URL") or os.environ.get("TEST_REDIS_URL"):
         return subprocess.call(_pytest(None, args))
     return run_shards(args)

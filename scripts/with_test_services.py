@@ -10,6 +10,9 @@ Order of preference, for each server:
    apt-get when no binary is found), stopped when the command ends. MI_TEST_PRIVATE_SERVERS=1
    skips step 2.
 
+The private servers and the command end when this process ends, however it ends (killed
+included), and the temporary folder goes: scripts/lifeline.py.
+
 The command sees TEST_DATABASE_URL, TEST_REDIS_URL, TEST_REDIS_SERVER (a redis-server
 binary for tests that start a server of their own) and MI_REQUIRE_SERVICES=1 (the
 integration tests fail rather than skip when a server is missing).
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import psycopg
 
-from scripts import servers
+from scripts import lifeline, servers
 
 #: Advisory lock key taken on the test database so two runs never share one.
 DB_LOCK_KEY = 0x6D69_7465  # "mite"
@@ -57,6 +60,7 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__)
         return 2
+    lifeline.attach()
     env = dict(os.environ, MI_REQUIRE_SERVICES="1")
     with contextlib.ExitStack() as stack:
         tmp: Path | None = None
@@ -65,6 +69,7 @@ def main(argv: list[str]) -> int:
             nonlocal tmp
             if tmp is None:
                 tmp = stack.enter_context(servers.temporary_directory("mi-test-"))
+                lifeline.remove_on_exit(tmp)
             return tmp
 
         database_url = os.environ.get("TEST_DATABASE_URL")

@@ -15,7 +15,7 @@ from sqlalchemy import ColumnElement, delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from services.autosave import AutosaveStore, MergedAnswers, SavedAnswer, from_epoch_ms, merge_submission
-from services.errors import InvalidOperation, ParamError, RecordNotFound, ServiceError
+from services.errors import InvalidOperation, ParamError, QueueUnavailable, RecordNotFound, ServiceError
 from services.interpretation import interpret, stored_scores
 from services.limits import is_id
 from services.models import (
@@ -240,10 +240,13 @@ def submit_answers(
     enqueued = True
     try:
         queue.enqueue(record_id)
-    except Exception:
+    except Exception as exc:
         enqueued = False
-        logger.error(
-            "answers of record %s saved, but its report job could not be queued", record_id, exc_info=True
+        _store_failed(
+            logging.ERROR,
+            "answers of record %s saved, but its report job could not be queued",
+            record_id,
+            exc,
         )
     return SubmitResult(record_id=record_id, status=int(RecordStatus.GENERATING), enqueued=enqueued)
 
@@ -290,8 +293,10 @@ def _seal(store: AutosaveStore, record_id: int, user_id: int) -> bool:
     """Close the record to saves; False (logged) when the store is down."""
     try:
         store.seal(record_id, user_id)
-    except Exception:
-        logger.warning("autosave store unavailable while submitting record %s", record_id, exc_info=True)
+    except Exception as exc:
+        _store_failed(
+            logging.WARNING, "autosave store unavailable while submitting record %s", record_id, exc
+        )
         return False
     return True
 
@@ -299,8 +304,8 @@ def _seal(store: AutosaveStore, record_id: int, user_id: int) -> bool:
 def _load(store: AutosaveStore, record_id: int) -> dict[int, SavedAnswer] | None:
     try:
         return store.load(record_id)
-    except Exception:
-        logger.warning("autosaved answers of record %s unreadable", record_id, exc_info=True)
+    except Exception as exc:
+        _store_failed(logging.WARNING, "autosaved answers of record %s unreadable", record_id, exc)
         return None
 
 
@@ -308,8 +313,15 @@ def _release(store: AutosaveStore, record_id: int, *, submitted: bool) -> None:
     """Best effort: a key left behind expires, and the flusher skips submitted records."""
     try:
         store.release(record_id, submitted=submitted)
-    except Exception:
-        logger.warning("could not release the autosave of record %s", record_id, exc_info=True)
+    except Exception as exc:
+        _store_failed(logging.WARNING, "could not release the autosave of record %s", record_id, exc)
+
+
+def _store_failed(level: int, message: str, record_id: int, exc: Exception) -> None:
+    """Log a failure of the queue or autosave store during a submission: one line when the
+    store is unavailable (an outage: every submission meanwhile says so, a traceback each
+    would flood the log), with its traceback when it is anything else."""
+    logger.log(level, message + ": %s", record_id, exc, exc_info=not isinstance(exc, QueueUnavailable))
 
 
 def get_result_status(uow: UnitOfWork, user_id: int, record_id: int) -> ResultStatusView:

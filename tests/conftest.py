@@ -20,6 +20,7 @@ import redis
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from scripts import lifeline
 from services.config import Settings
 from services.db import make_engine, make_session_factory
 from services.uow import UnitOfWork
@@ -38,6 +39,10 @@ REQUIRE_SERVICES = os.environ.get("MI_REQUIRE_SERVICES") == "1"
 # developer's own. Nothing reads it at import: importing builds no broker.
 os.environ["DATABASE_URL"] = TEST_DATABASE_URL
 os.environ["REDIS_URL"] = TEST_REDIS_URL
+
+# Every process a test starts (workers, stacks, servers, CLIs) ends when this pytest ends,
+# however it ends, SIGKILL included (issue 19: an orphaned worker ran for 46 minutes).
+lifeline.attach()
 
 ROOT = Path(__file__).resolve().parent.parent
 

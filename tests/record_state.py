@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -19,3 +21,11 @@ def report_rows(session_factory: sessionmaker[Session], record_id: int) -> tuple
         results = session.scalar(select(func.count()).where(DimensionResult.record_id == record_id))
         summaries = session.scalar(select(func.count()).where(ReportSummary.record_id == record_id))
         return int(results or 0), int(summaries or 0)
+
+
+def completed_at(session_factory: sessionmaker[Session], record_id: int) -> datetime:
+    """When the database set the record's report complete (its own clock)."""
+    with session_factory() as session:
+        moment = session.scalar(select(AssessmentRecord.completed_at).where(AssessmentRecord.id == record_id))
+    assert moment is not None, f"record {record_id} has no completion time"
+    return moment

@@ -25,6 +25,8 @@ from contextlib import contextmanager
 
 import redis
 
+from actors.broker import Backoff
+
 logger = logging.getLogger(__name__)
 
 #: Lua prologue of every guarded script: KEYS[1] is the lock, ARGV[1] the owner token.
@@ -94,14 +96,18 @@ class RedisLock:
         the next renewal tried, since two more chances remain before the lease lapses.
         """
         stop = threading.Event()
+        every_s = ttl_ms / 3000
+        failures = Backoff(f"renewal of the lock {self.key}", logger, first_s=every_s, max_s=every_s)
 
         def renew_until_stopped() -> None:
-            while not stop.wait(ttl_ms / 3000):
+            while not stop.wait(every_s):
                 try:
                     if not self.renew(ttl_ms):
                         return
                 except redis.RedisError as exc:
-                    logger.warning("could not renew the lock %s (will retry): %s", self.key, exc)
+                    failures.failed(exc)  # retried at the next third, logged once
+                else:
+                    failures.succeeded()
 
         renewer = threading.Thread(target=renew_until_stopped, name=f"lease:{self.key}", daemon=True)
         renewer.start()

@@ -22,10 +22,14 @@ nothing: an application builds a `RedisListBroker` and sets it with `dramatiq.se
   last error, attempts and time; a delayed message can be released now or removed.
 - `actor_spec` / `ActorSpec` (spec.py): an actor declared on a broker only when an
   entry module says so, never at import.
+- `Backoff` (backoff.py): how every long-running loop of the project waits and logs
+  while a step keeps failing (capped exponential backoff; the failure once, a summary,
+  the recovery).
 """
 
 from __future__ import annotations
 
+from actors.broker.backoff import Backoff
 from actors.broker.broker import (
     DEFAULT_DELAY_POLL_MS,
     DEFAULT_HEARTBEAT_INTERVAL_MS,
@@ -68,6 +72,7 @@ __all__ = [
     "MAX_DEAD_ERROR_CHARS",
     "ActorSpec",
     "AvailabilityGate",
+    "Backoff",
     "BrokerError",
     "Codec",
     "DeadLetterHook",

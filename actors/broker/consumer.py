@@ -28,6 +28,7 @@ import redis
 from dramatiq.broker import Consumer, MessageProxy
 from dramatiq.errors import ConnectionClosed
 
+from actors.broker.backoff import Backoff
 from actors.broker.codecs import Codec, job_key_pattern
 from actors.broker.connections import HotPathConnections, connection_errors
 from actors.broker.deadletters import DEAD_LETTER_OPTION, dead_letter_option
@@ -62,6 +63,10 @@ MAX_ADAPTIVE_PREFETCH = 100
 #: Weight of the newest interval between two finished messages in the pace's moving average.
 PACE_WEIGHT = 0.2
 
+#: While acknowledgements (or the return of prefetched messages) cannot be written, a
+#: stopped consumer tries again after this long, doubling up to WRITE_MAX_BACKOFF_S.
+WRITE_MAX_BACKOFF_S = 5.0
+
 
 class ConsumerHost(Protocol):
     """What a consumer needs from the broker that made it (`RedisListBroker` is one).
@@ -87,6 +92,9 @@ class ConsumerHost(Protocol):
 
     def consumer_released(self, consumer: RedisListConsumer) -> None:
         """The consumer gave its processing list up: stop heartbeating it."""
+
+    def consumer_failed(self, consumer: RedisListConsumer, error: ConnectionClosed) -> None:
+        """The consumer's fetch failed on a Redis error (Dramatiq restarts the consumer)."""
 
 
 class ListMessageProxy(MessageProxy):
@@ -190,10 +198,25 @@ class RedisListConsumer(Consumer):
         self.drained = False
         self.closed = False
         self.released = False
+        #: Writes of acknowledgements and given-back messages that failed, retried later:
+        #: logged once, summarised, and their recovery (backoff.py).
+        self._writes = Backoff(
+            f"Consumer of {self.keys.queue}: recording acknowledgements",
+            logger,
+            first_s=STOPPED_POLL_SECONDS,
+            max_s=WRITE_MAX_BACKOFF_S,
+        )
 
     # ------------------------------------------------------------------ fetching
 
     def __next__(self) -> MessageProxy | None:
+        try:
+            return self._next()
+        except ConnectionClosed as exc:
+            self.broker.consumer_failed(self, exc)
+            raise
+
+    def _next(self) -> MessageProxy | None:
         if self.stopped:
             self._idle_while_stopped()
             return None
@@ -437,10 +460,10 @@ class RedisListConsumer(Consumer):
         """Record acknowledgements; on a Redis error keep them for the next attempt."""
         try:
             self._fetch(acks, 0)
-        except ConnectionClosed:
-            logger.warning(
-                "Could not record %d acknowledgement(s) on %s yet; will retry.", len(acks), self.keys.queue
-            )
+        except ConnectionClosed as exc:
+            self._writes.failed(exc.__cause__ or exc)  # kept: the next fetch or flush records them
+            return
+        self._writes.succeeded()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -459,7 +482,8 @@ class RedisListConsumer(Consumer):
         if acks:
             self._flush(acks)
         self.drained = True
-        time.sleep(min(self.timeout, STOPPED_POLL_SECONDS))
+        # While Redis fails, what is left to write is tried again with backoff, not every poll.
+        time.sleep(max(min(self.timeout, STOPPED_POLL_SECONDS), self._writes.delay))
 
     def close(self) -> None:
         """Give back what was fetched but never handed out; release the list once nothing is in flight.
@@ -482,17 +506,15 @@ class RedisListConsumer(Consumer):
         if unstarted:
             try:
                 self._requeue(unstarted)
-            except ConnectionClosed:
+            except ConnectionClosed as exc:
                 # Keep them buffered; the maintenance thread calls try_release again.
                 with self._cond:
                     left = [p for p in unstarted if not p._finished]
                     self._outstanding -= len(left)
                     self._buffer.extend(left)
-                logger.warning(
-                    "Could not requeue %d prefetched message(s) of %s yet; will retry.",
-                    len(left),
-                    self.keys.queue,
-                )
+                self._writes.failed(exc.__cause__ or exc)
+                return
+            self._writes.succeeded()
 
     def _release_if_done(self) -> None:
         with self._cond:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Collection
 from typing import Any
 
 import dramatiq
 from dramatiq.middleware import Middleware, SkipMessage
 
+from actors.broker.backoff import Backoff
 from actors.broker.consumer import ListMessageProxy
 from actors.broker.errors import DependencyUnavailable
 
@@ -61,7 +61,17 @@ class AvailabilityGate(Middleware):
         self._cond = threading.Condition()
         self._open = True
         self._shutting_down = False
+        #: Seconds until the next probe of a closed gate.
+        self._wait = min_backoff_s
         self._prober: threading.Thread | None = None
+        #: The probes' pauses and their log: the closing once, a summary while the
+        #: dependency stays down, the reopening (backoff.py).
+        self._backoff = Backoff(
+            "Dependency unavailable, messages held",
+            logger,
+            first_s=min_backoff_s,
+            max_s=max_backoff_s,
+        )
         #: Times the gate closed (for logs and tests).
         self.closings = 0
 
@@ -76,38 +86,34 @@ class AvailabilityGate(Middleware):
                 return
             self._open = False
             self.closings += 1
+            # The closing is the first failure: logged once, with its reason.
+            self._wait = self._backoff.failed(reason)
             if self._prober is None or not self._prober.is_alive():
                 self._prober = threading.Thread(
                     target=self._probe_until_open, name="availability-gate", daemon=True
                 )
                 self._prober.start()
-        logger.warning("Dependency unavailable (%s): holding messages until it answers again.", reason)
 
     def _probe_until_open(self) -> None:
-        backoff = self.min_backoff_s
-        down_since = time.monotonic()
         while True:
             with self._cond:
                 if self._shutting_down:
                     return
-                self._cond.wait(backoff)
+                self._cond.wait(self._wait)
                 if self._shutting_down:
                     return
+            error: object = "the probe answered no"
             try:
                 up = bool(self.probe())
             except Exception as exc:
-                logger.debug("availability probe failed: %s", exc)
-                up = False
+                error, up = exc, False
             if up:
                 with self._cond:
                     self._open = True
                     self._cond.notify_all()
-                logger.warning(
-                    "Dependency available again after %.1f s: processing resumes.",
-                    time.monotonic() - down_since,
-                )
+                self._backoff.succeeded()  # "recovered after N failed attempt(s) / T s"
                 return
-            backoff = min(backoff * 2, self.max_backoff_s)
+            self._wait = self._backoff.failed(error)
 
     def _gated(self, message: Any) -> bool:
         return self.queues is None or message.queue_name in self.queues

@@ -26,13 +26,15 @@ from typing import Protocol
 
 import redis
 
+from actors.broker.backoff import Backoff
 from actors.broker.keys import QueueKeys, owner_of_processing
 from actors.broker.scripts import Scripts
 
 logger = logging.getLogger(__name__)
 
-#: How long to back off after a Redis error in the housekeeping loop.
-ERROR_BACKOFF_SECONDS = 1.0
+#: First wait after a failed housekeeping pass; it doubles while the passes keep failing,
+#: up to the heartbeat interval (backoff.py).
+ERROR_BACKOFF_SECONDS = 0.5
 
 #: Most dead consumers reaped per call.
 REAP_BATCH = 100
@@ -118,6 +120,12 @@ class Maintenance(threading.Thread):
 
     def run(self) -> None:
         interval = self.broker.heartbeat_interval_ms / 1000
+        # A failing pass waits with backoff, up to one heartbeat interval, so beats resume
+        # within an interval of Redis coming back (issue 19: a failure left the next beat and
+        # reap due in the past, the wait became 0, and the thread spun for 46 minutes).
+        backoff = Backoff(
+            "Broker housekeeping", logger, first_s=min(ERROR_BACKOFF_SECONDS, interval), max_s=interval
+        )
         next_beat = next_reap = 0.0
         while not self._stopping.is_set():
             now = time.monotonic()
@@ -132,15 +140,12 @@ class Maintenance(threading.Thread):
                 until_due = self.promote_due()
                 if until_due is not None:
                     sleep = min(sleep, until_due)
+                backoff.succeeded()
+                sleep = min(sleep, max(0.0, min(next_beat, next_reap) - time.monotonic()))
             except redis.RedisError as exc:
-                logger.warning(
-                    "Broker housekeeping failed (%s); retrying in %.0f s.", exc, ERROR_BACKOFF_SECONDS
-                )
-                sleep = ERROR_BACKOFF_SECONDS
-            except Exception:
-                logger.exception("Unexpected error in broker housekeeping.")
-                sleep = ERROR_BACKOFF_SECONDS
-            sleep = min(sleep, max(0.0, min(next_beat, next_reap) - time.monotonic()))
+                sleep = backoff.failed(exc)
+            except Exception as exc:
+                sleep = backoff.failed(exc, traceback=True)
             self._wake.wait(max(sleep, 0.0))
             self._wake.clear()
 

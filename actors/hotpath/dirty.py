@@ -293,14 +293,15 @@ class DirtySetFlusher(ABC):
         return sorted(ids)
 
     def _put_back_after_failure(self) -> None:
+        # Debug only: the loop logs the cycle's failure itself, once per outage (runner.py).
         try:
             count = self._guarded(self._put_back, [self.keys.dirty, self.keys.syncing])
-            logger.warning("%s: cycle failed; %d record id(s) put back to the dirty set", self.name, count)
+            logger.debug("%s: cycle failed; %d record id(s) put back to the dirty set", self.name, count)
         except LockLost:
             pass
-        except redis.RedisError:
+        except redis.RedisError as exc:
             # The next cycle's claim merges the syncing set back.
-            logger.error("%s: could not put the ids back now; the next claim will", self.name, exc_info=True)
+            logger.debug("%s: could not put the ids back now (%s); the next claim will", self.name, exc)
 
     def _guarded(self, script: Script, keys: list[str], *args: bytes | str | int) -> int:
         result = script(keys=[self.lock.key, *keys], args=[self.lock.token, *args])

@@ -2,7 +2,8 @@
 
 ``python -m actors.hotpath`` (the Procfile's `hotpath` line) runs each loop in a thread
 of its own, so one slow loop never delays the others. A loop re-reads its settings every
-cycle, survives Redis and database errors (logged, retried next cycle) and bad data (set
+cycle, survives Redis and database errors (retried with backoff, logged once, then a
+summary while they last, then the recovery: actors/broker/backoff.py) and bad data (set
 aside, see actors/hotpath/dirty.py and eventlog.py), keeps its lease alive while it works
 (lock.RedisLock.kept_alive) and while it sleeps, and on SIGTERM or SIGINT finishes the
 cycle it is in, releases its lease (a standby takes over at once) and stops.
@@ -26,13 +27,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from actors.adapters.keys import Keyspace
 from actors.adapters.lock import RedisLock
 from actors.adapters.redis_clients import redis_client
+from actors.broker import Backoff
 from actors.hotpath.autosave import AnswersFlusher
 from actors.hotpath.eventlog import EventLogConsumer
 from actors.hotpath.progress import ProgressFlusher
 from actors.hotpath.retention import RetentionJob, invalid_lists
 from actors.hotpath.settings import HotpathSettings, SettingsSource
 from actors.observe.heartbeat import Activity, Heartbeat
-from actors.observe.logs import configure_logging
+from actors.observe.logs import configure_logging, outage
 from services.config import Settings
 from services.db import session_factory
 
@@ -44,6 +46,10 @@ LOOP_NAMES = ("answers", "progress", "events", "retention")
 MIN_PAUSE_S = 0.01
 #: Longest sleep between two looks at the settings (and lease renewals) while idle.
 MAX_IDLE_STEP_S = 1.0
+#: After a failed cycle a loop pauses at least this long, doubling while its cycles fail,
+#: at most FAILED_MAX_PAUSE_S (its own interval when longer).
+FAILED_FIRST_PAUSE_S = 1.0
+FAILED_MAX_PAUSE_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,14 @@ class Loop(threading.Thread):
         self.stop = stop
         self.activity = activity
         self.cycles = 0
-        self.failures = 0
+        self.backoff = Backoff(
+            f"hot path {spec.name} loop", logger, first_s=FAILED_FIRST_PAUSE_S, max_s=FAILED_MAX_PAUSE_S
+        )
+
+    @property
+    def failures(self) -> int:
+        """Cycles failed in a row (0 while the loop works)."""
+        return self.backoff.attempts
 
     def run(self) -> None:
         try:
@@ -82,7 +95,7 @@ class Loop(threading.Thread):
                 settings = self.source.read()
                 more = self._cycle(settings)
                 if not more:
-                    self._pause(settings)
+                    self._pause(settings, at_least_s=self.backoff.delay)
         finally:
             self.spec.close()
             logger.info("%s: stopped after %d cycle(s)", self.spec.name, self.cycles)
@@ -93,37 +106,39 @@ class Loop(threading.Thread):
         try:
             more = self.spec.cycle(settings)
         except Exception as exc:
-            self.failures += 1
-            if self.failures == 1:
-                logger.exception("%s: cycle failed; retrying every cycle", self.spec.name)
-            else:
-                logger.error("%s: cycle failed again (%d in a row): %s", self.spec.name, self.failures, exc)
+            # A server down: one line; anything else: its traceback, once.
+            self.backoff.failed(exc, traceback=not outage(exc))
             return False
         finally:
             if self.activity is not None and token is not None:
                 self.activity.end(token)
-        if self.failures:
-            logger.info("%s: recovered after %d failed cycle(s)", self.spec.name, self.failures)
-            self.failures = 0
+        self.backoff.succeeded()
         return more
 
-    def _pause(self, settings: HotpathSettings) -> None:
-        """Sleep one interval in short steps: renew the lease (it must not lapse while idle) and
-        re-read the settings at each step, so a shortened interval takes effect at once."""
+    def _pause(self, settings: HotpathSettings, *, at_least_s: float = 0.0) -> None:
+        """Sleep one interval (at least `at_least_s`: a failing loop's backoff) in short steps:
+        renew the lease (it must not lapse while idle) and re-read the settings at each step,
+        so a shortened interval takes effect at once."""
         started = time.monotonic()
         while not self.stop.is_set():
-            remaining = started + max(MIN_PAUSE_S, self.spec.interval_ms(settings) / 1000) - time.monotonic()
+            pause = max(MIN_PAUSE_S, self.spec.interval_ms(settings) / 1000, at_least_s)
+            remaining = started + pause - time.monotonic()
             if remaining <= 0:
                 return
-            step = min(remaining, MAX_IDLE_STEP_S, settings.lock_ttl_ms / 3000)
+            # Short steps while healthy (a new interval takes effect at once); while failing,
+            # only as often as the lease needs renewing.
+            renew_every_s = settings.lock_ttl_ms / 3000
+            step = min(remaining, renew_every_s if at_least_s else MAX_IDLE_STEP_S, renew_every_s)
             if self.stop.wait(max(MIN_PAUSE_S, step)):
                 return
             settings = self.source.read()
             if self.spec.lock.held:
                 try:
                     self.spec.lock.renew(settings.lock_ttl_ms)
-                except redis.RedisError:
-                    logger.warning("%s: could not renew the lock while idle", self.spec.name)
+                except redis.RedisError as exc:
+                    # Tried again at the next step; Redis failing is what the cycle says, once
+                    # (a lease actually lost is logged by the lock when Redis answers again).
+                    logger.debug("%s: lease not renewed while idle (%s)", self.spec.name, exc)
 
 
 def build_loops(

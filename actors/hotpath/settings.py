@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields, replace
 
 import redis
 
+from actors.broker import Backoff
 from actors.hotpath import constants as c
 
 logger = logging.getLogger(__name__)
@@ -92,7 +93,8 @@ class SettingsSource:
         self.key = key
         self.env = os.environ if env is None else env
         self._reported: set[tuple[str, str, str]] = set()
-        self._redis_down_reported = False
+        # Read by every loop at every step: its failure is logged once, summarised, ended.
+        self._unreadable = Backoff(f"hot-path settings ({key} unreadable: using the environment)", logger)
         self._lock = threading.Lock()
         #: The last consistent settings returned: kept when a change makes them inconsistent.
         self._accepted: HotpathSettings | None = None
@@ -125,13 +127,10 @@ class SettingsSource:
             try:
                 raw = self.client.hgetall(self.key)
                 overrides = {_text(k): _text(v) for k, v in raw.items()}
-                self._redis_down_reported = False
             except redis.RedisError as exc:
-                if not self._redis_down_reported:
-                    logger.warning(
-                        "hot-path settings: %s unreadable (%s); using the environment", self.key, exc
-                    )
-                    self._redis_down_reported = True
+                self._unreadable.failed(exc)
+            else:
+                self._unreadable.succeeded()
         return overrides
 
     def _resolve(self, overrides: Mapping[str, str]) -> HotpathSettings:

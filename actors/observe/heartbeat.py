@@ -2,8 +2,9 @@
 
 A daemon thread writes this process's beat every `BEAT_INTERVAL_S`, saying what the
 process is doing now (asked of a callable each time), and once a minute prunes the
-processes gone for an hour. A Redis error is logged once and retried at the next beat:
-a heartbeat must never stop the work it reports on. `stop()` writes a last beat saying
+processes gone for an hour. A Redis error is retried at the next beat and logged once, then
+summarised while it lasts, then its end (actors/broker/backoff.py): a heartbeat must never
+stop the work it reports on, nor flood its log. `stop()` writes a last beat saying
 `stopped`, so a clean exit is not mistaken for a crash.
 """
 
@@ -23,6 +24,7 @@ from actors.adapters.liveness import (
     prune_beats,
     write_beat,
 )
+from actors.broker import Backoff
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +50,10 @@ class Heartbeat:
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{kind}", daemon=True)
-        self._failing = False
+        # Beats keep their interval while failing (the next one is the retry): logging only.
+        self._backoff = Backoff(
+            f"Heartbeat of this {kind} process", logger, first_s=interval_s, max_s=interval_s
+        )
 
     def start(self) -> Heartbeat:
         self._thread.start()
@@ -65,13 +70,9 @@ class Heartbeat:
             load = self.load() if self.load is not None and doing != STOPPED else None
             write_beat(self.client, self.identity, doing, load=load)
         except (redis.RedisError, OSError) as exc:
-            if not self._failing:
-                logger.warning("heartbeat not written (%s); retrying every beat", exc)
-            self._failing = True
+            self._backoff.failed(exc)
             return
-        if self._failing:
-            logger.info("heartbeat written again")
-            self._failing = False
+        self._backoff.succeeded()
 
     def _run(self) -> None:
         beats = 0

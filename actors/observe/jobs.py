@@ -6,6 +6,7 @@ tells the worker process's heartbeat (actors/observe/heartbeat.py) which jobs ar
 running. The per-minute counts are kept in memory and written once a second (and at
 shutdown) by a thread of their own, in one round trip: a job never waits on them (a
 round trip per job measurably delayed retries under load: tests/integration/test_retries.py).
+While Redis fails, the counts are kept and the writes back off (actors/broker/backoff.py).
 
 It must come before `ExactRetries` in the middleware list: Dramatiq calls the `after_`
 hooks in reverse order, so this one runs once ExactRetries has settled the message, and
@@ -29,7 +30,7 @@ import redis
 from dramatiq.middleware import Middleware
 
 from actors.adapters.throughput import Outcome, add_counts, minute_start
-from actors.broker import DependencyUnavailable, ListMessageProxy
+from actors.broker import Backoff, DependencyUnavailable, ListMessageProxy
 from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
 from actors.observe import metrics
 from actors.observe.heartbeat import Activity, Heartbeat
@@ -39,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 #: How often the per-minute counts are written to Redis.
 FLUSH_INTERVAL_S = 1.0
+#: Longest pause between two writes while they fail (the counts wait in memory meanwhile).
+FLUSH_MAX_BACKOFF_S = 10.0
 
 
 def describe(message: dramatiq.Message[Any]) -> str:
@@ -72,7 +75,9 @@ class JobObserver(Middleware):
         self._client: redis.Redis | None = None
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
-        self._warned = False
+        self._backoff = Backoff(
+            "Throughput counts", logger, first_s=FLUSH_INTERVAL_S, max_s=FLUSH_MAX_BACKOFF_S
+        )
 
     # ------------------------------------------------------------------ process
 
@@ -168,7 +173,7 @@ class JobObserver(Middleware):
                 self._counts[minute, outcome] += 1
 
     def _flush_every_second(self) -> None:
-        while not self._stop.wait(FLUSH_INTERVAL_S):
+        while not self._stop.wait(max(FLUSH_INTERVAL_S, self._backoff.delay)):
             self.flush()
 
     def flush(self) -> None:
@@ -182,8 +187,6 @@ class JobObserver(Middleware):
         except (redis.RedisError, OSError) as exc:
             with self._lock:
                 self._counts.update(counts)
-            if not self._warned:
-                logger.warning("throughput counts not written (%s); retrying every second", exc)
-                self._warned = True
+            self._backoff.failed(exc)
             return
-        self._warned = False
+        self._backoff.succeeded()

@@ -8,6 +8,9 @@ else (unset, `text`) keeps plain text, one format for all processes, with the jo
 ids in the line when there is a job; tracebacks then follow on their own lines, as a
 terminal reader expects.
 
+`outage(exc)` tells an error that says a server is unreachable (logged as one line) from
+one that deserves its traceback.
+
 The job's ids come from `job_context`, which the worker's observer sets around each job
 (actors/observe/jobs.py), so every line a job logs, in any module, carries them.
 """
@@ -22,10 +25,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TextIO
 
+import psycopg
+import redis
+import sqlalchemy.exc
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
-from services.errors import ConfigError
+from services.errors import ConfigError, DatabaseUnavailable
+
+#: Errors that say a server (Redis, PostgreSQL) cannot be reached or failed: an outage,
+#: not a bug, so a failing loop logs them on one line, without a traceback.
+OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    DatabaseUnavailable,
+    redis.RedisError,
+    sqlalchemy.exc.OperationalError,
+    sqlalchemy.exc.InterfaceError,
+    psycopg.OperationalError,
+)
+
+
+def outage(exc: BaseException) -> bool:
+    """Whether `exc` is a server being unreachable or failing (OUTAGE_ERRORS) rather than a bug."""
+    return isinstance(exc, OUTAGE_ERRORS)
+
 
 LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s [%(process_kind)s %(process)d] %(name)s: %(message)s%(job)s"

@@ -62,7 +62,7 @@ class Stack:
         log_path = self.logs / f"stack-{len(self.runs)}.log"
         run = RunStack(env=self.env, state=self.logs / "state", log_path=log_path, procfile=self.procfile)
         self.runs.append(run)
-        self.wait_until(self.ready, timeout=60, what="the web process to answer /readyz")
+        self.wait_until(self.ready, timeout=120, what="the web process to answer /readyz")
 
     def stop(self) -> int:
         return self.current.stop(signal.SIGTERM)
@@ -87,7 +87,7 @@ class Stack:
             f"{self.base_url}{path}",
             headers={"Authorization": f"Bearer {token}"},
             json=body,
-            timeout=10,
+            timeout=30,
         )
         return response.status_code, response.json()
 
@@ -102,7 +102,7 @@ class Stack:
     def status(self, token: str, record_id: int) -> dict[str, Any]:
         return dict(self.ok("GET", f"/api/assessment/resultStatus?recordId={record_id}", token))
 
-    def wait_for_status(self, token: str, record_id: int, status: int, *, timeout: float = 15) -> None:
+    def wait_for_status(self, token: str, record_id: int, status: int, *, timeout: float = 60) -> None:
         self.wait_until(
             lambda: self.status(token, record_id)["status"] == status,
             timeout=timeout,

@@ -111,7 +111,7 @@ def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
     row.get_by_role("link", name="详情").click()
     expect(page.locator("h1")).to_contain_text(f"记录 {failing}")
     failures = page.locator('li[data-event="report.generation_failed"]')
-    stack.wait_until(lambda: _reload_count(page, failures) == 4, timeout=15, what="four failed attempts")
+    stack.wait_until(lambda: _reload_count(page, failures) == 4, timeout=60, what="four failed attempts")
     expect(failures.first.locator(".reason")).to_contain_text("答案不完整")
     expect(page.locator('li[data-event="report.dead_lettered"]')).to_have_count(1)
     screenshot(page, "console-record-failed")
@@ -156,7 +156,7 @@ def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
     expect(page.locator(".flash.ok")).to_contain_text(f"记录 {single} 已重新加入生成队列")
     stack.wait_until(
         lambda: db_status(engine, single) == RecordStatus.COMPLETED,
-        timeout=15,
+        timeout=60,
         what="the single regeneration",
     )
     page.reload()
@@ -177,7 +177,7 @@ def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
     screenshot(page, "console-batch-outcome")
     stack.wait_until(
         lambda: {db_status(engine, r) for r in (failed_a, failed_b)} == {RecordStatus.COMPLETED},
-        timeout=15,
+        timeout=60,
         what="both regenerated reports",
     )
 
@@ -204,14 +204,14 @@ def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
     screenshot(page, "console-task")
     stack.wait_until(
         lambda: {db_status(engine, r) for r in failed_all} == {RecordStatus.COMPLETED},
-        timeout=15,
+        timeout=60,
         what="the task's regenerated reports",
     )
 
     # Payloads the worker could not read are quarantined: shown verbatim, deleted, purged.
     garbage = [b'{"RecordId":"x"}', b"not json \xff", b"[1,2,3]"]
     redis_conn.lpush(REPORT_QUEUE_KEY, *garbage)
-    stack.wait_until(lambda: redis_conn.llen(INVALID_QUEUE_KEY) == 3, timeout=15, what="3 quarantined")
+    stack.wait_until(lambda: redis_conn.llen(INVALID_QUEUE_KEY) == 3, timeout=60, what="3 quarantined")
     page.get_by_role("link", name="无效消息").click()
     expect(page.locator("tr[data-invalid] pre")).to_have_count(3)
     expect(page.locator("tr[data-invalid] pre").filter(has_text='{"RecordId":"x"}')).to_have_count(1)
@@ -260,7 +260,7 @@ def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
         f"{stack.base_url}/admin/dead/requeue",
         data={"all": "1"},
         cookies=cookies,
-        timeout=10,
+        timeout=30,
         allow_redirects=False,
     )
     assert forged.status_code == 401

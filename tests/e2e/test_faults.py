@@ -1,10 +1,10 @@
 """Faults between the parts, on real processes: nothing submitted is ever lost.
 
-web (gunicorn), worker (`dramatiq actors.worker`) and reconciler (`python -m actors.reconciler`)
-run as the Procfile runs them, against the test PostgreSQL and Redis reached through
-`FaultProxy`s, so a test can cut a server off without stopping a server it does not
-own. Patient clients submit a burst; a fault hits in the middle; every submitted record
-must end in status 4 (never lost, never wrongly 5) within the heal time after the fault.
+web, worker and reconciler run from the Procfile's own lines (scripts/processes.ProcfileProcess),
+against the test PostgreSQL and Redis reached through `FaultProxy`s, so a test can cut a
+server off without stopping a server it does not own. Patient clients submit a burst; a
+fault hits in the middle; every submitted record must end in status 4 (never lost, never
+wrongly 5) within the heal time after the fault.
 
 `MI_FAULT_RECORDS` sets the burst size (default 120; RELIABILITY.md used more),
 `MI_FAULT_REDIS_OUTAGE_S` / `MI_FAULT_DATABASE_OUTAGE_S` the outages (8 s / 12 s), and
@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import signal
-import sys
 import threading
 import time
 import urllib.error
@@ -34,7 +33,7 @@ from sqlalchemy import Engine, text
 from actors.constants import DEAD_LETTER_QUEUE_KEY
 from scripts import servers
 from scripts.faults import FaultProxy
-from scripts.processes import SessionProcess
+from scripts.processes import ProcfileProcess
 from services.config import Settings
 from tests.support.processes import WorkerProcess, row_locked, sessions_waiting_for_a_lock, wait_until
 from tests.support.redis_keys import MARKER_KEYS
@@ -71,18 +70,8 @@ class Stack:
             "dramatiq_restart_delay": "1000",
             **FAST_RECONCILER,
         }
-        bin_dir = Path(sys.executable).parent
-        self.web = SessionProcess(
-            [
-                str(bin_dir / "gunicorn"),
-                "web:create_app()",
-                "--bind",
-                f"127.0.0.1:{self.port}",
-                "--workers",
-                "2",
-            ],
-            env=env,
-            log_path=logs / "web.log",
+        self.web = ProcfileProcess(
+            "web", env={**env, "PORT": str(self.port), "WEB_CONCURRENCY": "2"}, log_path=logs / "web.log"
         )
         self.worker = WorkerProcess(
             database_url=worker_db_url,
@@ -91,9 +80,7 @@ class Stack:
             threads=4,
             env={"dramatiq_restart_delay": "1000"},
         )
-        self.reconciler = SessionProcess(
-            [sys.executable, "-m", "actors.reconciler"], env=env, log_path=logs / "reconciler.log"
-        )
+        self.reconciler = ProcfileProcess("reconciler", env=env, log_path=logs / "reconciler.log")
         wait_until(self.ready, timeout=30, what="the web process")
 
     def ready(self) -> bool:

@@ -65,7 +65,7 @@ class Run:
             f"{self.info()['base_url']}{path}",
             headers={"Authorization": f"Bearer {token}"},
             json=body,
-            timeout=10,
+            timeout=30,
         )
         return response.status_code, response.json()
 
@@ -111,7 +111,7 @@ def test_two_make_runs_started_at_once_each_use_servers_of_their_own(stacks: lis
         assert Path(str(client.config_get("dir")["dir"])).resolve() == (run.state / "redis").resolve()
         client.close()
     for run in stacks:  # each announced its own web process, not the other's
-        wait_until(partial(says_ready, run.run), timeout=15, what="the ready line")
+        wait_until(partial(says_ready, run.run), timeout=60, what="the ready line")
         assert "not this stack's" not in run.run.output()
     a, b = (run.info() for run in stacks)
     assert urlsplit(a["database_url"]).port != urlsplit(b["database_url"]).port

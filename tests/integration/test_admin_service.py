@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -228,15 +227,12 @@ def test_batch_of_a_thousand_ids_is_set_based(
         s.commit()
     queue = RecordingQueue()
     with count_statements(engine) as statements:
-        started = time.perf_counter()
         result = admin.batch_regenerate_report(uow, queue, ids)
-        elapsed = time.perf_counter() - started
     assert (result.success_count, result.skipped_count) == (500, 500)
     assert len(queue.batches) == 1
     assert len(queue.batches[0]) == 500
     # SELECT ... FOR UPDATE, UPDATE, two DELETEs: the same for 1 id or 1,000.
     assert len(statements) == 4, statements
-    assert elapsed < 5.0
     with session_factory() as s:
         statuses = dict(
             s.execute(

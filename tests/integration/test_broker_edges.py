@@ -73,12 +73,12 @@ def test_no_heartbeat_is_left_for_a_consumer_that_failed_to_start(
         time.sleep(0.6)  # two heartbeat intervals of the test broker
         wait_until(
             lambda: redis_client.zrange(HEARTBEATS_KEY, 0, -1) == [live.processing_key.encode()],
-            timeout=5,
+            timeout=30,
             what="only the live consumer's heartbeat",
         )
         live.close()
         wait_until(
-            lambda: redis_client.zcard(HEARTBEATS_KEY) == 0, timeout=5, what="the closed consumer's release"
+            lambda: redis_client.zcard(HEARTBEATS_KEY) == 0, timeout=30, what="the closed consumer's release"
         )
     finally:
         proxy.close()

@@ -1,11 +1,9 @@
-"""`python -m actors.hotpath` as the Procfile runs it: SIGKILL mid-batch, SIGTERM, live settings."""
+"""The Procfile's hotpath line (`python -m actors.hotpath`): SIGKILL mid-batch, SIGTERM, live settings."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -17,22 +15,22 @@ from sqlalchemy.orm import Session, sessionmaker
 from actors.adapters import RedisAutosaveStore, RedisEventSink
 from actors.adapters.keys import AutosaveKeys, EventLogKeys
 from actors.hotpath.constants import SETTINGS_KEY
+from scripts.processes import ProcfileProcess
 from services.events import Event, EventType
 from tests.integration.hotpath_support import insert_records, progress_row, stored_answers
 from tests.support.processes import sessions_waiting_for_a_lock, wait_until
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 EVENTS = EventLogKeys()
 AUTOSAVE = AutosaveKeys.default()
 
 
-class HotpathProcess:
-    """`python -m actors.hotpath ARGS` in a session of its own, with short intervals and leases."""
+class HotpathProcess(ProcfileProcess):
+    """The Procfile's hotpath line (read from the Procfile), with ARGS after it, in a session
+    of its own, with short intervals and leases."""
 
     def __init__(self, log_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.log_path = log_path
         full_env = {
             **os.environ,
             "PYTHONUNBUFFERED": "1",
@@ -42,30 +40,13 @@ class HotpathProcess:
             "HOTPATH_LOCK_TTL_MS": "1500",
             **(env or {}),
         }
-        self.log = log_path.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "actors.hotpath", *args],
-            cwd=ROOT,
-            env=full_env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-        self.log.close()
+        super().__init__("hotpath", env=full_env, log_path=log_path, args=args)
 
     def terminate(self, timeout: float = 30) -> int:
-        os.killpg(self.process.pid, signal.SIGTERM)
+        self.signal(signal.SIGTERM)
         code = self.process.wait(timeout=timeout)
         self.log.close()
         return code
-
-    def output(self) -> str:
-        return self.log_path.read_text(errors="replace")
 
 
 def events(count: int) -> list[Event]:
@@ -177,4 +158,4 @@ def test_a_poison_entry_at_the_head_of_the_queue_does_not_stop_the_process(
     finally:
         code = process.terminate()
     assert code == 0, process.output()
-    assert "cycle failed" not in process.output()
+    assert "hot path events loop:" not in process.output()  # no failure logged, nor a recovery

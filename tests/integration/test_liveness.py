@@ -57,7 +57,7 @@ def test_heartbeat_thread_writes_what_the_process_does(redis_client: redis.Redis
     try:
         wait_until(
             lambda: [b.doing for b in live_processes(redis_client)] == ["reconciling"],
-            timeout=5,
+            timeout=30,
             what="the first beat",
         )
     finally:

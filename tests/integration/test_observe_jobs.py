@@ -109,7 +109,7 @@ def test_worker_beats_while_running_and_says_stopped_at_shutdown(
     def ours() -> list[str]:
         return [b.doing for b in live_processes(redis_client) if b.kind == "worker" and b.pid == os.getpid()]
 
-    wait_until(lambda: ours() != [], timeout=10, what="the worker's first beat")
+    wait_until(lambda: ours() != [], timeout=30, what="the worker's first beat")
     beat = next(b for b in live_processes(redis_client) if b.pid == os.getpid())
     assert beat.alive
     assert beat.started_at <= beat.last_seen

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,11 +23,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from actors.adapters import RedisReportQueue
 from actors.adapters.liveness import BEAT_TIMEOUT_S, live_processes
 from actors.constants import DEAD_LETTER_QUEUE_KEY, MAX_RETRY_COUNT, REPORT_ACTOR_NAME
-from scripts.processes import SessionProcess
+from scripts.processes import ProcfileProcess, SessionProcess
 from services.config import Settings
 from services.status import RecordStatus
 from tests.record_state import status_of
-from tests.support.processes import wait_until
+from tests.support.processes import WorkerProcess, wait_until
 
 #: Good records (reports generated) and records without answers (every attempt fails).
 GOOD, BAD = 4, 2
@@ -41,16 +40,13 @@ FAST_SCHEDULE = {"REPORT_RETRY_DELAYS_MS": "50,50,50"}
 def start_worker(
     settings: Settings, redis_url: str, log: Path, *, processes: int, **env: str
 ) -> SessionProcess:
-    return SessionProcess(
-        [sys.executable, "-m", "actors.run_worker", "--processes", str(processes), "--threads", "2"],
-        env={
-            **os.environ,
-            "DATABASE_URL": settings.database_url,
-            "REDIS_URL": redis_url,
-            "PYTHONUNBUFFERED": "1",
-            **env,
-        },
+    return WorkerProcess(
+        database_url=settings.database_url,
+        redis_url=redis_url,
         log_path=log,
+        processes=processes,
+        threads=2,
+        env=env,
     )
 
 
@@ -196,7 +192,7 @@ def test_healthz_workers_passes_once_worker_and_hotpath_beat(
     env = {**os.environ, "DATABASE_URL": settings.database_url, "REDIS_URL": redis_url, "LOG_FORMAT": "json"}
     assert client.get("/healthz/workers").status_code == 503
     others = [
-        SessionProcess([sys.executable, "-m", f"actors.{kind}"], env=env, log_path=tmp_path / f"{kind}.log")
+        ProcfileProcess(kind, env=env, log_path=tmp_path / f"{kind}.log")
         for kind in ("hotpath", "reconciler")
     ]
     try:

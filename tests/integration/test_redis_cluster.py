@@ -10,7 +10,6 @@ web app, `dramatiq actors.worker` and `python -m actors.hotpath` on `redis+clust
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,7 +34,7 @@ from actors.reconciler import Reconciler, ReconcilerSettings
 from actors.report_queue.codec import ReportCodec
 from actors.report_queue.message import ReportQueueMessage
 from scripts.cluster import redis_cluster
-from scripts.processes import SessionProcess
+from scripts.processes import ProcfileProcess, SessionProcess
 from services.config import Settings
 from services.status import RecordStatus
 from tests.broker_fixtures import FAST_BROKER, WorkerFactory
@@ -139,7 +138,7 @@ def test_fetch_retry_dead_letter_and_reaper_on_the_cluster(
     )
 
     make_worker(cluster_broker)
-    wait_until(lambda: 4 in runs, timeout=15, what="the reaper to give record 4 back")
+    wait_until(lambda: 4 in runs, timeout=60, what="the reaper to give record 4 back")
     cluster_broker.join(REPORT_QUEUE_NAME, timeout=20_000)
 
     assert runs[1] == [0]
@@ -245,7 +244,7 @@ def processes(cluster_settings: Settings, tmp_path: Path) -> Iterator[Callable[[
                 env=env,
             )
         else:
-            process = SessionProcess([sys.executable, "-m", "actors.hotpath"], env=env, log_path=log)
+            process = ProcfileProcess("hotpath", env=env, log_path=log)
         started.append(process)
         return process
 
@@ -310,7 +309,7 @@ def test_submit_to_report_with_autosave_and_event_log_on_the_cluster(
         stats = data(web.get("/api/admin/queue/stats", headers=admin))
         return {k: stats[k] for k in settled} == settled
 
-    wait_until(queue_settled, timeout=10, what="the queue figures to settle")
+    wait_until(queue_settled, timeout=30, what="the queue figures to settle")
     assert hotpath.alive()
     assert worker.alive()
 

@@ -241,7 +241,7 @@ def gathered_behind_a_first_group(
     results: list[object] = []
     others = threading.Thread(target=lambda: results.extend(run_threads(groups, rest)))
     others.start()
-    wait_until(lambda: groups.waiting == len(rest), timeout=10, what="the jobs waiting for the next group")
+    wait_until(lambda: groups.waiting == len(rest), timeout=30, what="the jobs waiting for the next group")
     held.release.set()
     leader.join(30)
     others.join(60)
@@ -294,7 +294,7 @@ def test_a_record_locked_elsewhere_leaves_the_group_and_waits_alone(
         alone.start()
         wait_until(
             lambda: sessions_waiting_for_a_lock(settings.database_url) >= 1,
-            timeout=10,
+            timeout=30,
             what="the locked record's job waiting on its lock",
         )
         later = good_record(make_record, 7)

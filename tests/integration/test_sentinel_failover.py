@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,7 +39,7 @@ from actors.constants import (
 )
 from actors.reconciler import Reconciler, ReconcilerSettings
 from actors.report_queue.message import ReportQueueMessage
-from scripts.processes import SessionProcess
+from scripts.processes import ProcfileProcess
 from services.config import Settings
 from services.events import EventType
 from services.models import AssessmentRecord, EventLogEntry
@@ -117,8 +116,9 @@ def test_the_pipeline_follows_a_master_failover(
     assert ReportQueueMessage.decode(member[DELAYED_PREFIX_LEN:]).retry_count == 1
     assert client.wait(1, 2_000) == 1  # the retry is on the replica before anything fails
 
-    hotpath = SessionProcess(
-        [sys.executable, "-m", "actors.hotpath", "--only", "events"],
+    hotpath = ProcfileProcess(
+        "hotpath",
+        args=("--only", "events"),
         env={
             **os.environ,
             "DATABASE_URL": settings.database_url,

@@ -32,7 +32,7 @@ def started(server: servers.RedisServer | servers.PostgresServer) -> Iterator[No
         server.stop()
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(120)
 def test_a_redis_started_on_a_taken_port_moves_to_another_and_is_its_own(redis_url: str) -> None:
     taken = urlsplit(redis_url).port or 6379
     with servers.temporary_directory("mi-own-redis-") as tmp:
@@ -47,7 +47,7 @@ def test_a_redis_started_on_a_taken_port_moves_to_another_and_is_its_own(redis_u
         assert "Address already in use" in (tmp / "redis" / "redis.log").read_text()
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(300)
 def test_a_postgres_started_on_a_taken_port_moves_to_another_and_is_its_own(settings: Settings) -> None:
     taken = urlsplit(settings.database_url).port or 5432
     with servers.temporary_directory("mi-own-pg-") as tmp:

@@ -21,7 +21,7 @@ def _admin_url(settings: Settings) -> str:
     return settings.database_url.replace("+psycopg", "").rsplit("/", 1)[0] + "/postgres"
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)
 def test_concurrent_runs_create_a_missing_database_once_and_all_succeed(settings: Settings) -> None:
     admin = _admin_url(settings)
     name = f"mi_race_{secrets.token_hex(4)}"

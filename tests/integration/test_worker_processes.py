@@ -80,7 +80,7 @@ def test_worker_killed_mid_generation_redelivers_and_completes_once(
         RedisReportQueue(redis_client).enqueue(record_id)
         wait_until(
             lambda: sessions_waiting_for_a_lock(settings.database_url) > 0,
-            timeout=10,
+            timeout=30,
             what="generation to start",
         )
         worker.kill()  # SIGKILL to the supervisor and its worker process, mid-transaction
@@ -96,7 +96,7 @@ def test_worker_killed_mid_generation_redelivers_and_completes_once(
     assert report_rows(session_factory, record_id) == (8, 1)
     wait_until(
         lambda: queue_figures(redis_client) == QueueFigures(0, 0, 0, 0, 0),
-        timeout=5,
+        timeout=30,
         what="the queue to settle",
     )
     assert not redis_client.exists(f"{REPORT_QUEUE_KEY}:crashed")
@@ -157,10 +157,10 @@ def test_sigterm_finishes_in_flight_work_and_returns_prefetched_messages(
         RedisReportQueue(redis_client).enqueue_many([first, second, third])
         wait_until(
             lambda: sessions_waiting_for_a_lock(settings.database_url) > 0,
-            timeout=10,
+            timeout=30,
             what="generation to start",
         )
-        wait_until(lambda: queue_figures(redis_client).in_flight == 2, timeout=5, what="the prefetch")
+        wait_until(lambda: queue_figures(redis_client).in_flight == 2, timeout=30, what="the prefetch")
         worker.signal(signal.SIGTERM)
         time.sleep(1.0)
         assert worker.process.poll() is None  # waiting for the message in flight
@@ -191,7 +191,7 @@ def test_worker_recovers_when_redis_restarts(
         RedisReportQueue(client).enqueue(before)
         wait_until(
             lambda: status_of(session_factory, before) == RecordStatus.COMPLETED,
-            timeout=10,
+            timeout=30,
             what="the first report",
         )
 

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
+from scripts import lifeline
 from scripts.servers import free_port
 from tests.support.processes import wait_until
 
@@ -86,6 +87,7 @@ class PgBouncer:
             self.process = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
+        lifeline.track(self.process.pid)  # ends with the test run, however it ends
         wait_until(self._answers, timeout=15, what=f"pgbouncer on port {self.port}")
         return self
 

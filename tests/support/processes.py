@@ -1,4 +1,4 @@
-"""Helpers for tests that run the real processes: `dramatiq actors.worker` workers, the Procfile's
+"""Helpers for tests that run the real processes: the Procfile's worker line, the Procfile's
 process types as `make run` runs them (under supervisord), private Redis servers."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from scripts import (
     processes,
     servers,  # the same code `make test` starts servers with
 )
-from scripts.processes import SessionProcess
+from scripts.processes import ProcfileProcess, SessionProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,8 +32,9 @@ def wait_until(check: Callable[[], bool], *, timeout: float, what: str, interval
     processes.wait_until(check, timeout=timeout, what=what, interval=interval, error=AssertionError)
 
 
-class WorkerProcess(SessionProcess):
-    """`python -m dramatiq actors.worker` in a session of its own, as the Procfile's worker line runs it."""
+class WorkerProcess(ProcfileProcess):
+    """The Procfile's worker line (`python -m actors.run_worker ...`, read from the Procfile
+    itself) in a session of its own, shaped by WORKER_PROCESSES / WORKER_THREADS."""
 
     def __init__(
         self,
@@ -46,28 +47,19 @@ class WorkerProcess(SessionProcess):
         env: dict[str, str] | None = None,
         queues: tuple[str, ...] = (),
     ) -> None:
-        """`queues`: consume only these (Dramatiq's `--queues`); all declared ones by default."""
+        """`queues`: consume only these (Dramatiq's `--queues`, after the line's options);
+        all declared ones by default."""
         full_env = {
             **os.environ,
             "DATABASE_URL": database_url,
             "REDIS_URL": redis_url,
             "PYTHONUNBUFFERED": "1",
+            "WORKER_PROCESSES": str(processes),
+            "WORKER_THREADS": str(threads),
             **(env or {}),
         }
         super().__init__(
-            [
-                sys.executable,
-                "-m",
-                "dramatiq",
-                "actors.worker",
-                "--processes",
-                str(processes),
-                "--threads",
-                str(threads),
-                *(["--queues", *queues] if queues else []),
-            ],
-            env=full_env,
-            log_path=log_path,
+            "worker", env=full_env, log_path=log_path, args=("--queues", *queues) if queues else ()
         )
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import redis
 from redis.sentinel import Sentinel
 
+from scripts import lifeline
 from scripts.servers import free_port
 from tests.support.processes import wait_until
 
@@ -67,6 +68,7 @@ class SentinelGroup:
                 start_new_session=True,
                 cwd=folder,
             )
+        lifeline.track(process.pid)  # ends with the test run, however it ends
         port = int(config.split("port ", 1)[1].split("\n", 1)[0])
         server = self.servers[name] = _Server(name, port, process, log)
         wait_until(lambda: _answers(port), timeout=10, what=f"{name} on port {port}")

@@ -9,6 +9,7 @@ of the Procfile is checked, so a type added to it is covered with no change here
 from __future__ import annotations
 
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,17 @@ def test_procfile_exec_refuses_an_unknown_type(capsys: pytest.CaptureFixture[str
 def test_procfile_exec_prints_the_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert procfile_exec.main(["--print", "web"]) == 0
     assert shlex.split(capsys.readouterr().out) == procfile_exec.command_for("web")
+
+
+def test_arguments_after_a_line_reach_the_program_verbatim(tmp_path: Path) -> None:
+    """What tests and benchmarks append to a line (`--queues admin`, `--only events`) is the
+    shell's "$@": never re-parsed, so spaces and quotes arrive as they were."""
+    procfile = tmp_path / "Procfile"
+    procfile.write_text("echo: printf '%s|' start ${WHO:-nobody}\nboth: true && printf x\n")
+    argv = procfile_exec.command_for("echo", procfile, ["a b", "it's", "$HOME"])
+    done = subprocess.run(
+        argv, env={"WHO": "me", "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True
+    )
+    assert done.stdout == "start|me|a b|it's|$HOME|"
+    with pytest.raises(ValueError, match="more than one command"):
+        procfile_exec.command_for("both", procfile, ["x"])

@@ -8,7 +8,7 @@ import time
 import pytest
 import redis
 
-from tests.support.urls import CLOSED_REDIS_URL
+from tests.support.refuser import CountingRefuser
 from web.redis_guard import RedisFailFast, RedisGuard, guarded_redis
 
 
@@ -65,11 +65,15 @@ def test_a_probe_that_never_reports_stops_blocking_the_others() -> None:
 
 def test_a_refused_connection_opens_the_guard_and_no_retry_is_made() -> None:
     guard = RedisGuard(cooldown_s=30)
-    client = guarded_redis(CLOSED_REDIS_URL, guard=guard)
-    started = time.monotonic()
-    with pytest.raises(redis.ConnectionError):
-        client.ping()
-    with pytest.raises(RedisFailFast):
-        client.ping()
-    assert guard.is_open
-    assert time.monotonic() - started < 1  # neither redis-py's retries nor their backoff
+    down = CountingRefuser()
+    try:
+        client = guarded_redis(down.redis_url(), guard=guard)
+        with pytest.raises(redis.ConnectionError):
+            client.ping()
+        assert down.attempts == 1  # neither redis-py's retries nor their backoff
+        with pytest.raises(RedisFailFast):
+            client.ping()
+        assert down.attempts == 1  # the open guard: not even tried
+        assert guard.is_open
+    finally:
+        down.close()

@@ -1,0 +1,247 @@
+"""Every long-running loop waits and stays quiet while a server is gone, then recovers.
+
+Each loop runs for real against the test Redis (or PostgreSQL) reached through a
+`FaultProxy`, which the test cuts off and brings back. While it is down, the loop's thread
+must spend next to no CPU time (it waits with backoff instead of retrying at once; CPU
+time is work done, so the bound holds on a loaded machine) and log its failure once; once
+it is back, the loop works again and logs its recovery once (actors/broker/backoff.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+from sqlalchemy.orm import Session, sessionmaker
+
+from actors.broker import AvailabilityGate, DependencyUnavailable, RedisListBroker
+from actors.hotpath.runner import Loop, build_loops
+from actors.hotpath.settings import SettingsSource
+from actors.observe.heartbeat import Heartbeat
+from actors.reconciler import STATS_KEY, Reconciler, ReconcilerSettings, run
+from scripts.faults import FaultProxy
+from services.config import Settings
+from services.db import database_answers, make_engine, make_session_factory
+from tests.broker_fixtures import BrokerFactory, WorkerFactory
+from tests.support.actors import declare_actor
+from tests.support.proc_stats import thread_cpu_s
+from tests.support.processes import wait_until
+
+pytestmark = pytest.mark.slow
+
+#: How long each outage lasts here: long enough for a spinning loop to show.
+OUTAGE_S = 3.0
+#: CPU seconds a waiting loop may spend in that time (a spinning one spends about OUTAGE_S).
+CPU_BUDGET_S = 0.15
+
+
+@pytest.fixture
+def redis_proxy(redis_url: str) -> Iterator[FaultProxy]:
+    proxy = FaultProxy(redis_url)
+    yield proxy
+    proxy.close()
+
+
+def records_of(caplog: pytest.LogCaptureFixture, prefix: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name.startswith(prefix) and r.levelno >= logging.WARNING]
+
+
+def reconciler_stats(client: redis.Redis) -> object:
+    return client.hget(STATS_KEY, "last_pass_ms")
+
+
+def cpu_during_outage(proxy: FaultProxy, thread: threading.Thread) -> float:
+    """CPU seconds `thread` spends while `proxy` is down for OUTAGE_S."""
+    assert thread.native_id is not None
+    proxy.down()
+    before = thread_cpu_s(thread.native_id)
+    time.sleep(OUTAGE_S)
+    spent = thread_cpu_s(thread.native_id) - before
+    proxy.up()
+    return spent
+
+
+def test_broker_housekeeping_waits_while_redis_is_down(
+    make_broker: BrokerFactory, redis_proxy: FaultProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failing pass left its next beat and reap due in the past, so it never waited:
+    a worker ran 46 minutes at a core writing 'retrying in 1 s' 8.2 million times."""
+    caplog.set_level(logging.INFO)
+    broker: RedisListBroker = make_broker(
+        client=redis.Redis.from_url(redis_proxy.url, socket_timeout=2, socket_connect_timeout=1)
+    )
+    broker.declare_queue("quiet")
+    maintenance = broker.maintenance()
+    spent = cpu_during_outage(redis_proxy, maintenance)
+    lines = records_of(caplog, "actors.broker.maintenance")
+    assert spent < CPU_BUDGET_S, f"{spent:.2f} CPU s in {OUTAGE_S} s; {len(lines)} lines"
+    assert [r.getMessage().split(":")[0] for r in lines] == ["Broker housekeeping"]
+    wait_until(
+        lambda: any("recovered" in r.getMessage() for r in records_of(caplog, "actors.broker.maintenance")),
+        timeout=30,
+        what="housekeeping's recovery",
+    )
+    assert len(records_of(caplog, "actors.broker.maintenance")) == 2
+
+
+def test_consumer_restarts_back_off_and_say_so_once(
+    make_broker: BrokerFactory,
+    make_worker: WorkerFactory,
+    redis_proxy: FaultProxy,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Dramatiq restarts a consumer whose fetch failed, logging two lines each time
+    (a CRITICAL and an INFO); the broker makes each restart wait longer and logs once."""
+    caplog.set_level(logging.INFO)
+    broker: RedisListBroker = make_broker(
+        client=redis.Redis.from_url(redis_proxy.url, socket_timeout=2, socket_connect_timeout=1)
+    )
+    done: list[int] = []
+    actor = declare_actor(done.append, broker, queue_name="quiet")
+    worker = make_worker(broker)
+    actor.send(1)
+    wait_until(lambda: done == [1], timeout=30, what="the first job")
+    consumer_thread = worker.consumers["quiet"]
+    caplog.clear()
+    spent = cpu_during_outage(redis_proxy, consumer_thread)
+    during = [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.INFO]
+    assert spent < CPU_BUDGET_S, f"{spent:.2f} CPU s; {during}"
+    assert not [line for line in during if line[0].startswith("dramatiq.worker")], during
+    consumer_lines = [m for name, m in during if m.startswith("Consumer of quiet:queue")]
+    assert len(consumer_lines) == 1, during
+    actor.send(2)
+    wait_until(lambda: done == [1, 2], timeout=60, what="a job after the outage")
+    assert any(
+        r.getMessage().startswith("Consumer of quiet:queue: recovered after") for r in caplog.records
+    ), [r.getMessage() for r in caplog.records]
+
+
+def test_the_availability_gate_probes_with_backoff_and_says_so_once(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    proxy = FaultProxy(settings.database_url)
+    engine = make_engine(proxy.url, pool_size=1)
+    try:
+        gate = AvailabilityGate(lambda: database_answers(make_session_factory(engine)))
+        proxy.down()
+        gate.close(DependencyUnavailable("the test cut the database off"))
+        prober = gate._prober
+        assert prober is not None
+        assert prober.native_id is not None
+        before = thread_cpu_s(prober.native_id)
+        time.sleep(OUTAGE_S)
+        spent = thread_cpu_s(prober.native_id) - before
+        lines = [r.getMessage() for r in records_of(caplog, "actors.broker.gate")]
+        assert spent < CPU_BUDGET_S, f"{spent:.2f} CPU s; {lines}"
+        assert [m.split(":")[0] for m in lines] == ["Dependency unavailable, messages held"], lines
+        assert not gate.is_open
+        proxy.up()
+        wait_until(lambda: gate.is_open, timeout=30, what="the gate to open")
+        lines = [r.getMessage() for r in records_of(caplog, "actors.broker.gate")]
+        assert len(lines) == 2, lines
+        assert lines[1].startswith("Dependency unavailable, messages held: recovered after"), lines
+    finally:
+        engine.dispose()
+        proxy.close()
+
+
+def test_a_heartbeat_says_once_that_it_fails_and_when_it_works_again(
+    redis_proxy: FaultProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    client = redis.Redis.from_url(redis_proxy.url, socket_timeout=1, socket_connect_timeout=1)
+    heartbeat = Heartbeat(client, "reconciler", lambda: "reconciling", interval_s=0.05).start()
+    try:
+        spent = cpu_during_outage(redis_proxy, heartbeat._thread)
+        lines = [r.getMessage() for r in records_of(caplog, "actors.observe.heartbeat")]
+        assert spent < 4 * CPU_BUDGET_S, f"{spent:.2f} CPU s; {lines}"  # it beats every 50 ms here
+        assert [m.split(":")[0] for m in lines] == ["Heartbeat of this reconciler process"], lines
+        wait_until(
+            lambda: len(records_of(caplog, "actors.observe.heartbeat")) == 2,
+            timeout=30,
+            what="the heartbeat's recovery line",
+        )
+    finally:
+        heartbeat.stop(timeout=5)
+        client.close()
+
+
+def test_the_hot_path_loops_back_off_and_say_so_once(
+    redis_proxy: FaultProxy,
+    session_factory: sessionmaker[Session],
+    redis_client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    client = redis.Redis.from_url(redis_proxy.url, socket_timeout=2, socket_connect_timeout=1)
+    source = SettingsSource(
+        client, env={"HOTPATH_ANSWERS_INTERVAL_MS": "100", "HOTPATH_EVENTS_INTERVAL_MS": "100"}
+    )
+    stop = threading.Event()
+    loops = [Loop(spec, source, stop) for spec in build_loops(client, session_factory)]
+    for loop in loops:
+        loop.start()
+    try:
+        wait_until(lambda: all(loop.cycles for loop in loops), timeout=30, what="a cycle of every loop")
+        caplog.clear()
+        redis_proxy.down()
+        before = {loop.name: thread_cpu_s(loop.native_id or 0) for loop in loops}
+        time.sleep(OUTAGE_S)
+        spent = {loop.name: thread_cpu_s(loop.native_id or 0) - before[loop.name] for loop in loops}
+        lines = [r.getMessage() for r in records_of(caplog, "actors")]
+        redis_proxy.up()
+        assert all(s < CPU_BUDGET_S for s in spent.values()), f"{spent}; {lines}"
+        failing = {loop.spec.name for loop in loops if loop.failures}
+        assert failing, "no loop ran a cycle during the outage"
+        for name in failing:
+            assert sum(m.startswith(f"hot path {name} loop:") for m in lines) == 1, lines
+        assert len(lines) <= len(failing) + 1, lines  # and the settings' line
+        wait_until(lambda: not any(loop.failures for loop in loops), timeout=60, what="every loop to recover")
+        recovered = [
+            r.getMessage() for r in records_of(caplog, "actors.hotpath") if "recovered" in r.getMessage()
+        ]
+        assert {m.split(" loop:")[0] for m in recovered if " loop:" in m} == {
+            f"hot path {n}" for n in failing
+        }
+    finally:
+        stop.set()
+        for loop in loops:
+            loop.join(timeout=30)
+        client.close()
+
+
+def test_the_reconciler_backs_off_while_its_passes_fail(
+    settings: Settings, redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    proxy = FaultProxy(settings.database_url)
+    engine = make_engine(proxy.url, pool_size=1)
+    client = redis.Redis.from_url(redis_url, socket_timeout=2)
+    stop = threading.Event()
+    reconciler = Reconciler(client, make_session_factory(engine), ReconcilerSettings(interval_ms=100))
+    thread = threading.Thread(target=run, args=(reconciler, stop), name="reconciler")
+    thread.start()
+    try:
+        stats = reconciler_stats(client)
+        wait_until(lambda: reconciler_stats(client) != stats, timeout=30, what="a first pass")
+        caplog.clear()
+        spent = cpu_during_outage(proxy, thread)
+        lines = [r.getMessage() for r in records_of(caplog, "actors.reconciler")]
+        assert spent < CPU_BUDGET_S, f"{spent:.2f} CPU s; {lines}"
+        assert [m.split(":")[0] for m in lines] == ["reconciler pass"], lines
+        wait_until(
+            lambda: any("recovered after" in r.getMessage() for r in records_of(caplog, "actors.reconciler")),
+            timeout=60,
+            what="the reconciler's recovery",
+        )
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        client.close()
+        engine.dispose()
+        proxy.close()
