@@ -17,13 +17,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import dramatiq
+from listbroker import DependencyUnavailable, actor_spec
 
 from actors.adapters.keys import Keyspace
 from actors.adapters.queue_ops import RedisQueueOperations
 from actors.adapters.redis_clients import redis_client
 from actors.adapters.report_queue import RedisReportQueue
 from actors.adapters.tasks import RedisTaskStore
-from actors.broker import DependencyUnavailable, actor_spec
 from actors.constants import (
     ADMIN_QUEUE_NAME,
     MAX_RETRY_COUNT,
@@ -95,5 +95,5 @@ def regenerate_matching(task_id: str) -> None:
     try:
         run_task(_uow, made.queue, made.dead_letters, made.tasks, task_id)
     except DatabaseUnavailable as exc:
-        # Not an attempt: the gate holds the task until PostgreSQL answers (actors/broker/gate.py).
+        # Not an attempt: the gate holds the task until PostgreSQL answers (broker/src/listbroker/gate.py).
         raise DependencyUnavailable(str(exc)) from exc

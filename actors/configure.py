@@ -19,9 +19,7 @@ from dramatiq.middleware import (
     ShutdownNotifications,
     TimeLimit,
 )
-
-from actors.adapters.redis_clients import redis_client
-from actors.broker import (
+from listbroker import (
     DEFAULT_HEARTBEAT_INTERVAL_MS,
     DEFAULT_HEARTBEAT_TIMEOUT_MS,
     DEFAULT_SOCKET_TIMEOUT,
@@ -31,6 +29,8 @@ from actors.broker import (
     RedisListBroker,
     RequeueOnShutdown,
 )
+
+from actors.adapters.redis_clients import redis_client
 from actors.constants import ADMIN_QUEUE_NAME, ERROR_RECOVERY_DELAY_MS, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
 from actors.observe.jobs import JobObserver
 from actors.report_queue.codec import ReportCodec
@@ -39,14 +39,14 @@ from services.db import database_answers, session_factory
 
 
 def database_available() -> bool:
-    """The availability gate's probe for the report queue (actors/broker/gate.py)."""
+    """The availability gate's probe for the report queue (broker/src/listbroker/gate.py)."""
     return database_answers(session_factory())
 
 
 def default_middleware(database_probe: Probe | None = None) -> list[Middleware]:
     """Dramatiq's default middleware, with its Retries replaced by ExactRetries.
 
-    AvailabilityGate (first: see actors/broker/gate.py) holds report jobs and admin tasks while
+    AvailabilityGate (first: see broker/src/listbroker/gate.py) holds report jobs and admin tasks while
     PostgreSQL is down; CurrentMessage lets the report actor log which attempt failed
     (actors/report.py); RequeueOnShutdown gives prefetched messages back at once on SIGTERM.
     """

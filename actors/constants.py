@@ -3,14 +3,14 @@
 The Redis key names and the retry schedule are those of the original .NET system and
 part of its wire contract: a .NET producer or an operator's redis-cli uses the same
 keys, and jobs are retried on the schedule its clients expect. The broker's own
-key layout is in actors/broker/keys.py.
+key layout is in broker/src/listbroker/keys.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from actors.broker.keys import QueueKeys
+from listbroker.keys import QueueKeys
 
 #: Name of the Dramatiq queue the report actor consumes.
 REPORT_QUEUE_NAME = "report"

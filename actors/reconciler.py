@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 import redis
+from listbroker import Backoff
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters import RedisEventSink, RedisLock, RedisReportQueue
 from actors.adapters.keys import EventLogKeys, Keyspace
 from actors.adapters.redis_clients import redis_client
-from actors.broker import Backoff
 from actors.constants import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
 from actors.observe.heartbeat import Activity, Heartbeat
 from actors.observe.logs import configure_logging, outage

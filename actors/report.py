@@ -20,12 +20,12 @@ from typing import Any
 
 import dramatiq
 from dramatiq.middleware import CurrentMessage
+from listbroker import DependencyUnavailable, actor_spec
 
 from actors.adapters.drill import RedisFaultDrill
 from actors.adapters.events import RedisEventSink
 from actors.adapters.keys import Keyspace
 from actors.adapters.redis_clients import redis_client
-from actors.broker import DependencyUnavailable, actor_spec
 from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, retry_delays_ms
 from actors.observe import metrics
 from services import reports
@@ -149,7 +149,7 @@ def generate_report(record_id: int) -> None:
             raise FaultDrillFailure(DRILL_ERROR.format(record_id=record_id))
         generation = _report_groups().generate(record_id)
     except DatabaseUnavailable as exc:
-        # Nothing was done: no attempt is spent while the database is down (actors/broker/gate.py).
+        # Nothing was done: no attempt is spent while the database is down (broker/src/listbroker/gate.py).
         raise DependencyUnavailable(str(exc)) from exc
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]

@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import sys
 
+from listbroker import debounce_worker_sigterm
+
 from actors import admin_tasks, report
-from actors.broker import debounce_worker_sigterm
 from actors.configure import install
 from actors.observe.logs import configure_logging
 

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import dramatiq
+from listbroker import RedisListBroker
 
 from actors.adapters.redis_clients import redis_client
-from actors.broker import RedisListBroker
 from actors.configure import default_middleware
 from bench import output, stores
 from scripts.cluster import redis_cluster

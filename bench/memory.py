@@ -28,8 +28,8 @@ QUEUE = "bench-memory"
 def child(n: int, step: int, url: str) -> dict[str, Any]:
     import dramatiq
     import psutil  # type: ignore[import-untyped]
+    from listbroker import RedisListBroker
 
-    from actors.broker import RedisListBroker
     from actors.configure import default_middleware
 
     process = psutil.Process()

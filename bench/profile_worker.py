@@ -32,7 +32,7 @@ BUCKETS: tuple[tuple[str, str], ...] = (
     ("psycopg_pool/", "psycopg's Python layer"),
     ("redis/", "redis-py"),
     ("dramatiq/", "Dramatiq"),
-    ("actors/broker/", "broker library (actors/broker/)"),
+    ("broker/src/listbroker/", "broker library (broker/src/listbroker/)"),
     ("actors/report_queue/", "report codec (actors/report_queue/)"),
     ("actors/observe/", "observability middleware (actors/observe/)"),
     ("actors/", "actors (report actor, adapters)"),

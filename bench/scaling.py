@@ -183,8 +183,8 @@ def _wait(done: Callable[[], bool], workers: Sequence[launch.Service], timeout: 
 def noop_run(meter: Meter, client: redis.Redis, n: int) -> dict[str, Any]:
     """N no-op messages through our broker: enqueued in batches, drained by the workers."""
     import dramatiq
+    from listbroker import RedisListBroker, queue_figures
 
-    from actors.broker import RedisListBroker, queue_figures
     from actors.configure import default_middleware
 
     broker = RedisListBroker(client=client, middleware=default_middleware())

@@ -9,7 +9,7 @@ another, and the systems are interleaved run by run (A B C D A B C D ...), all a
 the same Redis. Figures are medians of the runs; ratios are ours / peer.
 
 Systems:
-  ours            actors.broker.RedisListBroker, the worker's default middleware
+  ours            listbroker.RedisListBroker, the worker's default middleware
   dramatiq        Dramatiq's RedisBroker, default prefetch (2 x threads)
   dramatiq-p100   Dramatiq's RedisBroker, dramatiq_queue_prefetch=100
   stub            Dramatiq's StubBroker: no Redis at all, the floor of a Dramatiq worker
@@ -92,7 +92,8 @@ def child_dramatiq(system: str, threads: int, n: int, url: str | None, batch: in
     admin = redis.Redis.from_url(url) if url else None
     broker: dramatiq.Broker
     if system in ("ours", "ours-p100"):
-        from actors.broker import RedisListBroker
+        from listbroker import RedisListBroker
+
         from actors.configure import default_middleware
 
         assert url

@@ -227,7 +227,7 @@ def render(entries: Sequence[tuple[str, str]], config: SupervisorConfig) -> str:
             f"startretries = {config.start_retries}",
             "stopsignal = TERM",
             # The whole group: Dramatiq's and gunicorn's children are signalled too, as by
-            # honcho and systemd; actors/broker/signals.py absorbs the duplicate SIGTERM.
+            # honcho and systemd; broker/src/listbroker/signals.py absorbs the duplicate SIGTERM.
             "stopasgroup = true",
             "killasgroup = true",
             f"stopwaitsecs = {config.stop_timeout_s}",

@@ -8,9 +8,9 @@ from typing import Any
 import dramatiq
 import pytest
 import redis
+from listbroker import RedisListBroker
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.broker import RedisListBroker
 from actors.configure import default_middleware
 from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
 from actors.report import generate_report

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import redis
+from listbroker import QueueFigures
+from listbroker import queue_figures as broker_queue_figures
 
-from actors.broker import QueueFigures
-from actors.broker import queue_figures as broker_queue_figures
 from actors.constants import REPORT_QUEUE_NAME
 
 __all__ = ["QueueFigures", "queue_figures"]

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from actors.broker.keys import QueueKeys
+from listbroker.keys import QueueKeys
+
 from actors.constants import ADMIN_QUEUE_NAME, REPORT_QUEUE_NAME
 
 #: Prefix of every hot-path key but the event log's.
@@ -158,7 +159,7 @@ class Keyspace:
     """
 
     hash_tags: bool
-    #: The report queue's broker keys (actors/broker/keys.py).
+    #: The report queue's broker keys (broker/src/listbroker/keys.py).
     report: QueueKeys
     autosave: AutosaveKeys
     eventlog: EventLogKeys

@@ -24,8 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import redis
-
-from actors.broker import Backoff
+from listbroker import Backoff
 
 logger = logging.getLogger(__name__)
 

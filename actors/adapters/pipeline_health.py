@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import redis
+from listbroker import QueueFigures, QueueKeys, queue_figures
 
 from actors.adapters.keys import Keyspace
 from actors.adapters.liveness import REQUIRED_KINDS, ProcessBeat, live_processes
 from actors.adapters.queue_peek import oldest_waiting_age_s
-from actors.broker import QueueFigures, QueueKeys, queue_figures
 from actors.constants import ADMIN_QUEUE_NAME, REPORT_QUEUE_NAME
 
 

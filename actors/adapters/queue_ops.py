@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from datetime import datetime
 
 import redis
+from listbroker import DeadLetters, DelayedEntry, DelayedMessages, JobIndex, QueueKeys, Removed
 
-from actors.broker import DeadLetters, DelayedEntry, DelayedMessages, JobIndex, QueueKeys, Removed
 from actors.constants import REPORT_QUEUE_NAME
 from actors.report_queue import JOB_KEY_PATTERN, InvalidReportMessage, ReportQueueMessage
 from services.errors import QueueUnavailable

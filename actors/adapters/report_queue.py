@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import redis
+from listbroker import JobIndex
 
-from actors.broker import JobIndex
 from actors.constants import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
 from actors.report_queue import JOB_KEY_PATTERN, ReportQueueMessage
 from services.errors import QueueUnavailable

@@ -29,9 +29,9 @@ from typing import cast
 
 import dramatiq
 import redis
+from listbroker import DramatiqCodec
 
 from actors.adapters.keys import Keyspace
-from actors.broker import DramatiqCodec
 from actors.constants import ADMIN_QUEUE_NAME, REGENERATE_MATCHING_ACTOR_NAME
 from services.regeneration_tasks import (
     TASK_TTL_S,

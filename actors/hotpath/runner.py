@@ -3,7 +3,7 @@
 ``python -m actors.hotpath`` (the Procfile's `hotpath` line) runs each loop in a thread
 of its own, so one slow loop never delays the others. A loop re-reads its settings every
 cycle, survives Redis and database errors (retried with backoff, logged once, then a
-summary while they last, then the recovery: actors/broker/backoff.py) and bad data (set
+summary while they last, then the recovery: broker/src/listbroker/backoff.py) and bad data (set
 aside, see actors/hotpath/dirty.py and eventlog.py), keeps its lease alive while it works
 (lock.RedisLock.kept_alive) and while it sleeps, and on SIGTERM or SIGINT finishes the
 cycle it is in, releases its lease (a standby takes over at once) and stops.
@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from types import FrameType
 
 import redis
+from listbroker import Backoff
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters.keys import Keyspace
 from actors.adapters.lock import RedisLock
 from actors.adapters.redis_clients import redis_client
-from actors.broker import Backoff
 from actors.hotpath.autosave import AnswersFlusher
 from actors.hotpath.eventlog import EventLogConsumer
 from actors.hotpath.progress import ProgressFlusher

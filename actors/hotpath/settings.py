@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
 import redis
+from listbroker import Backoff
 
-from actors.broker import Backoff
 from actors.hotpath import constants as c
 
 logger = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 A daemon thread writes this process's beat every `BEAT_INTERVAL_S`, saying what the
 process is doing now (asked of a callable each time), and once a minute prunes the
 processes gone for an hour. A Redis error is retried at the next beat and logged once, then
-summarised while it lasts, then its end (actors/broker/backoff.py): a heartbeat must never
+summarised while it lasts, then its end (broker/src/listbroker/backoff.py): a heartbeat must never
 stop the work it reports on, nor flood its log. `stop()` writes a last beat saying
 `stopped`, so a clean exit is not mistaken for a crash.
 """
@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 
 import redis
+from listbroker import Backoff
 
 from actors.adapters.liveness import (
     BEAT_INTERVAL_S,
@@ -24,7 +25,6 @@ from actors.adapters.liveness import (
     prune_beats,
     write_beat,
 )
-from actors.broker import Backoff
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ tells the worker process's heartbeat (actors/observe/heartbeat.py) which jobs ar
 running. The per-minute counts are kept in memory and written once a second (and at
 shutdown) by a thread of their own, in one round trip: a job never waits on them (a
 round trip per job measurably delayed retries under load: tests/integration/test_retries.py).
-While Redis fails, the counts are kept and the writes back off (actors/broker/backoff.py).
+While Redis fails, the counts are kept and the writes back off (broker/src/listbroker/backoff.py).
 
 It must come before `ExactRetries` in the middleware list: Dramatiq calls the `after_`
 hooks in reverse order, so this one runs once ExactRetries has settled the message, and
@@ -28,9 +28,9 @@ from typing import Any
 import dramatiq
 import redis
 from dramatiq.middleware import Middleware
+from listbroker import Backoff, DependencyUnavailable, ListMessageProxy
 
 from actors.adapters.throughput import Outcome, add_counts, minute_start
-from actors.broker import Backoff, DependencyUnavailable, ListMessageProxy
 from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
 from actors.observe import metrics
 from actors.observe.heartbeat import Activity, Heartbeat
@@ -133,7 +133,7 @@ class JobObserver(Middleware):
             self._count(message, Outcome.PROCESSED)
             return
         if isinstance(exception, DependencyUnavailable):
-            return  # not an attempt: the job went back to its queue uncounted (actors/broker/gate.py)
+            return  # not an attempt: the job went back to its queue uncounted (broker/src/listbroker/gate.py)
         series.errors.inc()
         outcomes = [Outcome.FAILED]
         settled_as = message.settled_as if isinstance(message, ListMessageProxy) else None

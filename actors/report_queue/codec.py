@@ -9,8 +9,8 @@ from datetime import datetime
 from typing import Any
 
 import dramatiq
+from listbroker import DEAD_LETTER_OPTION, InvalidMessage
 
-from actors.broker import DEAD_LETTER_OPTION, InvalidMessage
 from actors.report_queue.message import JOB_KEY_PATTERN, DeadMark, InvalidReportMessage, ReportQueueMessage
 
 #: Namespace of the message ids derived from report payloads (they carry no id of their own).

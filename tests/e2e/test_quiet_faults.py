@@ -7,7 +7,7 @@ test measures, per Procfile process, the CPU time it spends (/proc/<pid>/stat, i
 children included: gunicorn's and Dramatiq's worker processes) and what it writes to its
 log (.state/logs/<type>.log), and asserts both stay small: a failing loop waits with
 backoff and logs its failure once, then a summary while it lasts, then its end
-(actors/broker/backoff.py). CPU time is work done, not wall-clock time, so the bounds
+(broker/src/listbroker/backoff.py). CPU time is work done, not wall-clock time, so the bounds
 hold on a loaded machine. Afterwards the stack recovers: a submission made during the
 outage and one made after it both reach status 4.
 

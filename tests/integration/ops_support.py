@@ -7,10 +7,10 @@ import time
 from collections.abc import Callable
 
 import redis
+from listbroker import RedisListBroker
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.broker import RedisListBroker
 from actors.constants import DEAD_LETTER_QUEUE_KEY, MAX_RETRY_COUNT, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
 from actors.report_queue.message import ReportQueueMessage
 from services.models import Answer, Question

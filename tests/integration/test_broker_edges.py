@@ -12,8 +12,8 @@ import pytest
 import redis
 from dramatiq.encoder import PickleEncoder
 from dramatiq.errors import ConnectionClosed
+from listbroker import HEARTBEATS_KEY, RedisListBroker
 
-from actors.broker import HEARTBEATS_KEY, RedisListBroker
 from scripts.faults import FaultProxy
 from tests.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.support.actors import declare_actor

@@ -12,9 +12,9 @@ from pathlib import Path
 import dramatiq
 import pytest
 import redis
+from listbroker import RedisListBroker, RedisListConsumer
+from listbroker.connections import IDLE_CHECK_SECONDS
 
-from actors.broker import RedisListBroker, RedisListConsumer
-from actors.broker.connections import IDLE_CHECK_SECONDS
 from actors.configure import default_middleware
 from tests.support.processes import RedisServer
 
@@ -61,7 +61,7 @@ def test_enqueue_after_a_restart_uses_a_live_connection(
     private_broker.enqueue(message(1))  # leaves an idle hot-path connection behind
     server.stop()
     server.start()  # same port, empty
-    monkeypatch.setattr("actors.broker.connections.IDLE_CHECK_SECONDS", -1.0)  # as if idle for long
+    monkeypatch.setattr("listbroker.connections.IDLE_CHECK_SECONDS", -1.0)  # as if idle for long
     assert IDLE_CHECK_SECONDS > 0
     private_broker.enqueue(message(2))
     assert redis.Redis.from_url(server.url).llen("hot:queue") == 1

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
+from listbroker import RedisListBroker
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -19,7 +20,6 @@ from actors.adapters import RedisQueueOperations
 from actors.adapters.keys import Keyspace
 from actors.adapters.liveness import BEAT_TIMEOUT_S, STOPPED, ProcessIdentity, write_beat
 from actors.adapters.queue_peek import oldest_waiting_age_s
-from actors.broker import RedisListBroker
 from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
 from actors.report_queue.codec import ReportCodec
 from actors.report_queue.message import ReportQueueMessage

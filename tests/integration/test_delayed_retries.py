@@ -16,13 +16,13 @@ from typing import cast
 import dramatiq
 import pytest
 import redis
+from listbroker import RedisListBroker
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters import RedisQueueOperations, RedisReportQueue
 from actors.adapters.drill import RedisFaultDrill
 from actors.adapters.keys import Keyspace
-from actors.broker import RedisListBroker
 from actors.constants import REPORT_DELAYED_KEY, REPORT_JOBS_KEY, RETRY_DELAYS_MS
 from services import admin, drill, operations
 from services.audit import DatabaseAuditLog, list_audit

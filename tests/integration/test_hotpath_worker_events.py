@@ -7,9 +7,9 @@ from collections.abc import Callable
 import dramatiq
 import pytest
 import redis
+from listbroker import RedisListBroker
 
 from actors.adapters.keys import EventLogKeys
-from actors.broker import RedisListBroker
 from actors.constants import MAX_RETRY_COUNT, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
 from actors.report import generate_report, mark_record_failed
 from actors.report_queue.message import ReportQueueMessage

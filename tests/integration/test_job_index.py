@@ -14,9 +14,7 @@ import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from actors.adapters import RedisReportQueue
-from actors.broker import (
+from listbroker import (
     DEAD_MARK,
     DELAYED_PREFIX_LEN,
     HEARTBEATS_KEY,
@@ -24,7 +22,9 @@ from actors.broker import (
     RedisListBroker,
     RedisListConsumer,
 )
-from actors.broker.keys import PROCESSING_INFIX
+from listbroker.keys import PROCESSING_INFIX
+
+from actors.adapters import RedisReportQueue
 from actors.constants import (
     DEAD_LETTER_QUEUE_KEY,
     REPORT_DELAYED_KEY,

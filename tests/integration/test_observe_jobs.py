@@ -8,11 +8,11 @@ import threading
 
 import dramatiq
 import redis
+from listbroker import RedisListBroker
 from prometheus_client import REGISTRY
 
 from actors.adapters.liveness import live_processes
 from actors.adapters.throughput import last_hour
-from actors.broker import RedisListBroker
 from actors.constants import DEAD_LETTER_QUEUE_KEY, REPORT_ACTOR_NAME, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
 from actors.observe.jobs import JobObserver
 from actors.report_queue.message import ReportQueueMessage

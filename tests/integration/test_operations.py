@@ -14,11 +14,11 @@ from datetime import UTC, datetime, timedelta
 import dramatiq
 import pytest
 import redis
+from listbroker import RedisListBroker
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters import RedisQueueOperations, RedisReportQueue, queue_figures
-from actors.broker import RedisListBroker
 from actors.constants import (
     DEAD_LETTER_QUEUE_KEY,
     INVALID_QUEUE_KEY,

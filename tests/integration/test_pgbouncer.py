@@ -15,11 +15,11 @@ from typing import cast
 
 import pytest
 import redis
+from listbroker import DELAYED_PREFIX_LEN, HEARTBEATS_KEY
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters import RedisReportQueue
-from actors.broker import DELAYED_PREFIX_LEN, HEARTBEATS_KEY
 from actors.constants import REPORT_DELAYED_KEY, RETRY_DELAYS_MS
 from actors.report_queue.message import ReportQueueMessage
 from services.config import Settings

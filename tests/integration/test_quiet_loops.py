@@ -4,7 +4,7 @@ Each loop runs for real against the test Redis (or PostgreSQL) reached through a
 `FaultProxy`, which the test cuts off and brings back. While it is down, the loop's thread
 must spend next to no CPU time (it waits with backoff instead of retrying at once; CPU
 time is work done, so the bound holds on a loaded machine) and log its failure once; once
-it is back, the loop works again and logs its recovery once (actors/broker/backoff.py).
+it is back, the loop works again and logs its recovery once (broker/src/listbroker/backoff.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from listbroker import AvailabilityGate, DependencyUnavailable, RedisListBroker
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.broker import AvailabilityGate, DependencyUnavailable, RedisListBroker
 from actors.hotpath.runner import Loop, build_loops
 from actors.hotpath.settings import SettingsSource
 from actors.observe.heartbeat import Heartbeat
@@ -77,15 +77,15 @@ def test_broker_housekeeping_waits_while_redis_is_down(
     broker.declare_queue("quiet")
     maintenance = broker.maintenance()
     spent = cpu_during_outage(redis_proxy, maintenance)
-    lines = records_of(caplog, "actors.broker.maintenance")
+    lines = records_of(caplog, "listbroker.maintenance")
     assert spent < CPU_BUDGET_S, f"{spent:.2f} CPU s in {OUTAGE_S} s; {len(lines)} lines"
     assert [r.getMessage().split(":")[0] for r in lines] == ["Broker housekeeping"]
     wait_until(
-        lambda: any("recovered" in r.getMessage() for r in records_of(caplog, "actors.broker.maintenance")),
+        lambda: any("recovered" in r.getMessage() for r in records_of(caplog, "listbroker.maintenance")),
         timeout=30,
         what="housekeeping's recovery",
     )
-    assert len(records_of(caplog, "actors.broker.maintenance")) == 2
+    assert len(records_of(caplog, "listbroker.maintenance")) == 2
 
 
 def test_consumer_restarts_back_off_and_say_so_once(
@@ -136,13 +136,13 @@ def test_the_availability_gate_probes_with_backoff_and_says_so_once(
         before = thread_cpu_s(prober.native_id)
         time.sleep(OUTAGE_S)
         spent = thread_cpu_s(prober.native_id) - before
-        lines = [r.getMessage() for r in records_of(caplog, "actors.broker.gate")]
+        lines = [r.getMessage() for r in records_of(caplog, "listbroker.gate")]
         assert spent < CPU_BUDGET_S, f"{spent:.2f} CPU s; {lines}"
         assert [m.split(":")[0] for m in lines] == ["Dependency unavailable, messages held"], lines
         assert not gate.is_open
         proxy.up()
         wait_until(lambda: gate.is_open, timeout=30, what="the gate to open")
-        lines = [r.getMessage() for r in records_of(caplog, "actors.broker.gate")]
+        lines = [r.getMessage() for r in records_of(caplog, "listbroker.gate")]
         assert len(lines) == 2, lines
         assert lines[1].startswith("Dependency unavailable, messages held: recovered after"), lines
     finally:

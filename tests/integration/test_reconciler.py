@@ -7,11 +7,11 @@ from typing import Any
 
 import dramatiq
 import redis
+from listbroker import DEAD_MARK, RedisListBroker
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters import RedisReportQueue
-from actors.broker import DEAD_MARK, RedisListBroker
 from actors.constants import (
     DEAD_LETTER_QUEUE_KEY,
     REPORT_ACTOR_NAME,

@@ -19,6 +19,7 @@ import dramatiq
 import pytest
 import redis
 from dramatiq.middleware import CurrentMessage
+from listbroker import DEAD_MARK, RedisListBroker
 from redis.cluster import RedisCluster
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
@@ -26,7 +27,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from actors.adapters import QueueFigures, RedisReportQueue, queue_figures
 from actors.adapters.keys import Keyspace
 from actors.adapters.redis_clients import redis_client
-from actors.broker import DEAD_MARK, RedisListBroker
 from actors.configure import default_middleware
 from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
 from actors.hotpath.retention import RetentionJob, invalid_lists

@@ -14,6 +14,7 @@ import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
+from listbroker import RedisListBroker
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -22,7 +23,6 @@ from actors.adapters.keys import Keyspace
 from actors.adapters.queue_ops import RedisQueueOperations
 from actors.adapters.report_queue import RedisReportQueue
 from actors.adapters.tasks import RedisTaskStore
-from actors.broker import RedisListBroker
 from actors.constants import ADMIN_QUEUE_NAME, REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
 from services import admin, regeneration_tasks

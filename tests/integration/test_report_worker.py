@@ -9,10 +9,10 @@ from dataclasses import replace
 import dramatiq
 import pytest
 import redis
+from listbroker import RedisListBroker
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters import QueueFigures, RedisReportQueue, queue_figures
-from actors.broker import RedisListBroker
 from actors.constants import (
     DEAD_LETTER_QUEUE_KEY,
     INVALID_QUEUE_KEY,

@@ -13,8 +13,8 @@ import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from listbroker import DELAYED_PREFIX_LEN, ExactRetries, ListMessageProxy, RedisListBroker
 
-from actors.broker import DELAYED_PREFIX_LEN, ExactRetries, ListMessageProxy, RedisListBroker
 from actors.constants import (
     DEAD_LETTER_QUEUE_KEY,
     MAX_RETRY_COUNT,

@@ -23,12 +23,12 @@ from typing import Any
 import dramatiq
 import pytest
 import redis
+from listbroker import DELAYED_PREFIX_LEN, HEARTBEATS_KEY
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters.keys import EventLogKeys
 from actors.adapters.redis_clients import redis_client
-from actors.broker import DELAYED_PREFIX_LEN, HEARTBEATS_KEY
 from actors.configure import build_broker
 from actors.constants import (
     REPORT_ACTOR_NAME,

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 import redis
+from listbroker import HEARTBEATS_KEY
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.adapters import QueueFigures, RedisReportQueue, queue_figures
 from actors.adapters.tasks import RedisTaskStore
-from actors.broker import HEARTBEATS_KEY
 from actors.constants import ADMIN_QUEUE_NAME, REPORT_QUEUE_KEY
 from actors.report_queue.message import ReportQueueMessage
 from services.config import Settings

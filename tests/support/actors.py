@@ -7,8 +7,7 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 import dramatiq
-
-from actors.broker import ActorSpec
+from listbroker import ActorSpec
 
 P = ParamSpec("P")
 R = TypeVar("R")

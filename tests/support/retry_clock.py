@@ -24,8 +24,8 @@ from typing import cast
 import dramatiq
 import redis
 from dramatiq.broker import MessageProxy
+from listbroker import DELAYED_PREFIX_LEN, ExactRetries
 
-from actors.broker import DELAYED_PREFIX_LEN, ExactRetries
 from actors.constants import REPORT_DELAYED_KEY
 from actors.report_queue.message import ReportQueueMessage
 

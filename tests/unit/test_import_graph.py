@@ -32,7 +32,7 @@ NO_BROKER = (
 )
 
 
-@pytest.mark.parametrize("module", ["web", "actors.broker"])
+@pytest.mark.parametrize("module", ["web", "listbroker"])
 def test_importing_sets_no_global_broker(module: str) -> None:
     result = _python(f"import {module}\n{NO_BROKER}")
     assert result.returncode == 0, result.stderr
@@ -48,7 +48,7 @@ def test_no_project_module_but_the_worker_entry_builds_a_broker() -> None:
 def test_the_worker_entry_installs_the_broker_with_the_report_actor() -> None:
     result = _python(
         "import actors.worker, dramatiq\n"
-        "from actors.broker import RedisListBroker\n"
+        "from listbroker import RedisListBroker\n"
         "from actors.constants import REPORT_ACTOR_NAME\n"
         "broker = dramatiq.get_broker()\n"
         "assert isinstance(broker, RedisListBroker), broker\n"
@@ -71,7 +71,7 @@ def test_no_import_circle_type_only_imports_included() -> None:
 def test_the_broker_library_imports_only_the_standard_library_dramatiq_and_redis() -> None:
     graph = grimp.build_graph(*PACKAGES, include_external_packages=True, exclude_type_checking_imports=False)
     allowed = set(sys.stdlib_module_names) | {"__future__", "dramatiq", "redis"}
-    library = {m for m in graph.modules if m == "actors.broker" or m.startswith("actors.broker.")}
+    library = {m for m in graph.modules if m == "listbroker" or m.startswith("listbroker.")}
     outside = {
         f"{module} imports {imported}"
         for module in library

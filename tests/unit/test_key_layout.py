@@ -7,11 +7,11 @@ import re
 from importlib import resources
 
 import pytest
+from listbroker.keys import HEARTBEATS_KEY, QueueKeys, owner_of_processing, queue_key
+from listbroker.scripts import script_names, source
 from redis.crc import key_slot
 
 from actors.adapters.keys import AutosaveKeys, Keyspace, family_prefix
-from actors.broker.keys import HEARTBEATS_KEY, QueueKeys, owner_of_processing, queue_key
-from actors.broker.scripts import script_names, source
 from services.config import Settings
 from services.errors import ConfigError
 
@@ -125,7 +125,7 @@ def test_owner_of_processing() -> None:
 def test_no_script_builds_a_key(name: str) -> None:
     """Every key comes in KEYS: a key built in Lua (`q .. ':crashed'`) would be undeclared,
     and on a cluster possibly on another node."""
-    body = resources.files("actors.broker").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+    body = resources.files("listbroker").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
     code = "\n".join(line.split("--", 1)[0] for line in source(name).splitlines())
     assert not re.search(r"\.\.\s*'[:{]", code), body
     assert "string.find" not in code

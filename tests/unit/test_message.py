@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from listbroker import DEAD_LETTER_OPTION
 
-from actors.broker import DEAD_LETTER_OPTION
 from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
 from actors.report_queue.codec import ReportCodec
 from actors.report_queue.message import MAX_RECORD_ID, DeadMark, InvalidReportMessage, ReportQueueMessage

@@ -28,13 +28,13 @@ import redis
 from dramatiq.broker import Consumer, MessageProxy
 from dramatiq.errors import ConnectionClosed
 
-from actors.broker.backoff import Backoff
-from actors.broker.codecs import Codec, job_key_pattern
-from actors.broker.connections import HotPathConnections, connection_errors
-from actors.broker.deadletters import DEAD_LETTER_OPTION, dead_letter_option
-from actors.broker.errors import InvalidMessage
-from actors.broker.keys import QueueKeys
-from actors.broker.scripts import Scripts
+from listbroker.backoff import Backoff
+from listbroker.codecs import Codec, job_key_pattern
+from listbroker.connections import HotPathConnections, connection_errors
+from listbroker.deadletters import DEAD_LETTER_OPTION, dead_letter_option
+from listbroker.errors import InvalidMessage
+from listbroker.keys import QueueKeys
+from listbroker.scripts import Scripts
 
 logger = logging.getLogger(__name__)
 

@@ -1,13 +1,12 @@
-"""The failing loop's backoff (actors/broker/backoff.py): its waits and its few log lines."""
+"""The failing loop's backoff (broker/src/listbroker/backoff.py): its waits and its few log lines."""
 
 from __future__ import annotations
 
 import logging
 
 import pytest
-
-from actors.broker import Backoff
-from actors.broker.backoff import MAX_ERROR_CHARS, one_line
+from listbroker import Backoff
+from listbroker.backoff import MAX_ERROR_CHARS, one_line
 
 
 class Clock:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import redis
 
-from actors.broker.scripts import source
+from listbroker.scripts import source
 
 
 class JobIndex:

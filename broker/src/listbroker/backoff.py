@@ -15,7 +15,7 @@ retries a failing step through a `Backoff`:
 
 Thread-safe: some loops share one (the hot path's settings are read by every loop).
 Part of the broker library (standard library only), so the broker uses it and the rest of
-the project imports it from `actors.broker`.
+the project imports it from `listbroker`.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import redis
+from listbroker import RedisListBroker
+from listbroker.keys import HEARTBEATS_KEY, QueueKeys
+from listbroker.maintenance import Maintenance
 
-from actors.broker import RedisListBroker
-from actors.broker.keys import HEARTBEATS_KEY, QueueKeys
-from actors.broker.maintenance import Maintenance
 from tests.support.redis_keys import bytes_list
 
 

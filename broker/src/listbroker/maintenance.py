@@ -26,9 +26,9 @@ from typing import Protocol
 
 import redis
 
-from actors.broker.backoff import Backoff
-from actors.broker.keys import QueueKeys, owner_of_processing
-from actors.broker.scripts import Scripts
+from listbroker.backoff import Backoff
+from listbroker.keys import QueueKeys, owner_of_processing
+from listbroker.scripts import Scripts
 
 logger = logging.getLogger(__name__)
 

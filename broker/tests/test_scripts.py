@@ -7,9 +7,8 @@ import re
 from importlib import resources
 
 import pytest
-
-from actors.broker import DEAD_MARK, DELAYED_PREFIX_LEN
-from actors.broker.scripts import Scripts, script_names, source
+from listbroker import DEAD_MARK, DELAYED_PREFIX_LEN
+from listbroker.scripts import Scripts, script_names, source
 
 #: Every script file: the broker's own (`Scripts`) and those of the operators' and producers'
 #: classes (dead letters, delayed messages, job index).
@@ -22,7 +21,7 @@ def test_the_broker_registers_scripts_of_the_package() -> None:
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_every_script_is_a_lua_file_of_the_package(name: str) -> None:
-    assert resources.files("actors.broker").joinpath("lua", f"{name}.lua").is_file()
+    assert resources.files("listbroker").joinpath("lua", f"{name}.lua").is_file()
     assert "redis.call" in source(name)
 
 
@@ -37,7 +36,7 @@ def _code(text: str) -> str:
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_prologues_come_first_and_define_what_the_script_uses(name: str) -> None:
     text = source(name)
-    body = resources.files("actors.broker").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+    body = resources.files("listbroker").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
     assert text.endswith(body)
     prologues = text[: len(text) - len(body)]
     for helper, definition in HELPERS.items():

@@ -13,8 +13,7 @@ from dramatiq.errors import ConnectionClosed, QueueJoinTimeout
 from dramatiq.middleware import Middleware
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from actors.broker import (
+from listbroker import (
     DEAD_LETTER_OPTION,
     HEARTBEATS_KEY,
     InvalidMessage,
@@ -22,7 +21,8 @@ from actors.broker import (
     RedisListBroker,
     RedisListConsumer,
 )
-from actors.broker.consumer import MAX_ADAPTIVE_PREFETCH, MAX_BLOCK_SECONDS, PREFETCH_HOLD_SECONDS
+from listbroker.consumer import MAX_ADAPTIVE_PREFETCH, MAX_BLOCK_SECONDS, PREFETCH_HOLD_SECONDS
+
 from tests.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.support.redis_keys import as_bytes
 from tests.support.urls import CLOSED_REDIS_URL

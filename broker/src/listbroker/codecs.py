@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import dramatiq
 from dramatiq.errors import DecodeError
 
-from actors.broker.errors import InvalidMessage
+from listbroker.errors import InvalidMessage
 
 
 class Codec(Protocol):

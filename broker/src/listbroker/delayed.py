@@ -19,8 +19,8 @@ from typing import cast
 
 import redis
 
-from actors.broker.keys import QueueKeys
-from actors.broker.scripts import DELAYED_PREFIX_LEN, source
+from listbroker.keys import QueueKeys
+from listbroker.scripts import DELAYED_PREFIX_LEN, source
 
 _MEMBER = re.compile(rb"([0-9a-f]{16})\|")
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import redis
 
-from actors.broker.errors import BrokerError
-from actors.broker.keys import QueueKeys
-from actors.broker.scripts import source
+from listbroker.errors import BrokerError
+from listbroker.keys import QueueKeys
+from listbroker.scripts import source
 
 #: How many times a reading is tried again when consumers came or went during it.
 FIGURES_ATTEMPTS = 10

@@ -29,34 +29,34 @@ nothing: an application builds a `RedisListBroker` and sets it with `dramatiq.se
 
 from __future__ import annotations
 
-from actors.broker.backoff import Backoff
-from actors.broker.broker import (
+from listbroker.backoff import Backoff
+from listbroker.broker import (
     DEFAULT_DELAY_POLL_MS,
     DEFAULT_HEARTBEAT_INTERVAL_MS,
     DEFAULT_HEARTBEAT_TIMEOUT_MS,
     DEFAULT_SOCKET_TIMEOUT,
     RedisListBroker,
 )
-from actors.broker.codecs import Codec, DramatiqCodec, job_key_pattern
-from actors.broker.connections import DirectConnections, connection_errors, run_on
-from actors.broker.consumer import ListMessageProxy, RedisListConsumer
-from actors.broker.deadletters import (
+from listbroker.codecs import Codec, DramatiqCodec, job_key_pattern
+from listbroker.connections import DirectConnections, connection_errors, run_on
+from listbroker.consumer import ListMessageProxy, RedisListConsumer
+from listbroker.deadletters import (
     DEAD_LETTER_OPTION,
     MAX_DEAD_ERROR_CHARS,
     DeadLetters,
     dead_letter_option,
 )
-from actors.broker.delayed import DelayedEntry, DelayedMessages, Removed
-from actors.broker.errors import BrokerError, DependencyUnavailable, InvalidMessage
-from actors.broker.figures import QueueFigures, queue_figures
-from actors.broker.gate import DEFAULT_MAX_BACKOFF_S, DEFAULT_MIN_BACKOFF_S, AvailabilityGate, Probe
-from actors.broker.jobindex import JobIndex
-from actors.broker.keys import HEARTBEATS_KEY, QueueKeys
-from actors.broker.retries import DeadLetterHook, ExactRetries
-from actors.broker.scripts import DEAD_MARK, DELAYED_PREFIX_LEN
-from actors.broker.shutdown import RequeueOnShutdown
-from actors.broker.signals import debounce_worker_sigterm
-from actors.broker.spec import ActorSpec, actor_spec
+from listbroker.delayed import DelayedEntry, DelayedMessages, Removed
+from listbroker.errors import BrokerError, DependencyUnavailable, InvalidMessage
+from listbroker.figures import QueueFigures, queue_figures
+from listbroker.gate import DEFAULT_MAX_BACKOFF_S, DEFAULT_MIN_BACKOFF_S, AvailabilityGate, Probe
+from listbroker.jobindex import JobIndex
+from listbroker.keys import HEARTBEATS_KEY, QueueKeys
+from listbroker.retries import DeadLetterHook, ExactRetries
+from listbroker.scripts import DEAD_MARK, DELAYED_PREFIX_LEN
+from listbroker.shutdown import RequeueOnShutdown
+from listbroker.signals import debounce_worker_sigterm
+from listbroker.spec import ActorSpec, actor_spec
 
 __all__ = [
     "DEAD_LETTER_OPTION",

@@ -34,14 +34,14 @@ from dramatiq.common import q_name
 from dramatiq.errors import ConnectionClosed, QueueJoinTimeout, QueueNotFound
 from dramatiq.middleware import Middleware
 
-from actors.broker.backoff import Backoff
-from actors.broker.codecs import Codec, DramatiqCodec, job_key_pattern
-from actors.broker.connections import connection_errors, hot_path_connections
-from actors.broker.consumer import MAX_BLOCK_SECONDS, RedisListConsumer
-from actors.broker.figures import read_figures
-from actors.broker.keys import QueueKeys
-from actors.broker.maintenance import Maintenance
-from actors.broker.scripts import Scripts
+from listbroker.backoff import Backoff
+from listbroker.codecs import Codec, DramatiqCodec, job_key_pattern
+from listbroker.connections import connection_errors, hot_path_connections
+from listbroker.consumer import MAX_BLOCK_SECONDS, RedisListConsumer
+from listbroker.figures import read_figures
+from listbroker.keys import QueueKeys
+from listbroker.maintenance import Maintenance
+from listbroker.scripts import Scripts
 
 #: Default of `heartbeat_timeout_ms`: a consumer silent for longer than this is presumed
 #: dead and its messages go back to their queue.

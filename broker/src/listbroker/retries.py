@@ -41,9 +41,9 @@ from dramatiq.errors import Retry
 from dramatiq.middleware import Retries, SkipMessage
 from dramatiq.middleware.retries import DEFAULT_MAX_BACKOFF
 
-from actors.broker.consumer import ListMessageProxy
-from actors.broker.deadletters import DEAD_LETTER_OPTION
-from actors.broker.errors import DependencyUnavailable
+from listbroker.consumer import ListMessageProxy
+from listbroker.deadletters import DEAD_LETTER_OPTION
+from listbroker.errors import DependencyUnavailable
 
 logger = logging.getLogger(__name__)
 

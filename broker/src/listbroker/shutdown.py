@@ -20,7 +20,7 @@ from typing import Any
 import dramatiq
 from dramatiq.middleware import Middleware
 
-from actors.broker.consumer import RedisListConsumer
+from listbroker.consumer import RedisListConsumer
 
 logger = logging.getLogger(__name__)
 

@@ -25,9 +25,9 @@ from typing import Any
 import dramatiq
 from dramatiq.middleware import Middleware, SkipMessage
 
-from actors.broker.backoff import Backoff
-from actors.broker.consumer import ListMessageProxy
-from actors.broker.errors import DependencyUnavailable
+from listbroker.backoff import Backoff
+from listbroker.consumer import ListMessageProxy
+from listbroker.errors import DependencyUnavailable
 
 logger = logging.getLogger(__name__)
 

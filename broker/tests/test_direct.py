@@ -1,4 +1,4 @@
-"""The broker's hot-path calls (actors.broker.connections.run_on): when a command is sent again, when not."""
+"""The broker's hot-path calls (listbroker.connections.run_on): when a command is sent again, when not."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 import redis
-
-from actors.broker import run_on
+from listbroker import run_on
 
 
 class FakeConnection:

@@ -16,8 +16,8 @@ from typing import Any
 
 import redis
 
-from actors.broker.keys import QueueKeys
-from actors.broker.scripts import source
+from listbroker.keys import QueueKeys
+from listbroker.scripts import source
 
 #: Message option carrying a dead letter's last error, attempts and time.
 DEAD_LETTER_OPTION = "dead_letter"

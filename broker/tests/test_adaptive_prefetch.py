@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from actors.broker.consumer import MAX_ADAPTIVE_PREFETCH, PREFETCH_HOLD_SECONDS, adaptive_prefetch
+from listbroker.consumer import MAX_ADAPTIVE_PREFETCH, PREFETCH_HOLD_SECONDS, adaptive_prefetch
 
 
 @pytest.mark.parametrize("prefetch", [1, 2, 16])
