@@ -6,9 +6,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: run test pytest lint typecheck bench demo clean clean-state
+.PHONY: run test test-broker pytest lint typecheck bench demo clean clean-state
 
-$(VENV)/.stamp-%: setup.cfg pyproject.toml scripts/bootstrap.sh
+$(VENV)/.stamp-%: setup.cfg pyproject.toml broker/pyproject.toml scripts/bootstrap.sh
 	bash scripts/bootstrap.sh $(VENV) $(subst +,$(comma),$*)
 	@touch $@
 
@@ -20,23 +20,31 @@ run: $(VENV)/.stamp-embedded
 # The bench extra too: the suite runs a smoke test of every benchmark (RQ is a peer there).
 # The suite runs as two shards at once (scripts/test_shards.py): the slow tests beside the rest.
 test: $(VENV)/.stamp-test+dev+embedded+bench
-	$(VENV)/bin/ruff check services actors web tests bench scripts
-	$(VENV)/bin/ruff format --check services actors web tests bench scripts
+	$(VENV)/bin/ruff check services actors web tests bench scripts broker
+	$(VENV)/bin/ruff format --check services actors web tests bench scripts broker
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
+	cd broker && ../$(VENV)/bin/mypy
+	$(PY) -m scripts.with_test_services -- $(PY) -m scripts.broker_suite
 	$(PY) -m scripts.test_shards $(PYTEST_ARGS)
+
+# The broker library's own suite alone, in a throw-away virtualenv holding only the broker,
+# dramatiq, redis, pytest and Hypothesis (scripts/broker_suite.py); `make test` runs it too.
+test-broker: $(VENV)/.stamp-test+dev+embedded+bench
+	$(PY) -m scripts.with_test_services -- $(PY) -m scripts.broker_suite
 
 # The suite without lint, e.g. `make pytest PYTEST_ARGS="-k broker -x"`.
 pytest: $(VENV)/.stamp-test+dev+embedded+bench
 	$(PY) -m scripts.with_test_services -- $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.stamp-test+dev+embedded+bench
-	$(VENV)/bin/ruff check services actors web tests bench scripts
-	$(VENV)/bin/ruff format --check services actors web tests bench scripts
+	$(VENV)/bin/ruff check services actors web tests bench scripts broker
+	$(VENV)/bin/ruff format --check services actors web tests bench scripts broker
 	$(VENV)/bin/lint-imports
 
 typecheck: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/mypy
+	cd broker && ../$(VENV)/bin/mypy
 
 bench: $(VENV)/.stamp-test+dev+embedded+bench
 	$(PY) -m scripts.with_test_services -- $(PY) -m bench

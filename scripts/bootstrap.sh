@@ -80,5 +80,8 @@ fi
 "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
 spec=.
 [ -n "$extras" ] && spec=".[$extras]"
-echo "[bootstrap] pip install -e '$spec' (the first time: downloads and builds, about half a minute)" >&2
+# The broker library first: the application requires it (setup.cfg) and it is no package of
+# PyPI's but a distribution of its own in broker/.
+echo "[bootstrap] pip install -e ./broker, then -e '$spec' (the first time: downloads and builds, about half a minute)" >&2
+"$venv/bin/python" -m pip install -q -e ./broker
 "$venv/bin/python" -m pip install -q -e "$spec"

@@ -22,10 +22,7 @@ from listbroker import (
     RedisListConsumer,
 )
 from listbroker.consumer import MAX_ADAPTIVE_PREFETCH, MAX_BLOCK_SECONDS, PREFETCH_HOLD_SECONDS
-
-from tests.broker_fixtures import BrokerFactory, WorkerFactory
-from tests.support.redis_keys import as_bytes
-from tests.support.urls import CLOSED_REDIS_URL
+from support import CLOSED_REDIS_URL, BrokerFactory, WorkerFactory, as_bytes
 
 RAW_QUEUE = "raw"
 
@@ -374,9 +371,9 @@ def test_join_times_out_while_messages_wait(raw_broker: RedisListBroker, redis_c
 
 
 def test_redis_errors_surface_as_connection_closed() -> None:
-    from tests.broker_fixtures import FAST_BROKER
+    from support import FAST_BROKER
 
-    dead = RedisListBroker(url=CLOSED_REDIS_URL, **FAST_BROKER)  # type: ignore[arg-type]
+    dead = RedisListBroker(url=CLOSED_REDIS_URL, **FAST_BROKER)
     dead.declare_queue("q")
     message: dramatiq.Message[Any] = dramatiq.Message(
         queue_name="q", actor_name="x", args=(), kwargs={}, options={}

@@ -6,8 +6,7 @@ import redis
 from listbroker import RedisListBroker
 from listbroker.keys import HEARTBEATS_KEY, QueueKeys
 from listbroker.maintenance import Maintenance
-
-from tests.support.redis_keys import bytes_list
+from support import bytes_list
 
 
 def server_ms(client: redis.Redis) -> int:
