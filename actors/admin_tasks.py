@@ -1,5 +1,5 @@
 """The admin tasks' actor: regenerates every record matching a filter, page by page
-(services/regeneration_tasks.py), on the `admin` queue.
+(services/usecases/regeneration_tasks.py), on the `admin` queue.
 
 Declared as an `ActorSpec` (importing this module builds no broker); `actors.worker`
 declares it next to the report actor. A worker killed mid-task has its message
@@ -19,22 +19,22 @@ from typing import Any
 import dramatiq
 from listbroker import DependencyUnavailable, actor_spec
 
-from actors.adapters.keys import Keyspace
-from actors.adapters.queue_ops import RedisQueueOperations
-from actors.adapters.redis_clients import redis_client
-from actors.adapters.report_queue import RedisReportQueue
-from actors.adapters.tasks import RedisTaskStore
-from actors.constants import (
+from config.settings import Settings
+from redis_adapters.keyspace import Keyspace
+from redis_adapters.queue_ops import RedisQueueOperations
+from redis_adapters.queues import (
     ADMIN_QUEUE_NAME,
     MAX_RETRY_COUNT,
     REGENERATE_MATCHING_ACTOR_NAME,
     retry_delays_ms,
 )
-from services.config import Settings
-from services.db import session_factory
-from services.errors import DatabaseUnavailable
-from services.regeneration_tasks import TaskState, run_task
-from services.uow import UnitOfWork
+from redis_adapters.redis_clients import redis_client
+from redis_adapters.report_queue import RedisReportQueue
+from redis_adapters.task_store import RedisTaskStore
+from services.domain.errors import DatabaseUnavailable
+from services.persistence.db import session_factory
+from services.persistence.uow import UnitOfWork
+from services.usecases.regeneration_tasks import TaskState, run_task
 
 logger = logging.getLogger(__name__)
 

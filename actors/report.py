@@ -4,10 +4,10 @@ Declared as an `ActorSpec`: importing this module builds and touches no broker;
 `actors.worker` declares it on the worker's broker.
 
 Each outcome goes to the event log (`eventlog:queue`): generated, a failed attempt (with
-its number), dead-lettered. Logging an event never fails the job (services.events.emit).
+its number), dead-lettered. Logging an event never fails the job (services.domain.events.emit).
 
 The jobs that a worker process's threads run at the same moment are generated together, one
-transaction per group (group commit, services/report_groups.py); each job keeps its own
+transaction per group (group commit, services/usecases/report_groups.py); each job keeps its own
 outcome, so it is acknowledged, retried or dead-lettered on its own as before.
 """
 
@@ -22,20 +22,20 @@ import dramatiq
 from dramatiq.middleware import CurrentMessage
 from listbroker import DependencyUnavailable, actor_spec
 
-from actors.adapters.drill import RedisFaultDrill
-from actors.adapters.events import RedisEventSink
-from actors.adapters.keys import Keyspace
-from actors.adapters.redis_clients import redis_client
-from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, retry_delays_ms
-from actors.observe import metrics
-from services import reports
-from services.config import Settings
-from services.db import session_factory
-from services.drill import DRILL_ERROR, FaultDrillFailure
-from services.errors import DatabaseUnavailable
-from services.events import Event, EventSink, EventType, emit
-from services.report_groups import ReportGroups
-from services.uow import UnitOfWork
+from config.settings import Settings
+from observability import prometheus as metrics
+from redis_adapters.drill_store import RedisFaultDrill
+from redis_adapters.event_sink import RedisEventSink
+from redis_adapters.keyspace import Keyspace
+from redis_adapters.queues import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, retry_delays_ms
+from redis_adapters.redis_clients import redis_client
+from services.domain.errors import DatabaseUnavailable
+from services.domain.events import Event, EventSink, EventType, emit
+from services.persistence.db import session_factory
+from services.persistence.uow import UnitOfWork
+from services.usecases import reports
+from services.usecases.drill import DRILL_ERROR, FaultDrillFailure
+from services.usecases.report_groups import ReportGroups
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def _events() -> EventSink:
 
 
 def _drilled(record_id: int) -> bool:
-    """Is the record in the fault drill (services/drill.py)? One Redis call; never raises."""
+    """Is the record in the fault drill (services/usecases/drill.py)? One Redis call; never raises."""
     try:
         _events()
         drill = _drills[os.getpid()]
@@ -155,7 +155,7 @@ def generate_report(record_id: int) -> None:
         error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
         _log_event(EventType.REPORT_GENERATION_FAILED, record_id, attempt=_attempt(), error=error)
         raise
-    # The outcome's log line is services.reports' (one line per report, with its reason).
+    # The outcome's log line is services.usecases.reports' (one line per report, with its reason).
     if generation.outcome is reports.GenerationOutcome.GENERATED:
         _log_event(EventType.REPORT_GENERATED, record_id, attempt=_attempt())
         # Read back by the write itself (RETURNING): no query of its own.

@@ -2,7 +2,7 @@
 
 The Procfile's worker line. Dramatiq's command line gives its main process and its worker
 processes a log format of its own; this runs the same command line (`dramatiq.cli.main`)
-with `--skip-logging`, after giving the main process the format of actors/observe/logs.py
+with `--skip-logging`, after giving the main process the format of observability/logs.py
 (`LOG_FORMAT=json` for JSON lines); actors.worker does the same in each worker process.
 Every option is Dramatiq's (`--processes`, `--threads`, `--worker-shutdown-timeout` ...).
 """
@@ -15,7 +15,7 @@ import sys
 from dramatiq.cli import main as dramatiq_main
 from dramatiq.cli import make_argument_parser
 
-from actors.observe.logs import configure_logging
+from observability.logs import configure_logging
 
 #: The module Dramatiq imports in each worker process.
 WORKER_MODULE = "actors.worker"

@@ -1,7 +1,7 @@
 """The worker's entry module: `dramatiq actors.worker` (the Procfile's worker line).
 
 The only module that changes global state when imported, as Dramatiq's CLI expects of
-the module it is given: it sets the log format (actors/observe/logs.py), builds the
+the module it is given: it sets the log format (observability/logs.py), builds the
 `RedisListBroker` from REDIS_URL and sets it as
 Dramatiq's global broker, makes the worker process absorb a runner's duplicate SIGTERM,
 and declares the actors on the broker (the report actor, and the admin tasks' actor on
@@ -17,8 +17,8 @@ import sys
 from listbroker import debounce_worker_sigterm
 
 from actors import admin_tasks, report
-from actors.configure import install
-from actors.observe.logs import configure_logging
+from actors.bootstrap import install
+from observability.logs import configure_logging
 
 # Dramatiq has set up (or, run by actors.run_worker, skipped) its logging: the project's
 # format, written to this process's stderr, which Dramatiq pipes to its main process.

@@ -38,11 +38,11 @@ from typing import Any
 
 from sqlalchemy import text
 
-from actors.adapters.tasks import RedisTaskStore
-from actors.constants import REPORT_QUEUE_KEY
 from bench import db, launch, output, stats, stores
 from bench.http_load import Request, call, run_load
-from services.regeneration_tasks import TaskState
+from redis_adapters.queues import REPORT_QUEUE_KEY
+from redis_adapters.task_store import RedisTaskStore
+from services.usecases.regeneration_tasks import TaskState
 
 ADMIN = {"Authorization": f"Bearer {launch.BENCH_ADMIN_TOKEN}"}
 

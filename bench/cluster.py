@@ -24,9 +24,9 @@ from typing import Any
 import dramatiq
 from listbroker import RedisListBroker
 
-from actors.adapters.redis_clients import redis_client
-from actors.configure import default_middleware
+from actors.bootstrap import default_middleware
 from bench import output, stores
+from redis_adapters.redis_clients import redis_client
 from scripts.cluster import redis_cluster
 
 QUEUE = "bench-cluster"

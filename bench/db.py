@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from sqlalchemy import Engine, text
 
 from bench import ROOT, output, stores
-from services.db import make_engine, make_session_factory
-from services.questionnaire import seed_questionnaire
-from services.uow import UnitOfWork
+from services.domain.questionnaire import seed_questionnaire
+from services.persistence.db import make_engine, make_session_factory
+from services.persistence.uow import UnitOfWork
 
 
 def prepare(database_url: str) -> Engine:

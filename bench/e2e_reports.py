@@ -3,7 +3,7 @@
     python -m bench.e2e_reports [--n 2000] [--processes 1 2] [--threads 8] [--runs 2] [--quick]
 
 N records in status 3 (生成中) with a full set of answers are queued on `report:queue`
-in one LPUSH (`actors.adapters.RedisReportQueue`), and `dramatiq actors.worker` (the Procfile's
+in one LPUSH (`redis_adapters.RedisReportQueue`), and `dramatiq actors.worker` (the Procfile's
 worker line, started beforehand and ready) generates their reports with
 `actors.report.generate_report`. Timed from the LPUSH until every record is in status 4
 (polled in PostgreSQL every 20 ms). Runs alternate between the process counts.
@@ -21,7 +21,7 @@ from bench import db, launch, output, stats, stores
 
 
 def one_run(engine: Any, redis_url: str, database_url: str, *, n: int, processes: int, threads: int) -> float:
-    from actors.adapters import RedisReportQueue
+    from redis_adapters.report_queue import RedisReportQueue
 
     client = stores.redis_client(redis_url)
     stores.delete_own_keys(client)

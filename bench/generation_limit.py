@@ -49,7 +49,7 @@ MODES = ("pipeline", "sql", "sql100")
 def run_pipeline(
     engine: Engine, redis_url: str, database_url: str, ids: list[int], shape: tuple[int, int]
 ) -> dict[str, Any]:
-    from actors.adapters import RedisReportQueue
+    from redis_adapters.report_queue import RedisReportQueue
 
     client = stores.redis_client(redis_url)
     metrics_dir = tempfile.TemporaryDirectory(prefix="mi-bench-metrics-")

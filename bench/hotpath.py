@@ -5,13 +5,13 @@
 Two workloads, each run both ways on the same servers, interleaved run by run:
 
 answers persisted per second (the answer flusher)
-  batched   actors.hotpath.autosave.AnswersFlusher: RENAME, HGETALL pipelined per chunk,
+  batched   hotpath.answers_flusher.AnswersFlusher: RENAME, HGETALL pipelined per chunk,
             one bulk upsert (INSERT … SELECT FROM unnest … ON CONFLICT DO UPDATE) per chunk
   per item  one HGETALL per record, one INSERT … ON CONFLICT DO UPDATE per answer,
             a commit per record, one SREM per record
 
 log events ingested per second (the event-log consumer)
-  batched   actors.hotpath.eventlog.EventLogConsumer: one Lua call moves a batch into the
+  batched   hotpath.eventlog_consumer.EventLogConsumer: one Lua call moves a batch into the
             backup list, one multi-row INSERT … ON CONFLICT DO NOTHING, one DEL
   per item  RPOPLPUSH, one INSERT and a commit, LREM, per event
 
@@ -33,15 +33,16 @@ import redis
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import RedisAutosaveStore, RedisEventSink
-from actors.adapters.keys import AutosaveKeys, EventLogKeys
-from actors.hotpath.autosave import AnswersFlusher
-from actors.hotpath.eventlog import EventLogConsumer
 from bench import output, stats, stores
-from services.autosave import parse_saved
-from services.db import make_engine, make_session_factory
-from services.event_store import insert_events
-from services.events import Event, EventType
+from hotpath.answers_flusher import AnswersFlusher
+from hotpath.eventlog_consumer import EventLogConsumer
+from redis_adapters.autosave_store import RedisAutosaveStore
+from redis_adapters.event_sink import RedisEventSink
+from redis_adapters.keyspace import AutosaveKeys, EventLogKeys
+from services.domain.events import Event, EventType
+from services.persistence.db import make_engine, make_session_factory
+from services.persistence.event_store import insert_events
+from services.usecases.autosave import parse_saved
 
 AUTOSAVE_KEYS = AutosaveKeys.default(prefix="bench:hotpath:")
 EVENT_KEYS = EventLogKeys.with_prefix("bench:eventlog:")
@@ -63,8 +64,8 @@ def migrate(database_url: str) -> None:
     from alembic import command
     from alembic.config import Config
 
-    from services.questionnaire import seed_questionnaire
-    from services.uow import UnitOfWork
+    from services.domain.questionnaire import seed_questionnaire
+    from services.persistence.uow import UnitOfWork
 
     cfg = Config(str(ROOT / "alembic.ini"))
     cfg.attributes["database_url"] = database_url
@@ -140,7 +141,7 @@ def flush_batched(client: redis.Redis, factory: sessionmaker[Session], batch: in
 
 
 def flush_per_item(client: redis.Redis, factory: sessionmaker[Session], batch: int) -> None:
-    from services.autosave import from_epoch_ms
+    from services.usecases.autosave import from_epoch_ms
 
     keys = AUTOSAVE_KEYS.answers
     for member in client.smembers(keys.dirty):

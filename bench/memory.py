@@ -30,7 +30,7 @@ def child(n: int, step: int, url: str) -> dict[str, Any]:
     import psutil  # type: ignore[import-untyped]
     from listbroker import RedisListBroker
 
-    from actors.configure import default_middleware
+    from actors.bootstrap import default_middleware
 
     process = psutil.Process()
     broker = RedisListBroker(url=url, middleware=default_middleware())

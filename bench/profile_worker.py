@@ -33,8 +33,8 @@ BUCKETS: tuple[tuple[str, str], ...] = (
     ("redis/", "redis-py"),
     ("dramatiq/", "Dramatiq"),
     ("broker/src/listbroker/", "broker library (broker/src/listbroker/)"),
-    ("actors/report_queue/", "report codec (actors/report_queue/)"),
-    ("actors/observe/", "observability middleware (actors/observe/)"),
+    ("redis_adapters/", "report codec (redis_adapters/)"),
+    ("observability/", "observability middleware (observability/)"),
     ("actors/", "actors (report actor, adapters)"),
     ("services/scoring", "scoring"),
     ("services/group_commit", "group commit coordinator"),
@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.quick:
         args.n = 300
-    from actors.adapters import RedisReportQueue
+    from redis_adapters.report_queue import RedisReportQueue
 
     redis_url, database_url = stores.redis_url(), stores.database_url()
     engine = db.prepare(database_url)

@@ -26,10 +26,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, cast
 
-from actors.constants import REPORT_DELAYED_KEY, REPORT_QUEUE_KEY, RETRY_DELAYS_MS
-from actors.report_queue.message import ReportQueueMessage
 from bench import launch, output, stats, stores
 from bench.workers import STARTED_KEY
+from redis_adapters.queues import REPORT_DELAYED_KEY, REPORT_QUEUE_KEY, RETRY_DELAYS_MS
+from redis_adapters.report_message import ReportQueueMessage
 from scripts.processes import wait_until
 
 FIRST_DELAY_MS = RETRY_DELAYS_MS[0]

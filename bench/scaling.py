@@ -185,7 +185,7 @@ def noop_run(meter: Meter, client: redis.Redis, n: int) -> dict[str, Any]:
     import dramatiq
     from listbroker import RedisListBroker, queue_figures
 
-    from actors.configure import default_middleware
+    from actors.bootstrap import default_middleware
 
     broker = RedisListBroker(client=client, middleware=default_middleware())
     actor: Any = dramatiq.actor(broker=broker, queue_name=NOOP_QUEUE, actor_name=NOOP_ACTOR, max_retries=0)(
@@ -212,7 +212,7 @@ def _noop() -> None:
 
 def reports_run(meter: Meter, engine: Engine, client: redis.Redis, n: int) -> dict[str, Any]:
     """N real reports: records in status 3, one LPUSH of their jobs, until all in status 4."""
-    from actors.adapters import RedisReportQueue
+    from redis_adapters.report_queue import RedisReportQueue
 
     ids = db.insert_records(engine, n, status=3)
     try:
@@ -374,8 +374,8 @@ def one_shape(
 
 
 def worker_hosts(client: redis.Redis) -> set[str]:
-    """The host names in the worker processes' beats (actors/adapters/liveness.py)."""
-    from actors.adapters.liveness import live_processes
+    """The host names in the worker processes' beats (observability/liveness.py)."""
+    from observability.liveness import live_processes
 
     return {beat.host for beat in live_processes(client) if beat.kind == "worker" and beat.alive}
 

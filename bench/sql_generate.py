@@ -3,8 +3,8 @@
     python -m bench.sql_generate      (reads its task as one JSON line on stdin)
 
 The floor the pipeline is compared with: the same work per record as
-`services.reports.generate_report` (lock the record and check its status, read the active
-questions, the dimensions and the answers, score with `services.scoring`, replace the results
+`services.usecases.reports.generate_report` (lock the record and check its status, read the active
+questions, the dimensions and the answers, score with `services.domain.scoring`, replace the results
 and the summary, set status 4, commit), written by hand in as few round trips as psycopg's
 pipeline mode allows: one for the reads, one for the writes and the commit. With `batch` > 1
 a transaction handles that many records at once (set-based statements over id arrays).
@@ -27,8 +27,8 @@ from typing import Any
 import psycopg
 
 from bench.launch import emit_result
-from services.config import normalize_database_url
-from services.scoring import DimensionSpec, QuestionSpec, score_answers
+from config.settings import normalize_database_url
+from services.domain.scoring import DimensionSpec, QuestionSpec, score_answers
 
 LOCK_ONE = "SELECT status, is_deleted FROM assessment_records WHERE id = %s FOR UPDATE"
 LOCK_MANY = "SELECT id, status, is_deleted FROM assessment_records WHERE id = ANY(%s) ORDER BY id FOR UPDATE"

@@ -94,7 +94,7 @@ def child_dramatiq(system: str, threads: int, n: int, url: str | None, batch: in
     if system in ("ours", "ours-p100"):
         from listbroker import RedisListBroker
 
-        from actors.configure import default_middleware
+        from actors.bootstrap import default_middleware
 
         assert url
         broker = RedisListBroker(url=url, middleware=default_middleware())

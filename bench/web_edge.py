@@ -36,10 +36,10 @@ from typing import Any
 from sqlalchemy import text
 
 from bench import launch, output, stats, stores
+from config.settings import normalize_database_url
 from scripts.faults import FaultProxy
 from scripts.processes import wait_until
-from services.config import normalize_database_url
-from services.db import make_engine
+from services.persistence.db import make_engine
 from web.auth import issue_user_token
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -42,7 +42,7 @@ from scripts.demo_lib.simulation import (
     submit_records,
 )
 from scripts.demo_lib.stats import summarize
-from services.status import RecordStatus
+from services.domain.status import RecordStatus
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,10 +11,10 @@ import redis
 from listbroker import RedisListBroker
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.configure import default_middleware
-from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
+from actors.bootstrap import default_middleware
 from actors.report import generate_report
-from actors.report_queue.codec import ReportCodec
+from redis_adapters.queues import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
+from redis_adapters.report_codec import ReportCodec
 from tests.support.actors import declare_actor
 
 #: Short timings so reaper and delay tests run in seconds.

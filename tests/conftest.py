@@ -20,10 +20,10 @@ import redis
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from config.settings import Settings
 from scripts import lifeline
-from services.config import Settings
-from services.db import make_engine, make_session_factory
-from services.uow import UnitOfWork
+from services.persistence.db import make_engine, make_session_factory
+from services.persistence.uow import UnitOfWork
 from tests.fakes import FailingQueue, RecordingQueue
 from tests.support.records import RecordSpec, insert_records
 from tests.support.redis_keys import REDIS_OWNER_KEY, clean_redis
@@ -98,7 +98,7 @@ def engine(settings: Settings) -> Iterator[Engine]:
         _unavailable("PostgreSQL", exc)
     migrate(settings.database_url)
     eng = make_engine(settings.database_url, pool_size=10)
-    from services.questionnaire import seed_questionnaire
+    from services.domain.questionnaire import seed_questionnaire
 
     with UnitOfWork(make_session_factory(eng)) as uow:
         seed_questionnaire(uow)
@@ -178,7 +178,7 @@ def make_record(engine: Engine, session_factory: sessionmaker[Session]) -> Calla
     """
     from sqlalchemy import insert, select
 
-    from services.models import Answer, Question
+    from services.persistence.models import Answer, Question
 
     def make(
         status: int = 1,

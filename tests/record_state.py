@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.models import AssessmentRecord, DimensionResult, ReportSummary
+from services.persistence.models import AssessmentRecord, DimensionResult, ReportSummary
 
 
 def status_of(session_factory: sessionmaker[Session], record_id: int) -> int:

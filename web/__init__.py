@@ -15,18 +15,21 @@ from collections.abc import Mapping
 import redis
 from flask import Flask
 
-from actors.adapters import RedisAutosaveStore, RedisEventSink, RedisQueueOperations, RedisReportQueue
-from actors.adapters.drill import RedisFaultDrill
-from actors.adapters.keys import Keyspace
-from actors.adapters.tasks import RedisTaskStore
-from services.audit import DatabaseAuditLog
-from services.autosave import ActiveQuestions, AutosaveStore
-from services.config import Settings
-from services.db import session_factory
-from services.errors import ConfigError
-from services.event_store import DirectEventWriter
-from services.events import EventSink
-from services.queue import ReportQueue
+from config.settings import Settings
+from redis_adapters.autosave_store import RedisAutosaveStore
+from redis_adapters.drill_store import RedisFaultDrill
+from redis_adapters.event_sink import RedisEventSink
+from redis_adapters.keyspace import Keyspace
+from redis_adapters.queue_ops import RedisQueueOperations
+from redis_adapters.report_queue import RedisReportQueue
+from redis_adapters.task_store import RedisTaskStore
+from services.domain.errors import ConfigError
+from services.domain.events import EventSink
+from services.persistence.db import session_factory
+from services.persistence.event_store import DirectEventWriter
+from services.usecases.audit import DatabaseAuditLog
+from services.usecases.autosave import ActiveQuestions, AutosaveStore
+from services.usecases.ports import ReportQueue
 from web import (
     admin_api,
     console,
@@ -169,7 +172,7 @@ def create_app(
 
     # A mistyped report link or console address answers its area's page, not the API's JSON.
     register_error_handlers(
-        app, pages={"/reports": report_page.http_problem, "/admin": console.errors.http_error}
+        app, pages={"/reports": report_page.http_problem, "/admin": console.error_pages.http_error}
     )
     http_metrics.install(app)
     hosts.install(app, trusted_proxies=settings.trusted_proxies)

@@ -1,10 +1,10 @@
 """The admin API under /api/admin/ (admin token required): records, regeneration, queue, events,
 dead letters, quarantined payloads, audit.
 
-Actions are logged to the event log with the admin's token fingerprint (web/events.py)
-and audited in PostgreSQL (services/audit.py): an action whose audit cannot be written
+Actions are logged to the event log with the admin's token fingerprint (web/event_logging.py)
+and audited in PostgreSQL (services/usecases/audit.py): an action whose audit cannot be written
 is refused with 503. The operations call the same service functions as the CLI
-(services/operations.py).
+(services/usecases/operations.py).
 """
 
 from __future__ import annotations
@@ -16,15 +16,16 @@ import redis
 from flask import Blueprint, Response, request
 from werkzeug.datastructures import MultiDict
 
-from actors.adapters import queue_figures
-from actors.constants import ADMIN_QUEUE_NAME, REPORT_QUEUE_NAME
-from services import admin, drill, event_store, operations, regeneration_tasks
-from services.errors import MSG_EMPTY_ID_LIST, ParamError, QueueUnavailable
-from services.events import MAX_ACTOR_LENGTH, EventType
-from services.limits import MAX_ID, is_strict_int
-from services.regeneration_tasks import TASK_STATUSES, MatchFilter
-from services.status import RecordStatus
-from services.views import RecordFilter
+from redis_adapters.queue_figures import queue_figures
+from redis_adapters.queues import ADMIN_QUEUE_NAME, REPORT_QUEUE_NAME
+from services.domain.errors import MSG_EMPTY_ID_LIST, ParamError, QueueUnavailable
+from services.domain.events import MAX_ACTOR_LENGTH, EventType
+from services.domain.limits import MAX_ID, is_strict_int
+from services.domain.status import RecordStatus
+from services.domain.views import RecordFilter
+from services.persistence import event_store
+from services.usecases import admin, drill, operations, regeneration_tasks
+from services.usecases.regeneration_tasks import TASK_STATUSES, MatchFilter
 from web import deps
 from web.auth import current_admin, require_admin
 from web.deps import (
@@ -39,7 +40,7 @@ from web.deps import (
     task_store,
 )
 from web.envelope import SUCCESS_CODE, SUCCESS_MESSAGE, envelope, ok
-from web.events import log_event, log_events
+from web.event_logging import log_event, log_events
 from web.jsonify import to_json
 from web.validation import (
     body_datetime,

@@ -24,8 +24,8 @@ from flask import g, request
 from itsdangerous import BadData, URLSafeTimedSerializer
 from werkzeug.exceptions import Forbidden, Unauthorized
 
-from services.limits import MAX_ID, is_strict_int
-from services.opsmodel import AdminActor
+from services.domain.limits import MAX_ID, is_strict_int
+from services.domain.opsmodel import AdminActor
 from web import deps
 
 USER_TOKEN_SALT = "user-token"  # noqa: S105 - a namespace for signatures, not a secret

@@ -6,7 +6,7 @@ Each command first finds the stack it belongs to (web/cli_stack.py: ``--stack``,
 DATABASE_URL + REDIS_URL, or the ``.state/stack.json`` of a running ``make run``), says on
 stderr which servers it talks to, and never falls back on default servers. The queue,
 audit and drill commands call the same service functions as the admin API
-(services/operations.py, services/drill.py) and are audited the same way, as the actor
+(services/usecases/operations.py, services/usecases/drill.py) and are audited the same way, as the actor
 ``cli:<os user>``. Times are ISO 8601, with or without seconds and offset (no offset:
 ADMIN_TIMEZONE). Output is plain aligned text; errors exit non-zero with the API's code
 and message.
@@ -28,13 +28,13 @@ import redis
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 
-from actors.adapters import queue_figures
-from actors.constants import ADMIN_QUEUE_NAME, REPORT_QUEUE_NAME
-from services import drill, operations, regeneration_tasks
-from services.config import Settings
-from services.errors import ConfigError, DatabaseUnavailable, ServiceError
-from services.limits import MAX_ID, escape_controls
-from services.opsmodel import AdminActor, ItemOutcome
+from config.settings import Settings
+from redis_adapters.queue_figures import queue_figures
+from redis_adapters.queues import ADMIN_QUEUE_NAME, REPORT_QUEUE_NAME
+from services.domain.errors import ConfigError, DatabaseUnavailable, ServiceError
+from services.domain.limits import MAX_ID, escape_controls
+from services.domain.opsmodel import AdminActor, ItemOutcome
+from services.usecases import drill, operations, regeneration_tasks
 from web.auth import issue_user_token
 from web.cli_stack import find_stack
 from web.deps import audit_log, current, fault_drill, new_uow, queue_operations, redis_client, task_store

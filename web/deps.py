@@ -13,15 +13,15 @@ import redis
 from flask import Flask, current_app
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters.keys import Keyspace
-from services.autosave import ActiveQuestions, AutosaveStore
-from services.config import Settings
-from services.drill import FaultDrill
-from services.events import EventSink
-from services.opsmodel import AuditLog, QueueOperations
-from services.queue import ReportQueue
-from services.regeneration_tasks import TaskStore
-from services.uow import UnitOfWork
+from config.settings import Settings
+from redis_adapters.keyspace import Keyspace
+from services.domain.events import EventSink
+from services.domain.opsmodel import AuditLog, QueueOperations
+from services.persistence.uow import UnitOfWork
+from services.usecases.autosave import ActiveQuestions, AutosaveStore
+from services.usecases.drill import FaultDrill
+from services.usecases.ports import ReportQueue
+from services.usecases.regeneration_tasks import TaskStore
 
 EXTENSION_KEY = "mi_assessment"
 
@@ -44,9 +44,9 @@ class Dependencies:
     audit: AuditLog
     #: Every Redis key family, in the layout REDIS_HASH_TAGS chose.
     keys: Keyspace = field(default_factory=Keyspace.of)
-    #: Admin tasks and their progress (Redis: actors/adapters/tasks.py).
+    #: Admin tasks and their progress (Redis: redis_adapters/task_store.py).
     tasks: TaskStore | None = None
-    #: The fault drill (Redis: actors/adapters/drill.py).
+    #: The fault drill (Redis: redis_adapters/drill_store.py).
     drill: FaultDrill | None = None
 
 

@@ -26,7 +26,7 @@ from flask.typing import ResponseReturnValue
 from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException
 
-from services.errors import (
+from services.domain.errors import (
     DatabaseUnavailable,
     InvalidOperation,
     ParamError,

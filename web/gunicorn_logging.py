@@ -1,7 +1,7 @@
 """gunicorn's logger with this project's format (the Procfile's ``--logger-class``).
 
 gunicorn configures its own `gunicorn.error` and `gunicorn.access` loggers; this class
-lets it, then gives their handlers the format of actors/observe/logs.py (`LOG_FORMAT`:
+lets it, then gives their handlers the format of observability/logs.py (`LOG_FORMAT`:
 plain text by default, JSON lines with `json`), and sends the application's own loggers
 (the root logger) to stderr in the same format, so web's lines look like every
 process's. The access line's text stays gunicorn's `--access-logformat`, with one
@@ -18,7 +18,7 @@ from typing import Any
 
 from gunicorn.glogging import Logger
 
-from actors.observe.logs import ContextFilter, configure_logging, formatter, log_format
+from observability.logs import ContextFilter, configure_logging, formatter, log_format
 
 #: The `s` parameter of a query string (the report page's signed link), up to its end.
 _SIGNED_PARAMETER = re.compile(r"(?i)((?:^|[?&;]|%3F|%26)s=)[^&;\s\"]*")

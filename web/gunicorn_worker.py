@@ -35,10 +35,10 @@ from typing import Any
 from gunicorn import util
 from gunicorn.workers.gthread import ThreadWorker
 
-from actors.adapters.redis_clients import redis_client
-from actors.observe.heartbeat import Heartbeat
-from services.config import Settings
-from services.errors import ParamError, ServiceError
+from config.settings import Settings
+from observability.heartbeat import Heartbeat
+from redis_adapters.redis_clients import redis_client
+from services.domain.errors import ParamError, ServiceError
 
 #: Envelope messages of the statuses gunicorn answers by itself (see web/errors.py).
 GUNICORN_ERROR_MESSAGE: dict[int, str] = {
@@ -123,7 +123,7 @@ def _status_line(raw: bytes) -> tuple[int, str] | None:
 class EnvelopeThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has no type hints
     def run(self) -> None:
         """gunicorn's loop, with this process's heartbeat in the process registry
-        (actors/adapters/liveness.py): kind `web`, doing `serving N connection(s)`."""
+        (observability/liveness.py): kind `web`, doing `serving N connection(s)`."""
         # The client every process makes from REDIS_URL: a Sentinel or Cluster URL too.
         client = redis_client(Settings.from_env().redis_url, socket_connect_timeout=2, socket_timeout=5)
         heartbeat = Heartbeat(client, "web", lambda: f"serving {self.nr_conns} connection(s)").start()

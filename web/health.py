@@ -1,7 +1,7 @@
 """Liveness and readiness probes (no authentication, no envelope data beyond the checks).
 
 `/healthz/workers` says how many workers and hotpath processes beat (the process registry,
-actors/adapters/liveness.py): counts only, since it is open to the anonymous; hosts, pids
+observability/liveness.py): counts only, since it is open to the anonymous; hosts, pids
 and what each runs are for admins (the console). It is not part of `/readyz`: a web
 process without workers still serves the API, and must stay in its load balancer.
 """
@@ -12,8 +12,8 @@ import redis
 from flask import Blueprint, Response
 from sqlalchemy import text
 
-from actors.adapters.liveness import KINDS, REQUIRED_KINDS, ProcessState, live_processes
-from services.errors import QueueUnavailable
+from observability.liveness import KINDS, REQUIRED_KINDS, ProcessState, live_processes
+from services.domain.errors import QueueUnavailable
 from web.deps import current
 from web.envelope import envelope, ok
 from web.errors import RETRY_AFTER_S

@@ -2,11 +2,11 @@
 
 - With `PROMETHEUS_MULTIPROC_DIR` set (make run sets `.state/metrics`, emptied at each
   start), the values every process of this host wrote there (gunicorn workers: HTTP
-  metrics; Dramatiq worker processes: job metrics, actors/observe/metrics.py) summed by
+  metrics; Dramatiq worker processes: job metrics, observability/prometheus.py) summed by
   `MultiProcessCollector`; without it, this process's own registry.
 - Read from Redis at each scrape, so every host's web shows the same figures: the report
   queue's depth, delayed, in flight, dead, invalid and oldest job's age, and the hot
-  path's backlog (actors/adapters/backlog.py).
+  path's backlog (redis_adapters/backlog.py).
 
 Not open to the anonymous: an admin token or a scrape-only token of `METRICS_TOKENS`
 (Prometheus' `authorization` setting sends it as a Bearer token); user tokens are refused.
@@ -24,10 +24,10 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from actors.adapters import queue_figures
-from actors.adapters.backlog import hotpath_backlog, oldest_job_age_s
-from actors.adapters.keys import Keyspace
-from actors.constants import REPORT_QUEUE_NAME
+from redis_adapters.backlog import hotpath_backlog, oldest_job_age_s
+from redis_adapters.keyspace import Keyspace
+from redis_adapters.queue_figures import queue_figures
+from redis_adapters.queues import REPORT_QUEUE_NAME
 from web.auth import bearer_token, is_admin_token, require_admin
 from web.deps import current, keyspace, redis_client
 

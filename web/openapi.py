@@ -11,17 +11,17 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
-from services.admin import MAX_PAGE_SIZE
-from services.assessment import DEFAULT_RECORDS_PAGE_SIZE, MAX_RECORDS_PAGE_SIZE
-from services.drill import MAX_DRILL_MINUTES
-from services.errors import MSG_EMPTY_ID_LIST
-from services.events import EventType
-from services.limits import MAX_ID
-from services.operations import MAX_PAGE_SIZE as OPS_PAGE_SIZE
-from services.questionnaire import LEVELS, MAX_SUGGESTIONS, MAX_VALUE, MIN_SUGGESTIONS, MIN_VALUE
-from services.regeneration_tasks import PAGE_SIZE as TASK_PAGE_SIZE
-from services.regeneration_tasks import TASK_STATUSES, TaskState
-from services.status import MAX_STATUS, MIN_STATUS, STATUS_TEXT
+from services.domain.errors import MSG_EMPTY_ID_LIST
+from services.domain.events import EventType
+from services.domain.limits import MAX_ID
+from services.domain.questionnaire import LEVELS, MAX_SUGGESTIONS, MAX_VALUE, MIN_SUGGESTIONS, MIN_VALUE
+from services.domain.status import MAX_STATUS, MIN_STATUS, STATUS_TEXT
+from services.usecases.admin import MAX_PAGE_SIZE
+from services.usecases.assessment import DEFAULT_RECORDS_PAGE_SIZE, MAX_RECORDS_PAGE_SIZE
+from services.usecases.drill import MAX_DRILL_MINUTES
+from services.usecases.operations import MAX_PAGE_SIZE as OPS_PAGE_SIZE
+from services.usecases.regeneration_tasks import PAGE_SIZE as TASK_PAGE_SIZE
+from services.usecases.regeneration_tasks import TASK_STATUSES, TaskState
 from web.errors import RETRY_AFTER_S
 from web.report_page import LINK_MAX_AGE_S
 from web.validation import (

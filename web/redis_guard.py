@@ -29,8 +29,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from actors.adapters.redis_clients import connection_pool
-from actors.adapters.redis_cluster import cluster_client, is_cluster_url
+from redis_adapters.redis_clients import connection_pool
+from redis_adapters.redis_cluster import cluster_client, is_cluster_url
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,12 @@ from itsdangerous import BadData, URLSafeTimedSerializer
 from markupsafe import Markup
 from werkzeug.exceptions import HTTPException, NotFound, Unauthorized
 
-from services import assessment
-from services.errors import InvalidOperation, ServiceError
-from services.limits import MAX_ID, is_strict_int
-from services.questionnaire import load_questionnaire
-from services.status import status_text
-from services.views import DimensionScoreView, ReportView
+from services.domain.errors import InvalidOperation, ServiceError
+from services.domain.limits import MAX_ID, is_strict_int
+from services.domain.questionnaire import load_questionnaire
+from services.domain.status import status_text
+from services.domain.views import DimensionScoreView, ReportView
+from services.usecases import assessment
 from web import deps
 from web.auth import MSG_INVALID_USER, bearer_token, is_admin_token, verify_user_token
 from web.errors import DATABASE_UNREACHABLE, REDIS_UNREACHABLE, SERVICE_ERROR_STATUS, UNAVAILABLE_MESSAGE
@@ -37,7 +37,7 @@ LINK_SALT = "report-page"
 #: A report link works this long after it was handed out (a week: long enough to share
 #: with a parent or print later, short enough that a forwarded link stops working).
 LINK_MAX_AGE_S = 7 * 24 * 3600
-#: Scores are 0..100 (services/scoring.py).
+#: Scores are 0..100 (services/domain/scoring.py).
 MAX_SCORE = 100.0
 
 MSG_LINK_INVALID = "报告链接无效或已过期，请在小程序中重新打开报告"

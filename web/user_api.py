@@ -2,7 +2,7 @@
 
 Every record id is resolved among the caller's own live records: another user's
 record answers 3241 like a missing one (the services guarantee it). Successful actions
-are logged to the event log (web/events.py).
+are logged to the event log (web/event_logging.py).
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from dataclasses import replace
 
 from flask import Blueprint, Response, request
 
-from services import assessment, autosave, resume
-from services.events import EventType
-from services.limits import MAX_ID
-from services.status import RecordStatus
+from services.domain.events import EventType
+from services.domain.limits import MAX_ID
+from services.domain.status import RecordStatus
+from services.usecases import assessment, autosave, resume
 from web.auth import current_user_id, require_user
 from web.deps import active_questions, autosave_store, new_uow, report_queue
 from web.envelope import ok
-from web.events import log_event
+from web.event_logging import log_event
 from web.report_page import report_page_url
 from web.validation import answer_list, body_id, json_object, optional_query_int, query_id, query_int
 

@@ -24,10 +24,10 @@ from flask import Request
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
-from services.admin import MAX_PAGE_SIZE
-from services.errors import ParamError
-from services.limits import MAX_ID, is_strict_int
-from services.questionnaire import MAX_VALUE, MIN_VALUE
+from services.domain.errors import ParamError
+from services.domain.limits import MAX_ID, is_strict_int
+from services.domain.questionnaire import MAX_VALUE, MIN_VALUE
+from services.usecases.admin import MAX_PAGE_SIZE
 
 #: Largest question id: the questions.id column is an int4.
 MAX_QUESTION_ID = 2**31 - 1

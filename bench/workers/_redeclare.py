@@ -8,7 +8,7 @@ from typing import Any
 import dramatiq
 
 import actors.worker  # noqa: F401  (installs the broker and declares the real actor)
-from actors.constants import REPORT_ACTOR_NAME
+from redis_adapters.queues import REPORT_ACTOR_NAME
 
 
 def real_report_actor() -> dramatiq.Actor[Any, Any]:

@@ -14,10 +14,10 @@ import time
 
 import redis
 
-from actors.constants import RETRY_DELAYS_MS
 from bench.workers import FAILED_KEY, STARTED_KEY
 from bench.workers._redeclare import redeclare
-from services.config import Settings
+from config.settings import Settings
+from redis_adapters.queues import RETRY_DELAYS_MS
 
 _client = redis.Redis.from_url(Settings.from_env().redis_url)
 

@@ -22,7 +22,7 @@ from rich.text import Text
 from scripts.demo_lib.client import Target
 from scripts.demo_lib.simulation import POLL_INTERVAL_S, RunState, SimUser, report_completed_at
 from scripts.demo_lib.stats import Latency, Summary
-from services.status import RecordStatus
+from services.domain.status import RecordStatus
 
 #: Cells of the progress bar and of a dimension's score bar.
 BAR_WIDTH = 30

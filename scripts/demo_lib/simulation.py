@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from scripts.demo_lib.client import Api, ApiError
-from services.status import RecordStatus
+from services.domain.status import RecordStatus
 
 #: Simulated users get ids from here up, apart from user 1 of `make run`'s banner.
 FIRST_USER_ID = 1001
@@ -69,7 +69,7 @@ def reverse_scored_ids() -> set[int]:
     """Which statements are reverse-scored (a respondent understands what they agree to).
     From the questionnaire shipped with the package; none if it cannot be read."""
     try:
-        from services.questionnaire import load_questionnaire
+        from services.domain.questionnaire import load_questionnaire
 
         return {q.id for d in load_questionnaire().dimensions for q in d.questions if q.reverse_scored}
     except Exception:  # the demo also works from a bare checkout: then answers are all "forward"

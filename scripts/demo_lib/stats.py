@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scripts.demo_lib.simulation import RunState
-from services.status import RecordStatus
+from services.domain.status import RecordStatus
 
 
 def percentile(values: Sequence[float], p: float) -> float:

@@ -18,9 +18,9 @@ import redis
 import requests
 from sqlalchemy import Engine, func, insert, select, text
 
-from services.config import Settings
-from services.models import Answer, AssessmentRecord, Question
-from services.status import RecordStatus
+from config.settings import Settings
+from services.domain.status import RecordStatus
+from services.persistence.models import Answer, AssessmentRecord, Question
 from tests.support.processes import RunStack, procfile, wait_until
 from tests.support.redis_keys import clean_redis
 from web import issue_user_token

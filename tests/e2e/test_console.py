@@ -18,11 +18,11 @@ import requests
 from playwright.sync_api import Dialog, Locator, Page, expect
 from sqlalchemy import Engine, text
 
-from actors.adapters import RedisReportQueue
-from actors.adapters.throughput import last_hour
-from actors.constants import INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
-from services.config import Settings
-from services.status import RecordStatus
+from config.settings import Settings
+from observability.throughput import last_hour
+from redis_adapters.queues import INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
+from redis_adapters.report_queue import RedisReportQueue
+from services.domain.status import RecordStatus
 from tests.e2e.stack_support import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
 from tests.support.browser import screenshot
 from tests.support.records import RecordSpec, insert_records

@@ -30,11 +30,11 @@ import pytest
 import redis
 from sqlalchemy import Engine, text
 
-from actors.constants import DEAD_LETTER_QUEUE_KEY
+from config.settings import Settings
+from redis_adapters.queues import DEAD_LETTER_QUEUE_KEY
 from scripts import servers
 from scripts.faults import FaultProxy
 from scripts.processes import ProcfileProcess
-from services.config import Settings
 from tests.support.processes import WorkerProcess, row_locked, sessions_waiting_for_a_lock, wait_until
 from tests.support.redis_keys import MARKER_KEYS
 from web import issue_user_token

@@ -38,11 +38,11 @@ from itsdangerous import TimestampSigner
 from playwright.sync_api import Browser, Page, expect
 from sqlalchemy import Engine, text
 
-from actors.adapters import queue_figures
-from actors.constants import INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
+from config.settings import Settings
+from redis_adapters.queue_figures import queue_figures
+from redis_adapters.queues import INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
 from scripts import servers
-from services.config import Settings
-from services.status import RecordStatus
+from services.domain.status import RecordStatus
 from tests.e2e.stack_support import ADMIN_TOKEN, Stack, db_status, running_stack
 from tests.support.browser import ARTIFACTS_DIR, ROOT, screenshot
 from tests.support.urls import CLOSED_DATABASE_URL
@@ -414,7 +414,7 @@ def test_the_alarm_rises_when_the_worker_is_stopped_and_goes_when_it_is_back(
 #: Runs `flask` with the default servers moved to the decoys: where a fallback would go.
 WITH_DEFAULTS = """
 import sys
-import services.config as config
+import config.settings as config
 config.DEFAULT_REDIS_URL = sys.argv.pop(1)
 config.DEFAULT_DATABASE_URL = sys.argv.pop(1)
 from flask.cli import main

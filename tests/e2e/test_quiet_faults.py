@@ -27,9 +27,9 @@ import pytest
 import redis
 from sqlalchemy import Engine
 
+from config.settings import Settings
 from scripts.faults import FaultProxy
-from services.config import Settings
-from services.status import RecordStatus
+from services.domain.status import RecordStatus
 from tests.e2e.stack_support import Stack, running_stack
 from tests.support.proc_stats import tree_cpu_s
 from tests.support.processes import sessions_waiting_for_a_lock

@@ -29,11 +29,11 @@ import redis
 import requests
 from sqlalchemy import Engine, text
 
-from actors.adapters.keys import Keyspace
-from actors.adapters.liveness import BEATS_KEY
 from bench import launch
 from bench.web_edge import procfile_web_line, start_web
-from services.config import Settings
+from config.settings import Settings
+from observability.liveness import BEATS_KEY
+from redis_adapters.keyspace import Keyspace
 from tests.e2e.stack_support import reset
 from tests.support.redis_keys import clean_redis
 from web.console.limits import FREE_ATTEMPTS, MAX_WAIT_MS
@@ -488,7 +488,7 @@ def test_concurrent_calls_with_one_filter_start_one_task(clean: Web, redis_conn:
 
 
 def test_tasks_waiting_are_capped(clean: Web) -> None:
-    from actors.adapters.tasks import MAX_ACTIVE_TASKS
+    from redis_adapters.task_store import MAX_ACTIVE_TASKS
 
     codes = [
         requests.post(

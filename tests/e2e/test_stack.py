@@ -23,12 +23,13 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, func, select
 
-from actors.adapters import RedisReportQueue, queue_figures
-from actors.constants import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
-from actors.report_queue.message import ReportQueueMessage
-from services.config import Settings
-from services.models import DimensionResult, ReportSummary
-from services.status import RecordStatus
+from config.settings import Settings
+from redis_adapters.queue_figures import queue_figures
+from redis_adapters.queues import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
+from redis_adapters.report_message import ReportQueueMessage
+from redis_adapters.report_queue import RedisReportQueue
+from services.domain.status import RecordStatus
+from services.persistence.models import DimensionResult, ReportSummary
 from tests.e2e.stack_support import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
 from tests.support.processes import procfile, row_locked, sessions_waiting_for_a_lock
 from tests.support.redis_keys import bytes_list
@@ -153,7 +154,7 @@ def test_every_process_of_the_stack_is_in_the_procfile(stack: Stack) -> None:
     assert "gunicorn web:create_app()" in commands["web"]
     assert f"127.0.0.1:{stack.env['PORT']}" in commands["web"]  # loopback unless BIND says otherwise
     assert "python -m actors.run_worker --processes 1 --threads 2" in commands["worker"]
-    assert "actors.hotpath" in commands["hotpath"]
+    assert "hotpath" in commands["hotpath"]
 
 
 def test_a_dead_lettered_record_is_regenerated_by_an_admin(

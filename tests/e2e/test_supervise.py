@@ -24,9 +24,9 @@ import redis
 import requests
 from sqlalchemy import Engine
 
-from actors.adapters import RedisReportQueue
-from services.config import Settings
-from services.status import RecordStatus
+from config.settings import Settings
+from redis_adapters.report_queue import RedisReportQueue
+from services.domain.status import RecordStatus
 from tests.e2e.stack_support import ROOT, Stack, db_status, insert_record, running_stack
 from tests.support.processes import wait_until
 

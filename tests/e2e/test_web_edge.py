@@ -26,8 +26,8 @@ from sqlalchemy import Engine, text
 
 from bench import launch, stats
 from bench.web_edge import ADMIN_TOKEN, SECRET_KEY, Records, SlowClients, call, procfile_web_line, start_web
+from config.settings import Settings
 from scripts.faults import FaultProxy
-from services.config import Settings
 from web.errors import RETRY_AFTER_S
 from web.validation import MAX_CONTENT_LENGTH
 

@@ -16,7 +16,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.config import Settings
+from config.settings import Settings
 from tests.integration.hotpath_support import truncate_event_log
 from tests.integration.web_support import ADMIN_TOKEN, Records
 from tests.support.urls import CLOSED_REDIS_URL

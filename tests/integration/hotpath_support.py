@@ -6,7 +6,7 @@ from datetime import datetime
 
 from sqlalchemy import Engine, text
 
-from services.questionnaire import load_questionnaire
+from services.domain.questionnaire import load_questionnaire
 from tests.support import records
 from tests.support.records import RecordSpec
 

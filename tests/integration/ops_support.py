@@ -11,10 +11,10 @@ from listbroker import RedisListBroker
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.constants import DEAD_LETTER_QUEUE_KEY, MAX_RETRY_COUNT, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
-from actors.report_queue.message import ReportQueueMessage
-from services.models import Answer, Question
-from services.opsmodel import AdminActor
+from redis_adapters.queues import DEAD_LETTER_QUEUE_KEY, MAX_RETRY_COUNT, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
+from redis_adapters.report_message import ReportQueueMessage
+from services.domain.opsmodel import AdminActor
+from services.persistence.models import Answer, Question
 from tests.conftest import default_answer
 from tests.record_state import status_of
 from tests.support.redis_keys import as_bytes

@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, event, func, insert, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from services import admin
-from services.errors import (
+from services.domain.errors import (
     MSG_EMPTY_ID_LIST,
     MSG_REGENERATE_NOT_ALLOWED,
     InvalidOperation,
@@ -23,10 +22,11 @@ from services.errors import (
     QueueUnavailable,
     RecordNotFound,
 )
-from services.models import AssessmentRecord, DimensionResult, ReportSummary
-from services.reports import generate_report
-from services.uow import UnitOfWork
-from services.views import RecordFilter
+from services.domain.views import RecordFilter
+from services.persistence.models import AssessmentRecord, DimensionResult, ReportSummary
+from services.persistence.uow import UnitOfWork
+from services.usecases import admin
+from services.usecases.reports import generate_report
 from tests.fakes import RecordingQueue
 
 
@@ -133,11 +133,14 @@ def test_regenerate_with_a_failing_queue(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     record_id = reported_record(5)
-    with caplog.at_level(logging.ERROR, logger="services.admin"), pytest.raises(QueueUnavailable) as info:
+    with (
+        caplog.at_level(logging.ERROR, logger="services.usecases.admin"),
+        pytest.raises(QueueUnavailable) as info,
+    ):
         admin.regenerate_report(uow, failing_queue, record_id)
     assert info.value.code == 5003
     assert state(session_factory, record_id) == (3, False, 0, 0)
-    assert any(r.exc_info for r in caplog.records if r.name == "services.admin")
+    assert any(r.exc_info for r in caplog.records if r.name == "services.usecases.admin")
 
 
 # -- batch_regenerate_report ---------------------------------------------------------------
@@ -206,12 +209,12 @@ def test_batch_with_a_failing_queue_counts_everything_skipped(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     ids = [make_record(5), make_record(3), make_record(4)]
-    with caplog.at_level(logging.ERROR, logger="services.admin"):
+    with caplog.at_level(logging.ERROR, logger="services.usecases.admin"):
         result = admin.batch_regenerate_report(uow, failing_queue, ids)
     assert (result.success_count, result.skipped_count) == (0, 3)
     assert failing_queue.calls == 1
     assert [state(session_factory, i)[0] for i in ids] == [3, 3, 4]
-    assert any(r.exc_info for r in caplog.records if r.name == "services.admin")
+    assert any(r.exc_info for r in caplog.records if r.name == "services.usecases.admin")
 
 
 def test_batch_of_a_thousand_ids_is_set_based(

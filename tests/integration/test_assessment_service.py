@@ -13,11 +13,11 @@ import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from services import assessment, reports
-from services.errors import InvalidOperation, ParamError, RecordNotFound, ServiceError
-from services.models import Answer, AssessmentRecord, Question
-from services.questionnaire import load_questionnaire, seed_questionnaire
-from services.uow import UnitOfWork
+from services.domain.errors import InvalidOperation, ParamError, RecordNotFound, ServiceError
+from services.domain.questionnaire import load_questionnaire, seed_questionnaire
+from services.persistence.models import Answer, AssessmentRecord, Question
+from services.persistence.uow import UnitOfWork
+from services.usecases import assessment, reports
 from tests.fakes import RecordingQueue
 
 QUESTION_IDS = [q.id for q in load_questionnaire().questions]
@@ -262,12 +262,14 @@ def test_failing_queue_still_succeeds_with_enqueued_false(
 ) -> None:
     record_id = make_record(2, user_id=42)
     queue = failing_queue
-    with caplog.at_level(logging.ERROR, logger="services.assessment"):
+    with caplog.at_level(logging.ERROR, logger="services.usecases.assessment"):
         result = assessment.submit_answers(uow, queue, 42, record_id, full_answers())
     assert (result.status, result.enqueued) == (3, False)
     assert queue.calls == 1
     assert state(session_factory, record_id) == (3, 40, True)
-    errors = [r for r in caplog.records if r.levelno == logging.ERROR and r.name == "services.assessment"]
+    errors = [
+        r for r in caplog.records if r.levelno == logging.ERROR and r.name == "services.usecases.assessment"
+    ]
     assert len(errors) == 1
     assert errors[0].exc_info is not None
     assert str(record_id) in errors[0].getMessage()

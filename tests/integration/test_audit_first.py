@@ -11,12 +11,12 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from services import admin
-from services.audit import STARTED, DatabaseAuditLog
-from services.errors import ParamError
-from services.opsmodel import AdminActor, AuditEntry, AuditHandle
-from services.status import RecordStatus
-from services.uow import UnitOfWork
+from services.domain.errors import ParamError
+from services.domain.opsmodel import AdminActor, AuditEntry, AuditHandle
+from services.domain.status import RecordStatus
+from services.persistence.uow import UnitOfWork
+from services.usecases import admin
+from services.usecases.audit import STARTED, DatabaseAuditLog
 from tests.integration.web_support import Records
 from tests.support.records import RecordSpec
 

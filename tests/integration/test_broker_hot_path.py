@@ -15,7 +15,7 @@ import redis
 from listbroker import RedisListBroker, RedisListConsumer
 from listbroker.connections import IDLE_CHECK_SECONDS
 
-from actors.configure import default_middleware
+from actors.bootstrap import default_middleware
 from tests.support.processes import RedisServer
 
 

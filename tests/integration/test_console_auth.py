@@ -13,8 +13,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.routing import Rule
 
-from actors.adapters.keys import Keyspace
-from services.config import Settings
+from config.settings import Settings
+from redis_adapters.keyspace import Keyspace
 from tests.unit.web_unit_support import ADMIN_AUTH, ADMIN_TOKEN, UNIT_SETTINGS, bearer, make_app, user_auth
 from web import create_app
 from web.auth import token_fingerprint

@@ -16,18 +16,18 @@ from listbroker import RedisListBroker
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import RedisQueueOperations
-from actors.adapters.keys import Keyspace
-from actors.adapters.liveness import BEAT_TIMEOUT_S, STOPPED, ProcessIdentity, write_beat
-from actors.adapters.queue_peek import oldest_waiting_age_s
-from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
-from actors.report_queue.codec import ReportCodec
-from actors.report_queue.message import ReportQueueMessage
-from services.audit import list_audit
-from services.config import Settings
-from services.record_detail import admin_record_detail
-from services.status import RecordStatus
-from services.uow import UnitOfWork
+from config.settings import Settings
+from observability.liveness import BEAT_TIMEOUT_S, STOPPED, ProcessIdentity, write_beat
+from redis_adapters.keyspace import Keyspace
+from redis_adapters.queue_ops import RedisQueueOperations
+from redis_adapters.queue_peek import oldest_waiting_age_s
+from redis_adapters.queues import REPORT_ACTOR_NAME, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
+from redis_adapters.report_codec import ReportCodec
+from redis_adapters.report_message import ReportQueueMessage
+from services.domain.status import RecordStatus
+from services.persistence.uow import UnitOfWork
+from services.usecases.audit import list_audit
+from services.usecases.record_detail import admin_record_detail
 from tests.integration.web_support import ADMIN_TOKEN, Records
 from tests.support.console import CSRF, csrf_token, sign_in
 from tests.support.records import RecordSpec

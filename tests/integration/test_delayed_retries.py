@@ -20,16 +20,17 @@ from listbroker import RedisListBroker
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import RedisQueueOperations, RedisReportQueue
-from actors.adapters.drill import RedisFaultDrill
-from actors.adapters.keys import Keyspace
-from actors.constants import REPORT_DELAYED_KEY, REPORT_JOBS_KEY, RETRY_DELAYS_MS
-from services import admin, drill, operations
-from services.audit import DatabaseAuditLog, list_audit
-from services.errors import ParamError
-from services.opsmodel import DELETED, RETRIED, SKIPPED, DelayedRetry
-from services.status import RecordStatus
-from services.uow import UnitOfWork
+from redis_adapters.drill_store import RedisFaultDrill
+from redis_adapters.keyspace import Keyspace
+from redis_adapters.queue_ops import RedisQueueOperations
+from redis_adapters.queues import REPORT_DELAYED_KEY, REPORT_JOBS_KEY, RETRY_DELAYS_MS
+from redis_adapters.report_queue import RedisReportQueue
+from services.domain.errors import ParamError
+from services.domain.opsmodel import DELETED, RETRIED, SKIPPED, DelayedRetry
+from services.domain.status import RecordStatus
+from services.persistence.uow import UnitOfWork
+from services.usecases import admin, drill, operations
+from services.usecases.audit import DatabaseAuditLog, list_audit
 from tests.integration.ops_support import ACTOR, MakeRecord, wait_for_status
 from tests.record_state import status_of
 

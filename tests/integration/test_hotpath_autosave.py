@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import RedisAutosaveStore
-from actors.adapters.keys import AutosaveKeys
-from actors.hotpath.autosave import AnswersFlusher
-from services import assessment
-from services.autosave import SaveOutcome
-from services.db import make_engine, make_session_factory
-from services.uow import UnitOfWork
+from hotpath.answers_flusher import AnswersFlusher
+from redis_adapters.autosave_store import RedisAutosaveStore
+from redis_adapters.keyspace import AutosaveKeys
+from services.persistence.db import make_engine, make_session_factory
+from services.persistence.uow import UnitOfWork
+from services.usecases import assessment
+from services.usecases.autosave import SaveOutcome
 from tests.integration.hotpath_support import QUESTION_IDS, insert_records, stored_answers
 from tests.support.redis_keys import clean_redis
 from tests.support.urls import CLOSED_DATABASE_URL

@@ -17,15 +17,14 @@ from flask import Flask
 from sqlalchemy import Engine, text
 
 import actors.report
-from actors.adapters import RedisEventSink
-from actors.adapters.events import REDIS_RETRY_AFTER_S
-from actors.adapters.keys import EventLogKeys
-from actors.hotpath.eventlog import EventLogConsumer
-from services.config import DEFAULT_EVENT_LOG_QUEUE_MAX, Settings
-from services.errors import ConfigError
-from services.event_partitions import month_of, partition_name
-from services.event_store import DirectEventWriter
-from services.events import Event, EventType, dropped_events, emit
+from config.settings import DEFAULT_EVENT_LOG_QUEUE_MAX, Settings
+from hotpath.eventlog_consumer import EventLogConsumer
+from redis_adapters.event_sink import REDIS_RETRY_AFTER_S, RedisEventSink
+from redis_adapters.keyspace import EventLogKeys
+from services.domain.errors import ConfigError
+from services.domain.events import Event, EventType, dropped_events, emit
+from services.persistence.event_store import DirectEventWriter
+from services.persistence.partitions import month_of, partition_name
 from tests.support.refuser import CountingRefuser
 from tests.support.urls import CLOSED_REDIS_URL
 
@@ -116,7 +115,7 @@ def test_with_the_database_unreachable_too_the_event_is_counted_as_dropped(
     sink = RedisEventSink(redis_down, fallback=writer, clock=clock)
     events = [Event.new(EventType.REPORT_GENERATED, record_id=n, actor="worker") for n in (1, 2)]
     before = dropped_events()
-    with caplog.at_level(logging.ERROR, logger="actors.adapters.events"):
+    with caplog.at_level(logging.ERROR, logger="redis_adapters.event_sink"):
         assert not emit(sink, *events)
         assert refusing.attempts == 1
         assert database_down.attempts >= 1  # tried (libpq may try twice: with SSL, then without)
@@ -142,7 +141,7 @@ def test_a_full_queue_sends_events_to_the_database_until_it_drains(
     queued = [Event.new(EventType.RECORD_CREATED, record_id=n) for n in (1, 2)]
     assert emit(sink, *queued)
     before = dropped_events()
-    with caplog.at_level(logging.INFO, logger="actors.adapters.events"):
+    with caplog.at_level(logging.INFO, logger="redis_adapters.event_sink"):
         # One fits; the other two of the call, and the next call's, go to PostgreSQL.
         over = [Event.new(EventType.RECORD_CREATED, record_id=n) for n in (3, 4, 5)]
         assert emit(sink, *over)

@@ -12,11 +12,12 @@ import redis
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import RedisEventSink, RedisLock
-from actors.adapters.keys import EventLogKeys
-from actors.hotpath.eventlog import EventLogConsumer
-from services.event_partitions import add_months, month_of, partition_name
-from services.events import Event, EventType
+from hotpath.eventlog_consumer import EventLogConsumer
+from redis_adapters.event_sink import RedisEventSink
+from redis_adapters.keyspace import EventLogKeys
+from redis_adapters.lock import RedisLock
+from services.domain.events import Event, EventType
+from services.persistence.partitions import add_months, month_of, partition_name
 
 KEYS = EventLogKeys()
 

@@ -17,14 +17,15 @@ import redis
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import RedisEventSink, RedisLock
-from actors.adapters.keys import AutosaveKeys, EventLogKeys
-from actors.hotpath.autosave import AnswersFlusher
-from actors.hotpath.constants import SETTINGS_KEY
-from actors.hotpath.eventlog import EventLogConsumer
-from actors.hotpath.runner import Loop, build_loops
-from actors.hotpath.settings import HotpathSettings, SettingsSource, env_name
-from services.events import Event, EventType
+from hotpath.answers_flusher import AnswersFlusher
+from hotpath.constants import SETTINGS_KEY
+from hotpath.eventlog_consumer import EventLogConsumer
+from hotpath.runner import Loop, build_loops
+from hotpath.runtime_settings import HotpathSettings, SettingsSource, env_name
+from redis_adapters.event_sink import RedisEventSink
+from redis_adapters.keyspace import AutosaveKeys, EventLogKeys
+from redis_adapters.lock import RedisLock
+from services.domain.events import Event, EventType
 from tests.integration.hotpath_support import QUESTION_IDS, insert_records
 from tests.support.processes import wait_until
 
@@ -112,7 +113,7 @@ def test_the_settings_scenario_persists_the_whole_backlog(
     (spec,) = build_loops(redis_client, session_factory, ["answers"])
     stop = threading.Event()
     loop = Loop(spec, source, stop)
-    with caplog.at_level(logging.ERROR, logger="actors.hotpath.settings"):
+    with caplog.at_level(logging.ERROR, logger="hotpath.runtime_settings"):
         loop.start()
         try:
             wait_until(lambda: answer_count(engine) == 5 * BACKLOG, timeout=120, what="the whole backlog")
@@ -130,7 +131,7 @@ def test_inconsistent_settings_are_refused_once_and_the_previous_values_kept(
     redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     source = SettingsSource(redis_client, env={})
-    with caplog.at_level(logging.ERROR, logger="actors.hotpath.settings"):
+    with caplog.at_level(logging.ERROR, logger="hotpath.runtime_settings"):
         redis_client.hset(SETTINGS_KEY, "lock_ttl_ms", 3_000)
         accepted = source.read()
         assert (accepted.lock_ttl_ms, accepted.answers_batch) == (3_000, 500)
@@ -153,6 +154,6 @@ def test_inconsistent_settings_at_start_up_fall_back_to_the_environment(
     source = SettingsSource(
         redis_client, env={env_name("lock_ttl_ms"): "2000", env_name("events_batch"): "900"}
     )
-    with caplog.at_level(logging.ERROR, logger="actors.hotpath.settings"):
+    with caplog.at_level(logging.ERROR, logger="hotpath.runtime_settings"):
         assert source.read() == HotpathSettings(lock_ttl_ms=2_000, events_batch=900)
     assert caplog.text.count("refused") == 1

@@ -3,7 +3,7 @@
 Garbage (Hypothesis-generated and hand-picked) is pushed into `eventlog:queue` and into the
 answers and progress hashes; one cycle later the valid item pushed after it is stored and
 the garbage sits byte for byte in the loop's invalid list. Rows that slip past the
-validation and that PostgreSQL refuses are isolated too (bisection, services/isolation.py),
+validation and that PostgreSQL refuses are isolated too (bisection, services/persistence/isolation.py),
 while a connection error still keeps the whole batch for the next cycle.
 """
 
@@ -23,16 +23,16 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import RedisEventSink
-from actors.adapters.keys import AutosaveKeys, EventLogKeys
-from actors.hotpath.autosave import AnswersFlusher
-from actors.hotpath.dirty import invalid_entry, parse_invalid_entry
-from actors.hotpath.eventlog import EventLogConsumer
-from actors.hotpath.progress import ProgressFlusher
-from services.autosave import MAX_SAVED_MS, SavedAnswer
-from services.db import make_engine, make_session_factory
-from services.events import Event, EventType
-from services.progress import ProgressState
+from hotpath.answers_flusher import AnswersFlusher
+from hotpath.dirty import invalid_entry, parse_invalid_entry
+from hotpath.eventlog_consumer import EventLogConsumer
+from hotpath.progress_flusher import ProgressFlusher
+from redis_adapters.event_sink import RedisEventSink
+from redis_adapters.keyspace import AutosaveKeys, EventLogKeys
+from services.domain.events import Event, EventType
+from services.persistence.db import make_engine, make_session_factory
+from services.persistence.progress import ProgressState
+from services.usecases.autosave import MAX_SAVED_MS, SavedAnswer
 from tests.integration.hotpath_support import QUESTION_IDS, insert_records, progress_row, stored_answers
 from tests.support.redis_keys import bytes_list, clean_redis
 from tests.support.urls import CLOSED_DATABASE_URL
@@ -317,7 +317,7 @@ def test_an_answer_the_database_refuses_is_set_aside_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With the decoder made lenient (values outside 1..5 pass), the CHECK constraint refuses them."""
-    import actors.hotpath.autosave as autosave_module
+    import hotpath.answers_flusher as autosave_module
 
     def lenient(raw: dict[bytes, bytes]) -> tuple[dict[int, SavedAnswer], list[tuple[bytes, bytes]]]:
         out = {}
@@ -441,7 +441,7 @@ def test_a_state_the_database_refuses_is_set_aside_whole(
     redis_client: redis.Redis,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import actors.hotpath.progress as progress_module
+    import hotpath.progress_flusher as progress_module
 
     def lenient(record_id: int, raw: dict[bytes, bytes]) -> tuple[ProgressState | None, list[Any]]:
         f = {k: int(v) for k, v in raw.items()}

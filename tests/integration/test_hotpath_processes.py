@@ -1,4 +1,4 @@
-"""The Procfile's hotpath line (`python -m actors.hotpath`): SIGKILL mid-batch, SIGTERM, live settings."""
+"""The Procfile's hotpath line (`python -m hotpath`): SIGKILL mid-batch, SIGTERM, live settings."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import redis
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import RedisAutosaveStore, RedisEventSink
-from actors.adapters.keys import AutosaveKeys, EventLogKeys
-from actors.hotpath.constants import SETTINGS_KEY
+from hotpath.constants import SETTINGS_KEY
+from redis_adapters.autosave_store import RedisAutosaveStore
+from redis_adapters.event_sink import RedisEventSink
+from redis_adapters.keyspace import AutosaveKeys, EventLogKeys
 from scripts.processes import ProcfileProcess
-from services.events import Event, EventType
+from services.domain.events import Event, EventType
 from tests.integration.hotpath_support import insert_records, progress_row, stored_answers
 from tests.support.processes import sessions_waiting_for_a_lock, wait_until
 

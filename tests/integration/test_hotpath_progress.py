@@ -8,11 +8,11 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import RedisAutosaveStore
-from actors.adapters.keys import AutosaveKeys
-from actors.hotpath.progress import ProgressFlusher
-from services.autosave import from_epoch_ms, to_epoch_ms
-from services.progress import ProgressState, sync_progress
+from hotpath.progress_flusher import ProgressFlusher
+from redis_adapters.autosave_store import RedisAutosaveStore
+from redis_adapters.keyspace import AutosaveKeys
+from services.persistence.progress import ProgressState, sync_progress
+from services.usecases.autosave import from_epoch_ms, to_epoch_ms
 from tests.integration.hotpath_support import insert_records, progress_row
 from tests.support.redis_keys import clean_redis
 

@@ -9,13 +9,13 @@ import pytest
 import redis
 from listbroker import RedisListBroker
 
-from actors.adapters.keys import EventLogKeys
-from actors.constants import MAX_RETRY_COUNT, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
 from actors.report import generate_report, mark_record_failed
-from actors.report_queue.message import ReportQueueMessage
-from services.errors import ServiceError
-from services.events import Event
-from services.status import RecordStatus
+from redis_adapters.keyspace import EventLogKeys
+from redis_adapters.queues import MAX_RETRY_COUNT, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
+from redis_adapters.report_message import ReportQueueMessage
+from services.domain.errors import ServiceError
+from services.domain.events import Event
+from services.domain.status import RecordStatus
 from tests.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.support.actors import declare_actor
 

@@ -24,15 +24,15 @@ from listbroker import (
 )
 from listbroker.keys import PROCESSING_INFIX
 
-from actors.adapters import RedisReportQueue
-from actors.constants import (
+from redis_adapters.queues import (
     DEAD_LETTER_QUEUE_KEY,
     REPORT_DELAYED_KEY,
     REPORT_JOBS_KEY,
     REPORT_QUEUE_KEY,
     REPORT_QUEUE_NAME,
 )
-from actors.report_queue.message import ReportQueueMessage
+from redis_adapters.report_message import ReportQueueMessage
+from redis_adapters.report_queue import RedisReportQueue
 from tests.broker_fixtures import BrokerFactory
 from tests.support.redis_keys import bytes_list, bytes_map
 

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 import redis
 
-from actors.adapters.liveness import (
+from observability.heartbeat import Heartbeat
+from observability.liveness import (
     BEAT_TIMEOUT_S,
     BEATS_KEY,
     PRUNE_AFTER_S,
@@ -17,8 +18,7 @@ from actors.adapters.liveness import (
     prune_beats,
     write_beat,
 )
-from actors.adapters.throughput import Outcome, count, last_hour
-from actors.observe.heartbeat import Heartbeat
+from observability.throughput import Outcome, count, last_hour
 from tests.support.processes import wait_until
 
 

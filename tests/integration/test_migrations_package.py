@@ -19,11 +19,23 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, text
 
-from services.config import Settings
+from config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What setup.cfg needs to build the wheel.
-SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "services", "actors", "web")
+SOURCES = (
+    "setup.cfg",
+    "pyproject.toml",
+    "README.md",
+    "config",
+    "services",
+    "redis_adapters",
+    "observability",
+    "actors",
+    "hotpath",
+    "reconciler",
+    "web",
+)
 #: The schema of an empty database is built in a schema of its own, so the session's
 #: test schema (public) is left as the other tests expect it.
 SCHEMA = "mi_migrate_check"
@@ -67,16 +79,18 @@ def test_the_wheel_holds_the_migrations_and_the_command(wheel: Path) -> None:
         entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
         scripts = archive.read(entry_points).decode()
     expected = {
-        "services/migrate.py",
-        "services/migrations/__init__.py",
-        "services/migrations/env.py",
-        "services/migrations/script.py.mako",
+        "services/persistence/migrate.py",
+        "services/persistence/migrations/__init__.py",
+        "services/persistence/migrations/env.py",
+        "services/persistence/migrations/script.py.mako",
     }
     assert expected <= names
-    revisions = sorted(p.name for p in (ROOT / "services" / "migrations" / "versions").glob("*.py"))
+    revisions = sorted(
+        p.name for p in (ROOT / "services" / "persistence" / "migrations" / "versions").glob("*.py")
+    )
     assert revisions, "no revisions in the checkout"
-    assert {f"services/migrations/versions/{name}" for name in revisions} <= names
-    assert "mi-assessment-migrate = services.migrate:main" in scripts
+    assert {f"services/persistence/migrations/versions/{name}" for name in revisions} <= names
+    assert "mi-assessment-migrate = services.persistence.migrate:main" in scripts
 
 
 @pytest.fixture
@@ -98,7 +112,7 @@ def test_the_installed_command_upgrades_an_empty_database(
 ) -> None:
     env = {**os.environ, "PYTHONPATH": str(installed), "DATABASE_URL": empty_schema}
     where = subprocess.run(
-        [sys.executable, "-c", "import services.migrate as m; print(m.__file__)"],
+        [sys.executable, "-c", "import services.persistence.migrate as m; print(m.__file__)"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -120,7 +134,9 @@ def test_the_installed_command_upgrades_an_empty_database(
     assert "Running upgrade" in done.stderr
 
     # The newest file's `revision = "..."` (ids are "0003", "0004_ops_audit", ...; files sort by number).
-    newest = sorted((ROOT / "services" / "migrations" / "versions").glob("*.py"))[-1].read_text()
+    newest = sorted((ROOT / "services" / "persistence" / "migrations" / "versions").glob("*.py"))[
+        -1
+    ].read_text()
     heads = re.findall(r'^revision = "([^"]+)"$', newest, flags=re.MULTILINE)
     with engine.connect() as conn:
         tables = set(
@@ -131,7 +147,11 @@ def test_the_installed_command_upgrades_an_empty_database(
     assert version == heads[-1]
 
     again = subprocess.run(
-        [sys.executable, "-m", "services.migrate"], cwd=tmp_path, env=env, capture_output=True, check=False
+        [sys.executable, "-m", "services.persistence.migrate"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        check=False,
     )
     assert again.returncode == 0, again.stderr  # at head already: a no-op
 
@@ -139,7 +159,7 @@ def test_the_installed_command_upgrades_an_empty_database(
 def test_a_malformed_database_url_is_a_configuration_error(installed: Path, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(installed), "DATABASE_URL": "mysql://nowhere/db"}
     done = subprocess.run(
-        [sys.executable, "-m", "services.migrate"],
+        [sys.executable, "-m", "services.persistence.migrate"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -11,11 +11,16 @@ import redis
 from listbroker import RedisListBroker
 from prometheus_client import REGISTRY
 
-from actors.adapters.liveness import live_processes
-from actors.adapters.throughput import last_hour
-from actors.constants import DEAD_LETTER_QUEUE_KEY, REPORT_ACTOR_NAME, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
-from actors.observe.jobs import JobObserver
-from actors.report_queue.message import ReportQueueMessage
+from observability.job_observer import JobObserver
+from observability.liveness import live_processes
+from observability.throughput import last_hour
+from redis_adapters.queues import (
+    DEAD_LETTER_QUEUE_KEY,
+    REPORT_ACTOR_NAME,
+    REPORT_QUEUE_KEY,
+    REPORT_QUEUE_NAME,
+)
+from redis_adapters.report_message import ReportQueueMessage
 from tests.broker_fixtures import WorkerFactory
 from tests.support.processes import wait_until
 

@@ -20,12 +20,12 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import RedisReportQueue
-from actors.adapters.liveness import BEAT_TIMEOUT_S, live_processes
-from actors.constants import DEAD_LETTER_QUEUE_KEY, MAX_RETRY_COUNT, REPORT_ACTOR_NAME
+from config.settings import Settings
+from observability.liveness import BEAT_TIMEOUT_S, live_processes
+from redis_adapters.queues import DEAD_LETTER_QUEUE_KEY, MAX_RETRY_COUNT, REPORT_ACTOR_NAME
+from redis_adapters.report_queue import RedisReportQueue
 from scripts.processes import ProcfileProcess, SessionProcess
-from services.config import Settings
-from services.status import RecordStatus
+from services.domain.status import RecordStatus
 from tests.record_state import status_of
 from tests.support.processes import WorkerProcess, wait_until
 
@@ -33,7 +33,7 @@ from tests.support.processes import WorkerProcess, wait_until
 GOOD, BAD = 4, 2
 #: The process kinds of the background (not web).
 BACKGROUND_KINDS = ("worker", "hotpath", "reconciler")
-#: The documented setting that shortens the retry schedule (actors/constants.py).
+#: The documented setting that shortens the retry schedule (redis_adapters/queues.py).
 FAST_SCHEDULE = {"REPORT_RETRY_DELAYS_MS": "50,50,50"}
 
 

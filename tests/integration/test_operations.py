@@ -1,4 +1,4 @@
-"""The operations tooling (services/operations.py) on the real Redis and PostgreSQL.
+"""The operations tooling (services/usecases/operations.py) on the real Redis and PostgreSQL.
 
 Dead letters carry their error, attempts and time; requeue resets the record and swaps
 the entry for a fresh job atomically, and the job runs to status 4 on a real worker; a
@@ -18,22 +18,24 @@ from listbroker import RedisListBroker
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import RedisQueueOperations, RedisReportQueue, queue_figures
-from actors.constants import (
+from redis_adapters.queue_figures import queue_figures
+from redis_adapters.queue_ops import RedisQueueOperations
+from redis_adapters.queues import (
     DEAD_LETTER_QUEUE_KEY,
     INVALID_QUEUE_KEY,
     REPORT_JOBS_KEY,
     REPORT_QUEUE_KEY,
     REPORT_QUEUE_NAME,
 )
-from actors.report_queue.message import ReportQueueMessage
-from services import admin, operations
-from services.audit import DatabaseAuditLog
-from services.db import make_engine, make_session_factory
-from services.errors import DatabaseUnavailable
-from services.opsmodel import REGENERATED, REQUEUED, SKIPPED
-from services.status import RecordStatus
-from services.uow import UnitOfWork
+from redis_adapters.report_message import ReportQueueMessage
+from redis_adapters.report_queue import RedisReportQueue
+from services.domain.errors import DatabaseUnavailable
+from services.domain.opsmodel import REGENERATED, REQUEUED, SKIPPED
+from services.domain.status import RecordStatus
+from services.persistence.db import make_engine, make_session_factory
+from services.persistence.uow import UnitOfWork
+from services.usecases import admin, operations
+from services.usecases.audit import DatabaseAuditLog
 from tests.integration.ops_support import (
     ACTOR,
     MakeRecord,

@@ -19,12 +19,12 @@ from listbroker import DELAYED_PREFIX_LEN, HEARTBEATS_KEY
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import RedisReportQueue
-from actors.constants import REPORT_DELAYED_KEY, RETRY_DELAYS_MS
-from actors.report_queue.message import ReportQueueMessage
-from services.config import Settings
-from services.db import make_engine
-from services.status import RecordStatus
+from config.settings import Settings
+from redis_adapters.queues import REPORT_DELAYED_KEY, RETRY_DELAYS_MS
+from redis_adapters.report_message import ReportQueueMessage
+from redis_adapters.report_queue import RedisReportQueue
+from services.domain.status import RecordStatus
+from services.persistence.db import make_engine
 from tests.e2e.stack_support import add_answers
 from tests.integration.web_support import USER_PATH
 from tests.record_state import completed_at

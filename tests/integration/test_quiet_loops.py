@@ -19,13 +19,13 @@ import redis
 from listbroker import AvailabilityGate, DependencyUnavailable, RedisListBroker
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.hotpath.runner import Loop, build_loops
-from actors.hotpath.settings import SettingsSource
-from actors.observe.heartbeat import Heartbeat
-from actors.reconciler import STATS_KEY, Reconciler, ReconcilerSettings, run
+from config.settings import Settings
+from hotpath.runner import Loop, build_loops
+from hotpath.runtime_settings import SettingsSource
+from observability.heartbeat import Heartbeat
+from reconciler.loop import STATS_KEY, Reconciler, ReconcilerSettings, run
 from scripts.faults import FaultProxy
-from services.config import Settings
-from services.db import database_answers, make_engine, make_session_factory
+from services.persistence.db import database_answers, make_engine, make_session_factory
 from tests.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.support.actors import declare_actor
 from tests.support.proc_stats import thread_cpu_s
@@ -46,7 +46,7 @@ def redis_proxy(redis_url: str) -> Iterator[FaultProxy]:
     proxy.close()
 
 
-def records_of(caplog: pytest.LogCaptureFixture, prefix: str) -> list[logging.LogRecord]:
+def records_of(caplog: pytest.LogCaptureFixture, prefix: str | tuple[str, ...]) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name.startswith(prefix) and r.levelno >= logging.WARNING]
 
 
@@ -158,11 +158,11 @@ def test_a_heartbeat_says_once_that_it_fails_and_when_it_works_again(
     heartbeat = Heartbeat(client, "reconciler", lambda: "reconciling", interval_s=0.05).start()
     try:
         spent = cpu_during_outage(redis_proxy, heartbeat._thread)
-        lines = [r.getMessage() for r in records_of(caplog, "actors.observe.heartbeat")]
+        lines = [r.getMessage() for r in records_of(caplog, "observability.heartbeat")]
         assert spent < 4 * CPU_BUDGET_S, f"{spent:.2f} CPU s; {lines}"  # it beats every 50 ms here
         assert [m.split(":")[0] for m in lines] == ["Heartbeat of this reconciler process"], lines
         wait_until(
-            lambda: len(records_of(caplog, "actors.observe.heartbeat")) == 2,
+            lambda: len(records_of(caplog, "observability.heartbeat")) == 2,
             timeout=30,
             what="the heartbeat's recovery line",
         )
@@ -193,7 +193,11 @@ def test_the_hot_path_loops_back_off_and_say_so_once(
         before = {loop.name: thread_cpu_s(loop.native_id or 0) for loop in loops}
         time.sleep(OUTAGE_S)
         spent = {loop.name: thread_cpu_s(loop.native_id or 0) - before[loop.name] for loop in loops}
-        lines = [r.getMessage() for r in records_of(caplog, "actors")]
+        # What was actors/ (the loops, their leases, observability) before the redesign.
+        lines = [
+            r.getMessage()
+            for r in records_of(caplog, ("hotpath", "redis_adapters", "observability", "actors"))
+        ]
         redis_proxy.up()
         assert all(s < CPU_BUDGET_S for s in spent.values()), f"{spent}; {lines}"
         failing = {loop.spec.name for loop in loops if loop.failures}
@@ -202,9 +206,7 @@ def test_the_hot_path_loops_back_off_and_say_so_once(
             assert sum(m.startswith(f"hot path {name} loop:") for m in lines) == 1, lines
         assert len(lines) <= len(failing) + 1, lines  # and the settings' line
         wait_until(lambda: not any(loop.failures for loop in loops), timeout=60, what="every loop to recover")
-        recovered = [
-            r.getMessage() for r in records_of(caplog, "actors.hotpath") if "recovered" in r.getMessage()
-        ]
+        recovered = [r.getMessage() for r in records_of(caplog, "hotpath") if "recovered" in r.getMessage()]
         assert {m.split(" loop:")[0] for m in recovered if " loop:" in m} == {
             f"hot path {n}" for n in failing
         }
@@ -231,11 +233,11 @@ def test_the_reconciler_backs_off_while_its_passes_fail(
         wait_until(lambda: reconciler_stats(client) != stats, timeout=30, what="a first pass")
         caplog.clear()
         spent = cpu_during_outage(proxy, thread)
-        lines = [r.getMessage() for r in records_of(caplog, "actors.reconciler")]
+        lines = [r.getMessage() for r in records_of(caplog, "reconciler.loop")]
         assert spent < CPU_BUDGET_S, f"{spent:.2f} CPU s; {lines}"
         assert [m.split(":")[0] for m in lines] == ["reconciler pass"], lines
         wait_until(
-            lambda: any("recovered after" in r.getMessage() for r in records_of(caplog, "actors.reconciler")),
+            lambda: any("recovered after" in r.getMessage() for r in records_of(caplog, "reconciler.loop")),
             timeout=60,
             what="the reconciler's recovery",
         )

@@ -11,18 +11,18 @@ from listbroker import DEAD_MARK, RedisListBroker
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import RedisReportQueue
-from actors.constants import (
+from reconciler.loop import STATS_KEY, Reconciler, ReconcilerSettings
+from redis_adapters.queues import (
     DEAD_LETTER_QUEUE_KEY,
     REPORT_ACTOR_NAME,
     REPORT_JOBS_KEY,
     REPORT_QUEUE_KEY,
     REPORT_QUEUE_NAME,
 )
-from actors.reconciler import STATS_KEY, Reconciler, ReconcilerSettings
-from actors.report_queue.message import ReportQueueMessage
-from services import reconcile
-from services.uow import UnitOfWork
+from redis_adapters.report_message import ReportQueueMessage
+from redis_adapters.report_queue import RedisReportQueue
+from services.persistence.uow import UnitOfWork
+from services.usecases import reconcile
 from tests.broker_fixtures import WorkerFactory
 from tests.record_state import status_of
 from tests.support.actors import declare_actor

@@ -4,7 +4,7 @@ A private cluster (scripts/cluster.py) is started for this module and stopped af
 it. Every Lua script and transaction must stay on one slot: a key of another slot would
 fail with CROSSSLOT, a key on another node with MOVED, so each step below passing is the
 proof. In-process: the broker's fetch, retry, dead letter and reaper. As processes: the
-web app, `dramatiq actors.worker` and `python -m actors.hotpath` on `redis+cluster://`.
+web app, `dramatiq actors.worker` and `python -m hotpath` on `redis+cluster://`.
 """
 
 from __future__ import annotations
@@ -24,19 +24,20 @@ from redis.cluster import RedisCluster
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import QueueFigures, RedisReportQueue, queue_figures
-from actors.adapters.keys import Keyspace
-from actors.adapters.redis_clients import redis_client
-from actors.configure import default_middleware
-from actors.constants import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
-from actors.hotpath.retention import RetentionJob, invalid_lists
-from actors.reconciler import Reconciler, ReconcilerSettings
-from actors.report_queue.codec import ReportCodec
-from actors.report_queue.message import ReportQueueMessage
+from actors.bootstrap import default_middleware
+from config.settings import Settings
+from hotpath.retention_loop import RetentionJob, invalid_lists
+from reconciler.loop import Reconciler, ReconcilerSettings
+from redis_adapters.keyspace import Keyspace
+from redis_adapters.queue_figures import QueueFigures, queue_figures
+from redis_adapters.queues import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
+from redis_adapters.redis_clients import redis_client
+from redis_adapters.report_codec import ReportCodec
+from redis_adapters.report_message import ReportQueueMessage
+from redis_adapters.report_queue import RedisReportQueue
 from scripts.cluster import redis_cluster
 from scripts.processes import ProcfileProcess, SessionProcess
-from services.config import Settings
-from services.status import RecordStatus
+from services.domain.status import RecordStatus
 from tests.broker_fixtures import FAST_BROKER, WorkerFactory
 from tests.integration.hotpath_support import QUESTION_IDS, stored_answers, truncate_event_log
 from tests.integration.web_support import USER_PATH

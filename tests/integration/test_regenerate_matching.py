@@ -19,17 +19,23 @@ from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors import admin_tasks
-from actors.adapters.keys import Keyspace
-from actors.adapters.queue_ops import RedisQueueOperations
-from actors.adapters.report_queue import RedisReportQueue
-from actors.adapters.tasks import RedisTaskStore
-from actors.constants import ADMIN_QUEUE_NAME, REPORT_QUEUE_KEY
-from actors.report_queue.message import ReportQueueMessage
-from services import admin, regeneration_tasks
-from services.audit import list_audit
-from services.config import Settings
-from services.regeneration_tasks import MatchFilter, Task, TaskState, run_task, start_regenerate_matching
-from services.uow import UnitOfWork
+from config.settings import Settings
+from redis_adapters.keyspace import Keyspace
+from redis_adapters.queue_ops import RedisQueueOperations
+from redis_adapters.queues import ADMIN_QUEUE_NAME, REPORT_QUEUE_KEY
+from redis_adapters.report_message import ReportQueueMessage
+from redis_adapters.report_queue import RedisReportQueue
+from redis_adapters.task_store import RedisTaskStore
+from services.persistence.uow import UnitOfWork
+from services.usecases import admin, regeneration_tasks
+from services.usecases.audit import list_audit
+from services.usecases.regeneration_tasks import (
+    MatchFilter,
+    Task,
+    TaskState,
+    run_task,
+    start_regenerate_matching,
+)
 from tests.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.integration.ops_support import ACTOR
 from tests.integration.web_support import ADMIN_PATH, Records
@@ -45,7 +51,7 @@ KEYS = Keyspace.of()
 #: Short retries for the actor under test (the production schedule waits 10 s first).
 FAST_RETRIES = (100, 100, 100)
 #: What the task calls for each page (patched to fail on purpose).
-PAGE_STEP = "services.regeneration_tasks.batch_regenerate"
+PAGE_STEP = "services.usecases.regeneration_tasks.batch_regenerate"
 
 
 def queued_record_ids(client: redis.Redis) -> list[int]:
@@ -373,7 +379,7 @@ def test_a_count_beyond_its_timeout_is_refused_and_queues_nothing(
 ) -> None:
     """The statement timeout counts lock waits: a table locked elsewhere stands for a COUNT too slow."""
     records.insert(RecordSpec(status=5))
-    monkeypatch.setattr("services.regeneration_tasks.COUNT_TIMEOUT_MS", 200)
+    monkeypatch.setattr("services.usecases.regeneration_tasks.COUNT_TIMEOUT_MS", 200)
     with psycopg.connect(settings.database_url.replace("+psycopg", "")) as conn:
         conn.execute("LOCK TABLE assessment_records IN ACCESS EXCLUSIVE MODE")
         message = error(client.post(MATCHING, json={"status": 5}, headers=admin_headers), 400, 1001)

@@ -11,12 +11,12 @@ import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.errors import ServiceError
-from services.models import Answer, AssessmentRecord, DimensionResult, ReportSummary
-from services.questionnaire import load_questionnaire
-from services.reports import GenerationOutcome, generate_report, mark_generation_failed
-from services.scoring import DimensionSpec, QuestionSpec, score_answers
-from services.uow import UnitOfWork
+from services.domain.errors import ServiceError
+from services.domain.questionnaire import load_questionnaire
+from services.domain.scoring import DimensionSpec, QuestionSpec, score_answers
+from services.persistence.models import Answer, AssessmentRecord, DimensionResult, ReportSummary
+from services.persistence.uow import UnitOfWork
+from services.usecases.reports import GenerationOutcome, generate_report, mark_generation_failed
 
 GENERATED = GenerationOutcome.GENERATED
 SKIPPED = GenerationOutcome.SKIPPED

@@ -1,4 +1,4 @@
-"""Group commit of report generation (services/report_groups.py) against the real PostgreSQL."""
+"""Group commit of report generation (services/usecases/report_groups.py) against the real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.config import Settings
-from services.db import make_engine, make_session_factory
-from services.errors import DatabaseUnavailable, ServiceError
-from services.questionnaire import load_questionnaire
-from services.report_groups import Deferred, ReportGroups, generate_reports
-from services.reports import Generation, GenerationOutcome, generate_one
-from services.uow import UnitOfWork
+from config.settings import Settings
+from services.domain.errors import DatabaseUnavailable, ServiceError
+from services.domain.questionnaire import load_questionnaire
+from services.persistence.db import make_engine, make_session_factory
+from services.persistence.uow import UnitOfWork
+from services.usecases.report_groups import Deferred, ReportGroups, generate_reports
+from services.usecases.reports import Generation, GenerationOutcome, generate_one
 from tests.integration.test_report_generation import expected_scores, snapshot
 from tests.support.processes import row_locked, sessions_waiting_for_a_lock, wait_until
 from tests.support.urls import CLOSED_DATABASE_URL

@@ -18,9 +18,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.serving import make_server
 
-from services import reports
-from services.questionnaire import load_questionnaire
-from services.uow import UnitOfWork
+from services.domain.questionnaire import load_questionnaire
+from services.persistence.uow import UnitOfWork
+from services.usecases import reports
 from tests.integration.web_support import USER_PATH
 from tests.support.browser import ARTIFACTS_DIR, screenshot
 from tests.support.envelope import data

@@ -12,8 +12,8 @@ import redis
 from listbroker import RedisListBroker
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import QueueFigures, RedisReportQueue, queue_figures
-from actors.constants import (
+from redis_adapters.queue_figures import QueueFigures, queue_figures
+from redis_adapters.queues import (
     DEAD_LETTER_QUEUE_KEY,
     INVALID_QUEUE_KEY,
     MAX_RETRY_COUNT,
@@ -21,8 +21,9 @@ from actors.constants import (
     REPORT_QUEUE_NAME,
     RETRY_DELAYS_MS,
 )
-from actors.report_queue.message import ReportQueueMessage
-from services.status import RecordStatus
+from redis_adapters.report_message import ReportQueueMessage
+from redis_adapters.report_queue import RedisReportQueue
+from services.domain.status import RecordStatus
 from tests.record_state import report_rows, status_of
 from tests.support.retry_clock import RetryClock, assert_schedule
 

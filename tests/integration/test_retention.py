@@ -11,8 +11,10 @@ import redis
 from sqlalchemy import Engine, func, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.hotpath.retention import RetentionJob, RetentionSettings
-from services.event_partitions import (
+from hotpath.retention_loop import RetentionJob, RetentionSettings
+from services.domain.status import RecordStatus
+from services.persistence.models import Answer, AssessmentRecord, DimensionResult, ReportSummary
+from services.persistence.partitions import (
     DEFAULT_PARTITION,
     add_months,
     create_month_partition,
@@ -20,8 +22,6 @@ from services.event_partitions import (
     month_of,
     partition_name,
 )
-from services.models import Answer, AssessmentRecord, DimensionResult, ReportSummary
-from services.status import RecordStatus
 
 NOW = datetime.now(UTC)
 TTL_MS = 10_000

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from listbroker import DELAYED_PREFIX_LEN, ExactRetries, ListMessageProxy, RedisListBroker
 
-from actors.constants import (
+from redis_adapters.queues import (
     DEAD_LETTER_QUEUE_KEY,
     MAX_RETRY_COUNT,
     REPORT_ACTOR_NAME,
@@ -24,7 +24,7 @@ from actors.constants import (
     REPORT_QUEUE_NAME,
     RETRY_DELAYS_MS,
 )
-from actors.report_queue.message import MAX_RECORD_ID, ReportQueueMessage
+from redis_adapters.report_message import MAX_RECORD_ID, ReportQueueMessage
 from tests.broker_fixtures import WorkerFactory
 from tests.support.actors import declare_actor
 from tests.support.redis_keys import as_bytes

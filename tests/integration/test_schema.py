@@ -14,9 +14,9 @@ from sqlalchemy import Engine, func, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.event_partitions import is_partition_table
-from services.models import Answer, Base, Dimension, DimensionResult, Question, ReportSummary
-from services.questionnaire import load_questionnaire
+from services.domain.questionnaire import load_questionnaire
+from services.persistence.models import Answer, Base, Dimension, DimensionResult, Question, ReportSummary
+from services.persistence.partitions import is_partition_table
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = {

@@ -2,7 +2,7 @@
 
 One master, one replica and three Sentinels (tests/support/sentinel.py); the web app,
 a `dramatiq actors.worker` process, the hot path's event consumer (`python -m
-actors.hotpath --only events`) and the reconciler reach Redis through the Sentinels. A burst of
+hotpath --only events`) and the reconciler reach Redis through the Sentinels. A burst of
 submissions runs while the master is SIGKILLed; a replica is promoted; every record
 ends in status 4, the ones whose job was lost (a submission while no master answered,
 or a write the replica never received) queued again by the reconciler. A retry that
@@ -27,23 +27,23 @@ from listbroker import DELAYED_PREFIX_LEN, HEARTBEATS_KEY
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters.keys import EventLogKeys
-from actors.adapters.redis_clients import redis_client
-from actors.configure import build_broker
-from actors.constants import (
+from actors.bootstrap import build_broker
+from config.settings import Settings
+from reconciler.loop import Reconciler, ReconcilerSettings
+from redis_adapters.keyspace import EventLogKeys
+from redis_adapters.queues import (
     REPORT_ACTOR_NAME,
     REPORT_DELAYED_KEY,
     REPORT_QUEUE_KEY,
     REPORT_QUEUE_NAME,
     RETRY_DELAYS_MS,
 )
-from actors.reconciler import Reconciler, ReconcilerSettings
-from actors.report_queue.message import ReportQueueMessage
+from redis_adapters.redis_clients import redis_client
+from redis_adapters.report_message import ReportQueueMessage
 from scripts.processes import ProcfileProcess
-from services.config import Settings
-from services.events import EventType
-from services.models import AssessmentRecord, EventLogEntry
-from services.status import RecordStatus
+from services.domain.events import EventType
+from services.domain.status import RecordStatus
+from services.persistence.models import AssessmentRecord, EventLogEntry
 from tests.support.processes import WorkerProcess, wait_until
 from tests.support.sentinel import SentinelGroup, sentinel_binary
 from tests.support.submissions import answer_sheet, statuses, submit

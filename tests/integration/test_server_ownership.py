@@ -17,8 +17,8 @@ import psycopg
 import pytest
 import redis
 
+from config.settings import Settings
 from scripts import servers
-from services.config import Settings
 
 pytestmark = pytest.mark.slow
 

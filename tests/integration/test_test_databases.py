@@ -13,8 +13,8 @@ import threading
 import psycopg
 import pytest
 
+from config.settings import Settings
 from scripts import servers
-from services.config import Settings
 
 
 def _admin_url(settings: Settings) -> str:

@@ -12,9 +12,14 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import Engine, text
 
-from actors.adapters.keys import Keyspace
-from actors.constants import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_DELAYED_KEY, REPORT_QUEUE_KEY
-from services.config import Settings
+from config.settings import Settings
+from redis_adapters.keyspace import Keyspace
+from redis_adapters.queues import (
+    DEAD_LETTER_QUEUE_KEY,
+    INVALID_QUEUE_KEY,
+    REPORT_DELAYED_KEY,
+    REPORT_QUEUE_KEY,
+)
 from tests.integration.web_support import ADMIN_PATH, USER_PATH, Records
 from tests.support.envelope import data, error, json_body
 from tests.support.records import RecordSpec

@@ -13,10 +13,10 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters.keys import AutosaveKeys, EventLogKeys
-from actors.constants import REPORT_QUEUE_KEY
-from actors.hotpath.autosave import AnswersFlusher
-from actors.hotpath.eventlog import EventLogConsumer
+from hotpath.answers_flusher import AnswersFlusher
+from hotpath.eventlog_consumer import EventLogConsumer
+from redis_adapters.keyspace import AutosaveKeys, EventLogKeys
+from redis_adapters.queues import REPORT_QUEUE_KEY
 from tests.integration.hotpath_support import QUESTION_IDS, stored_answers
 from tests.integration.web_support import ADMIN_PATH, ADMIN_TOKEN, USER_PATH, Records
 from tests.support.envelope import data, error

@@ -18,8 +18,8 @@ import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
-from actors.constants import REPORT_QUEUE_KEY
-from services.errors import MSG_EMPTY_ID_LIST
+from redis_adapters.queues import REPORT_QUEUE_KEY
+from services.domain.errors import MSG_EMPTY_ID_LIST
 from tests.integration.web_support import ADMIN_PATH, USER_PATH, Records
 from tests.support.envelope import json_body
 from tests.support.records import RecordSpec

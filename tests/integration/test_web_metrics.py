@@ -10,10 +10,10 @@ from flask import Flask
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import RedisReportQueue
-from actors.adapters.keys import AutosaveKeys, EventLogKeys
-from actors.constants import DEAD_LETTER_QUEUE_KEY
-from services.config import Settings
+from config.settings import Settings
+from redis_adapters.keyspace import AutosaveKeys, EventLogKeys
+from redis_adapters.queues import DEAD_LETTER_QUEUE_KEY
+from redis_adapters.report_queue import RedisReportQueue
 from tests.support.urls import CLOSED_REDIS_URL
 from web import create_app
 

@@ -12,9 +12,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import Engine, text
 
-from actors.constants import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_JOBS_KEY, REPORT_QUEUE_KEY
-from actors.report_queue.message import ReportQueueMessage
-from services.config import Settings
+from config.settings import Settings
+from redis_adapters.queues import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_JOBS_KEY, REPORT_QUEUE_KEY
+from redis_adapters.report_message import ReportQueueMessage
 from tests.integration.web_support import ADMIN_PATH, ADMIN_TOKEN, Records
 from tests.support.envelope import data, error
 from tests.support.records import RecordSpec

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from werkzeug.test import TestResponse
 
-from actors.constants import REPORT_QUEUE_KEY
-from actors.report_queue.message import ReportQueueMessage
-from services.errors import MSG_REGENERATE_NOT_ALLOWED
+from redis_adapters.queues import REPORT_QUEUE_KEY
+from redis_adapters.report_message import ReportQueueMessage
+from services.domain.errors import MSG_REGENERATE_NOT_ALLOWED
 from tests.integration.web_support import ADMIN_PATH, Records
 from tests.support.envelope import json_body
 from tests.support.records import RecordSpec

@@ -14,9 +14,9 @@ from flask.testing import FlaskClient
 from itsdangerous import TimestampSigner
 from sqlalchemy import Engine, text
 
-from services.config import Settings
-from services.questionnaire import LEVELS, load_questionnaire
-from services.scoring import level_for
+from config.settings import Settings
+from services.domain.questionnaire import LEVELS, load_questionnaire
+from services.domain.scoring import level_for
 from tests.integration.web_support import ADMIN_TOKEN, USER_PATH, Records
 from tests.support.envelope import data, error
 from tests.support.records import RecordSpec

@@ -10,11 +10,11 @@ import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
-from actors.constants import REPORT_QUEUE_KEY
-from actors.report_queue.message import ReportQueueMessage
-from services import reports
-from services.questionnaire import load_questionnaire
-from services.uow import UnitOfWork
+from redis_adapters.queues import REPORT_QUEUE_KEY
+from redis_adapters.report_message import ReportQueueMessage
+from services.domain.questionnaire import load_questionnaire
+from services.persistence.uow import UnitOfWork
+from services.usecases import reports
 from tests.integration.web_support import USER_PATH, Records
 from tests.support.envelope import data, error
 from tests.support.records import RecordSpec

@@ -13,14 +13,15 @@ from listbroker import HEARTBEATS_KEY
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.adapters import QueueFigures, RedisReportQueue, queue_figures
-from actors.adapters.tasks import RedisTaskStore
-from actors.constants import ADMIN_QUEUE_NAME, REPORT_QUEUE_KEY
-from actors.report_queue.message import ReportQueueMessage
-from services.config import Settings
-from services.regeneration_tasks import MatchFilter, TaskState, start_regenerate_matching
-from services.status import RecordStatus
-from services.uow import UnitOfWork
+from config.settings import Settings
+from redis_adapters.queue_figures import QueueFigures, queue_figures
+from redis_adapters.queues import ADMIN_QUEUE_NAME, REPORT_QUEUE_KEY
+from redis_adapters.report_message import ReportQueueMessage
+from redis_adapters.report_queue import RedisReportQueue
+from redis_adapters.task_store import RedisTaskStore
+from services.domain.status import RecordStatus
+from services.persistence.uow import UnitOfWork
+from services.usecases.regeneration_tasks import MatchFilter, TaskState, start_regenerate_matching
 from tests.record_state import report_rows, status_of
 from tests.support.processes import (
     RedisServer,

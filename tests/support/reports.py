@@ -11,9 +11,9 @@ from datetime import datetime
 
 from sqlalchemy import Engine, text
 
-from services.questionnaire import LEVELS, load_questionnaire
+from services.domain.questionnaire import LEVELS, load_questionnaire
 
-#: A score inside each level's band (services/scoring.py's thresholds).
+#: A score inside each level's band (services/domain/scoring.py's thresholds).
 LEVEL_SCORES: dict[str, float] = dict(zip(LEVELS, (90.0, 70.0, 50.0, 20.0), strict=True))
 
 

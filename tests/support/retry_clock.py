@@ -26,8 +26,8 @@ import redis
 from dramatiq.broker import MessageProxy
 from listbroker import DELAYED_PREFIX_LEN, ExactRetries
 
-from actors.constants import REPORT_DELAYED_KEY
-from actors.report_queue.message import ReportQueueMessage
+from redis_adapters.queues import REPORT_DELAYED_KEY
+from redis_adapters.report_message import ReportQueueMessage
 
 #: The documented lateness of a retry (README, "Exact retries").
 LATENESS_S = 0.25

@@ -10,7 +10,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.models import AssessmentRecord
+from services.persistence.models import AssessmentRecord
 from tests.integration.web_support import USER_PATH
 from tests.support.envelope import data
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, text
 
+from config.settings import Settings
 from scripts import servers
 from scripts.cluster import RedisClusterServers, cluster_servers
-from services.config import Settings
 from tests.support.pgbouncer import PgBouncer
 from tests.support.sentinel import SentinelGroup
 from tests.system.shipped import ShippedStack

@@ -1,6 +1,6 @@
 """The error lines of the stack's processes, from the logs supervisord keeps (`.state/logs/TYPE.log`).
 
-Every process logs in the project's text format (actors/observe/logs.py): a line starts
+Every process logs in the project's text format (observability/logs.py): a line starts
 with its local time, `2026-01-02 15:04:05,123 LEVEL [kind pid] logger: message`; a
 traceback follows on lines of its own. A line without a time belongs to the last line
 that had one.

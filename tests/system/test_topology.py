@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import pytest
 import redis
 
-from actors.adapters.keys import Keyspace
-from actors.adapters.redis_clients import redis_client
+from redis_adapters.keyspace import Keyspace
+from redis_adapters.redis_clients import redis_client
 from scripts.cluster import RedisClusterServers
-from services.status import RecordStatus
+from services.domain.status import RecordStatus
 from tests.support.pgbouncer import PgBouncer, pgbouncer_binary
 from tests.support.processes import wait_until
 from tests.support.sentinel import SentinelGroup, sentinel_binary

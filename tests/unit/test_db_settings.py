@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.config import Settings
-from services.db import make_engine
-from services.errors import ConfigError
+from config.settings import Settings
+from services.domain.errors import ConfigError
+from services.persistence.db import make_engine
 
 
 def test_defaults_keep_one_overflow_per_pooled_connection() -> None:

@@ -1,4 +1,4 @@
-"""The leader/follower group commit (services/group_commit.py), with plain threads and no database."""
+"""The leader/follower group commit, with plain threads and no database."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.group_commit import GroupCommit, GroupFailed
+from services.persistence.group_commit import GroupCommit, GroupFailed
 
 
 class Recorder:

@@ -14,11 +14,11 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("actors", "services", "web")
+PACKAGES = ("config", "services", "redis_adapters", "observability", "actors", "hotpath", "reconciler", "web")
 #: Modules whose import is meant to act: the worker's entry and `python -m` mains.
-ENTRY_MODULES = {"actors.worker", "actors.hotpath.__main__"}
+ENTRY_MODULES = {"actors.worker", "hotpath.__main__"}
 #: Alembic's scripts (env.py, the revisions) run inside `alembic`'s context, never imported.
-ALEMBIC_SCRIPTS = "services.migrations."
+ALEMBIC_SCRIPTS = "services.persistence.migrations."
 
 
 def _python(code: str) -> subprocess.CompletedProcess[str]:
@@ -49,7 +49,7 @@ def test_the_worker_entry_installs_the_broker_with_the_report_actor() -> None:
     result = _python(
         "import actors.worker, dramatiq\n"
         "from listbroker import RedisListBroker\n"
-        "from actors.constants import REPORT_ACTOR_NAME\n"
+        "from redis_adapters.queues import REPORT_ACTOR_NAME\n"
         "broker = dramatiq.get_broker()\n"
         "assert isinstance(broker, RedisListBroker), broker\n"
         "assert broker.get_actor(REPORT_ACTOR_NAME).fn.__module__ == 'actors.report'\n"

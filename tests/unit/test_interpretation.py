@@ -1,12 +1,12 @@
-"""services/interpretation.py: texts by level from the data, strengths and areas to develop."""
+"""services/usecases/interpretation.py: texts by level from the data, strengths and areas to develop."""
 
 from __future__ import annotations
 
 import pytest
 
-from services.interpretation import MAX_LISTED, StoredScore, interpret
-from services.questionnaire import LEVELS, load_questionnaire
-from services.scoring import level_for
+from services.domain.questionnaire import LEVELS, load_questionnaire
+from services.domain.scoring import level_for
+from services.usecases.interpretation import MAX_LISTED, StoredScore, interpret
 
 QUESTIONNAIRE = load_questionnaire()
 CODES = [d.code for d in QUESTIONNAIRE.dimensions]

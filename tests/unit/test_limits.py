@@ -1,4 +1,4 @@
-"""services/limits.py and the status bounds: one definition each, used by every layer."""
+"""services/domain/limits.py and the status bounds: one definition each, used by every layer."""
 
 from __future__ import annotations
 
@@ -10,14 +10,19 @@ from pathlib import Path
 import pytest
 from sqlalchemy import CheckConstraint, Table
 
-from services.limits import MAX_ID, is_id, is_strict_int
-from services.models import AssessmentRecord
-from services.status import MAX_STATUS, MIN_STATUS, RecordStatus
+from services.domain.limits import MAX_ID, is_id, is_strict_int
+from services.domain.status import MAX_STATUS, MIN_STATUS, RecordStatus
+from services.persistence.models import AssessmentRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Modules every process imports, the wire format among them: no database, no web or worker framework.
-PURE_MODULES = ["services.limits", "services.status", "services.events", "actors.report_queue.message"]
-#: Restatements of a limit that must come from services/limits.py instead.
+PURE_MODULES = [
+    "services.domain.limits",
+    "services.domain.status",
+    "services.domain.events",
+    "redis_adapters.report_message",
+]
+#: Restatements of a limit that must come from services/domain/limits.py instead.
 RESTATED = re.compile(r"2\s*\*\*\s*63|9223372036854775807|isinstance\([^)]*,\s*bool\)")
 
 
@@ -60,7 +65,7 @@ def test_the_models_check_constraint_uses_the_bounds() -> None:
 
 
 def test_the_api_schema_and_the_wire_format_use_the_same_limits() -> None:
-    from actors.report_queue.message import MAX_RECORD_ID
+    from redis_adapters.report_message import MAX_RECORD_ID
     from web.openapi import ID, STATUS
 
     assert MAX_RECORD_ID == MAX_ID
@@ -71,7 +76,7 @@ def test_the_api_schema_and_the_wire_format_use_the_same_limits() -> None:
 @pytest.mark.parametrize("module", PURE_MODULES)
 def test_the_pure_modules_import_no_database_or_web_framework(module: str) -> None:
     """The limits, statuses and events are imported by the wire format (actors/message.py) and
-    by every process; the SQL of the event log is services/event_store.py's alone."""
+    by every process; the SQL of the event log is services/persistence/event_store.py's alone."""
     code = (
         "import importlib, sys; "
         # actors/__init__.py imports Dramatiq: an empty package stands in, so only the module counts.
@@ -84,13 +89,24 @@ def test_the_pure_modules_import_no_database_or_web_framework(module: str) -> No
 
 
 def test_no_module_restates_a_limit() -> None:
-    """The id bound and the strict-int check are written once, in services/limits.py."""
+    """The id bound and the strict-int check are written once, in services/domain/limits.py."""
     found = [
         f"{path.relative_to(ROOT)}:{number}"
-        for folder in ("services", "actors", "web", "scripts", "bench")
+        for folder in (
+            "config",
+            "services",
+            "redis_adapters",
+            "observability",
+            "actors",
+            "hotpath",
+            "reconciler",
+            "web",
+            "scripts",
+            "bench",
+        )
         for path in sorted((ROOT / folder).rglob("*.py"))
-        if path != ROOT / "services" / "limits.py"
+        if path != ROOT / "services" / "domain" / "limits.py"
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
         if RESTATED.search(line)
     ]
-    assert not found, f"use services.limits instead: {found}"
+    assert not found, f"use services.domain.limits instead: {found}"

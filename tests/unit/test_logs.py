@@ -1,4 +1,4 @@
-"""The log format of every process (actors/observe/logs.py): JSON lines or plain text, the job's ids."""
+"""The log format of every process (observability/logs.py): JSON lines or plain text, the job's ids."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from actors.observe.logs import ContextFilter, JobContext, formatter, job_context, log_format
-from services.errors import ConfigError
+from observability.logs import ContextFilter, JobContext, formatter, job_context, log_format
+from services.domain.errors import ConfigError
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from listbroker import DEAD_LETTER_OPTION
 
-from actors.constants import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
-from actors.report_queue.codec import ReportCodec
-from actors.report_queue.message import MAX_RECORD_ID, DeadMark, InvalidReportMessage, ReportQueueMessage
+from redis_adapters.queues import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
+from redis_adapters.report_codec import ReportCodec
+from redis_adapters.report_message import MAX_RECORD_ID, DeadMark, InvalidReportMessage, ReportQueueMessage
 
 record_ids = st.integers(min_value=1, max_value=MAX_RECORD_ID)
 retry_counts = st.integers(min_value=0, max_value=MAX_RETRY_COUNT)

@@ -96,7 +96,7 @@ def test_a_percent_sign_survives_and_an_inline_comment_is_refused(tmp_path: Path
 @pytest.mark.parametrize(
     ("line", "argv"),
     [
-        ("python -m actors.hotpath", ["/bin/sh", "-c", "exec python -m actors.hotpath"]),
+        ("python -m hotpath", ["/bin/sh", "-c", "exec python -m hotpath"]),
         ("exec foo", ["/bin/sh", "-c", "exec foo"]),
         ("alembic upgrade head && python -m x", ["/bin/sh", "-c", "alembic upgrade head && python -m x"]),
         ("a | b", ["/bin/sh", "-c", "a | b"]),

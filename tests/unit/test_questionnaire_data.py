@@ -10,8 +10,14 @@ from typing import Any
 
 import pytest
 
-from services.errors import ConfigError
-from services.questionnaire import LEVELS, MAX_VALUE, MIN_VALUE, load_questionnaire, parse_questionnaire
+from services.domain.errors import ConfigError
+from services.domain.questionnaire import (
+    LEVELS,
+    MAX_VALUE,
+    MIN_VALUE,
+    load_questionnaire,
+    parse_questionnaire,
+)
 
 EXPECTED_DIMENSIONS = [
     (1, "linguistic", "语言"),
@@ -26,7 +32,7 @@ EXPECTED_DIMENSIONS = [
 
 
 def raw_data() -> dict[str, Any]:
-    text = resources.files("services").joinpath("data/questionnaire.json").read_text(encoding="utf-8")
+    text = resources.files("services.domain").joinpath("data/questionnaire.json").read_text(encoding="utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.constants import RETRY_DELAYS_ENV, RETRY_DELAYS_MS, retry_delays_ms
+from redis_adapters.queues import RETRY_DELAYS_ENV, RETRY_DELAYS_MS, retry_delays_ms
 
 
 def test_the_default_schedule_is_the_seeds() -> None:

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.errors import ParamError
-from services.questionnaire import load_questionnaire
-from services.scoring import (
+from services.domain.errors import ParamError
+from services.domain.questionnaire import load_questionnaire
+from services.domain.scoring import (
     DimensionSpec,
     QuestionSpec,
     ScoreReport,

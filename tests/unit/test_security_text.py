@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.limits import MAX_ADMIN_NAME_LENGTH, admin_name, escape_controls, is_display_text
+from services.domain.limits import MAX_ADMIN_NAME_LENGTH, admin_name, escape_controls, is_display_text
 from web.gunicorn_logging import REDACTED, redact
 from web.http_metrics import OTHER, method_label
 

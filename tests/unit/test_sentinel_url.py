@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from redis.sentinel import SentinelConnectionPool
 
-from actors.adapters.redis_clients import connection_pool, redis_client
-from services.config import Settings
-from services.errors import ConfigError
-from services.sentinel_url import SentinelURL, parse_sentinel_url
+from config.redis_urls import SentinelURL, parse_sentinel_url
+from config.settings import Settings
+from redis_adapters.redis_clients import connection_pool, redis_client
+from services.domain.errors import ConfigError
 
 
 def test_hosts_service_and_db() -> None:

@@ -10,10 +10,10 @@ from tests.system.process_logs import error_lines, errors_outside
 from tests.system.topologies import CLUSTER_TAKEOVER, SWITCH_MASTER, first_after
 
 PROCESS_LOG = """\
-2026-12-01 15:22:16,285 INFO [worker 15095] services.report_groups: report of record 12 generated
+2026-12-01 15:22:16,285 INFO [worker 15095] services.usecases.report_groups: report of record 12 generated
 2026-12-01 15:22:16,289 CRITICAL [worker 15095] dramatiq.worker.ConsumerThread(report): connection error
 2026-12-01 15:22:16,328 WARNING [worker 15095] listbroker.maintenance: housekeeping failed
-2026-12-01 15:31:21,779 ERROR [hotpath 14616] actors.hotpath: retention: cycle failed; retrying every cycle
+2026-12-01 15:31:21,779 ERROR [hotpath 14616] hotpath: retention: cycle failed; retrying every cycle
 Traceback (most recent call last):
   File "x.py", line 1, in <module>
 redis.exceptions.CrossSlotTransactionError: All keys must map to the same slot

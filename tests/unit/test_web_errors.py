@@ -13,7 +13,7 @@ import redis
 from flask import Flask, abort
 from sqlalchemy import exc as sa_exc
 
-from services.errors import (
+from services.domain.errors import (
     AutosaveUnavailable,
     DatabaseUnavailable,
     InvalidOperation,
@@ -22,7 +22,7 @@ from services.errors import (
     RecordNotFound,
     ServiceError,
 )
-from services.views import BatchRegenerateResult, Page, ResultStatusView
+from services.domain.views import BatchRegenerateResult, Page, ResultStatusView
 from tests.unit.web_unit_support import UNIT_SETTINGS, make_app, user_auth
 from web import create_app
 from web.errors import RETRY_AFTER_S, UNAVAILABLE_CODE, UNAVAILABLE_MESSAGE

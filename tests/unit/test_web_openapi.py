@@ -9,8 +9,9 @@ from typing import Any
 import openapi_spec_validator
 import pytest
 
-from actors.adapters import QueueFigures
-from services import drill, opsmodel, regeneration_tasks, views
+from redis_adapters.queue_figures import QueueFigures
+from services.domain import opsmodel, views
+from services.usecases import drill, regeneration_tasks
 from tests.unit.web_unit_support import make_app, routes
 from web.jsonify import camel_case
 from web.openapi import document

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from services.errors import ConfigError
+from services.domain.errors import ConfigError
 from tests.unit.web_unit_support import UNIT_SETTINGS
 from web import MIN_SECRET_BYTES, app_env, create_app
 

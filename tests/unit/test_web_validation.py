@@ -11,7 +11,7 @@ from flask import Flask
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
-from services.errors import MSG_EMPTY_ID_LIST, ParamError
+from services.domain.errors import MSG_EMPTY_ID_LIST, ParamError
 from web import validation as v
 
 MAX_ID = 2**63 - 1

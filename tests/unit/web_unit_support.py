@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from services.config import Settings
+from config.settings import Settings
 from tests.support.urls import CLOSED_DATABASE_URL, CLOSED_REDIS_URL
 from web import create_app, issue_user_token
 

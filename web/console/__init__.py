@@ -22,7 +22,7 @@ from web.console import (
     deadletters,
     delayed,
     drill,
-    errors,
+    error_pages,
     headers,
     overview,
     records,
@@ -37,7 +37,7 @@ __all__ = ["init_app"]
 SESSION_LIFETIME = timedelta(seconds=sessions.LIFETIME_S)
 
 # The modules register their views on `bp` when imported.
-_VIEWS = (audit, context, deadletters, delayed, drill, errors, overview, records, signin)
+_VIEWS = (audit, context, deadletters, delayed, drill, error_pages, overview, records, signin)
 
 
 def init_app(app: Flask, *, production: bool) -> None:

@@ -7,7 +7,7 @@ CLI, with the queue operations and the audit log of web/deps.py, and this actor:
 
 from __future__ import annotations
 
-from services.opsmodel import AdminActor
+from services.domain.opsmodel import AdminActor
 from web.console.signin import console_admin
 
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from flask import render_template, request
 
-from services.audit import list_audit
-from services.errors import ParamError
-from services.events import MAX_ACTOR_LENGTH
-from services.limits import is_display_text
+from services.domain.errors import ParamError
+from services.domain.events import MAX_ACTOR_LENGTH
+from services.domain.limits import is_display_text
+from services.usecases.audit import list_audit
 from web.console.blueprint import bp
 from web.console.display import admin_timezone, day_after, day_start, parse_day
 from web.deps import current, new_uow
 
 PAGE_SIZE = 50
 
-#: The actions the services audit (services/operations.py, services/admin.py), in words.
+#: The actions the services audit (services/usecases/operations.py, services/usecases/admin.py), in words.
 ACTION_NAMES = {
     "regenerate": "重新生成报告",
     "batch_regenerate": "批量重新生成",

@@ -9,8 +9,8 @@ from typing import Any
 import redis
 from flask import g
 
-from actors.adapters.pipeline_health import Alarm, PipelineHealth, read_health
-from services.events import EventType
+from redis_adapters.pipeline_health import Alarm, PipelineHealth, read_health
+from services.domain.events import EventType
 from web.console.blueprint import bp
 from web.console.display import (
     admin_timezone,
@@ -38,7 +38,7 @@ NAVIGATION = (
 REDIS_DOWN_ALARM = Alarm(
     "redis_down", "无法读取队列和进程状态（Redis 不可用）：任务无法入队，也无法生成报告。"
 )
-#: An item's outcome of a batch action (services/opsmodel.py), in words.
+#: An item's outcome of a batch action (services/domain/opsmodel.py), in words.
 OUTCOME_NAMES = {
     "regenerated": "已重新生成",
     "requeued": "已重新入队",
@@ -78,14 +78,14 @@ EVENT_DATA_NAMES = {
     "answeredCount": "已答题数",
 }
 
-#: The process registry's kinds (actors/adapters/liveness.py).
+#: The process registry's kinds (observability/liveness.py).
 PROCESS_KINDS = {
     "worker": "报告生成 worker",
     "hotpath": "热路径 hotpath",
     "reconciler": "对账 reconciler",
     "web": "Web 服务",
 }
-#: The process states (actors/adapters/liveness.py), in words.
+#: The process states (observability/liveness.py), in words.
 STATE_WORDS = {"alive": "运行中", "gone": "已失联", "stopped": "已停止"}
 #: The event data's values the timeline shows in words.
 REASON_WORDS = {"no job alive in Redis": "Redis 中没有该记录的任务"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from flask import flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
-from services import operations
+from services.usecases import operations
 from web.console.acting import actor
 from web.console.blueprint import bp
 from web.deps import audit_log, new_uow, queue_operations

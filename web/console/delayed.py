@@ -2,7 +2,7 @@
 
 Rows are named by the entry's unique hex prefix; the outcome of each is shown after the
 action, as for dead letters. Both actions call the service functions the admin API and
-the CLI call (services/operations.py), audited as the signed-in admin.
+the CLI call (services/usecases/operations.py), audited as the signed-in admin.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from flask import flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
-from services import operations
+from services.usecases import operations
 from web.console.acting import actor
 from web.console.blueprint import bp
 from web.console.deadletters import MSG_NOTHING_SELECTED, PAGE_SIZE, outcomes_page, page_number, selected

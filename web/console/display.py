@@ -6,7 +6,7 @@ import re
 from datetime import date, datetime, time, timedelta, tzinfo
 from zoneinfo import ZoneInfo
 
-from services.config import Settings
+from config.settings import Settings
 
 
 def admin_timezone(settings: Settings) -> tzinfo:
@@ -68,7 +68,7 @@ def day_after(day: date, tz: tzinfo) -> datetime:
     return day_start(day + timedelta(days=1), tz)
 
 
-#: What a process says it is doing (its heartbeat, actors/observe/heartbeat.py), in words.
+#: What a process says it is doing (its heartbeat, observability/heartbeat.py), in words.
 _DOING_WORDS = {
     "idle": "空闲",
     "stopped": "已停止",
@@ -120,7 +120,7 @@ def value_words(value: object) -> str:
     return str(value)
 
 
-#: The counters of an audit entry's detail (services/operations.py, services/admin.py), in words.
+#: The counters of an audit entry's detail (services/usecases/operations.py, admin.py), in words.
 _COUNT_WORDS = {
     "regenerated": "重新生成",
     "requeued": "重新入队",

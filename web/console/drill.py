@@ -1,5 +1,5 @@
 """The fault drill: make chosen records' report generation fail for a while, to rehearse
-failures (retries, dead letters) on the real pipeline; stop it. services/drill.py, audited."""
+failures (retries, dead letters) on the real pipeline; stop it. services/usecases/drill.py, audited."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 from flask import flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
-from services import drill
-from services.errors import ParamError
+from services.domain.errors import ParamError
+from services.usecases import drill
 from web.console.acting import actor
 from web.console.blueprint import bp
 from web.deps import audit_log, fault_drill

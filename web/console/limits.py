@@ -1,6 +1,6 @@
 """The console's sign-in limit: failed guesses slow their source down, the right admin gets in.
 
-Two kinds of bucket, each a Redis hash of the `console` family (actors/adapters/keys.py):
+Two kinds of bucket, each a Redis hash of the `console` family (redis_adapters/keyspace.py):
 
 * per client address (`console:signin:address:<address>`), for browsers that never signed
   in: the first `FREE_ATTEMPTS` - 1 attempts wait for nothing, then each one makes the

@@ -13,10 +13,10 @@ from datetime import datetime
 import redis
 from flask import render_template, request
 
-from actors.adapters.liveness import BEAT_TIMEOUT_S, ProcessState, unreadable_beats
-from actors.adapters.throughput import HISTORY_DAYS, history, last_hour, totals
-from services import operations
-from services.errors import QueueUnavailable
+from observability.liveness import BEAT_TIMEOUT_S, ProcessState, unreadable_beats
+from observability.throughput import HISTORY_DAYS, history, last_hour, totals
+from services.domain.errors import QueueUnavailable
+from services.usecases import operations
 from web.console.blueprint import bp
 from web.console.chart import by_day, day_label, throughput_svg
 from web.console.context import pipeline_health

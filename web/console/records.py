@@ -15,18 +15,19 @@ from flask import flash, redirect, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from services import admin, event_store, regeneration_tasks
-from services.errors import ServiceError
-from services.events import EventType
-from services.limits import MAX_ID
-from services.record_detail import admin_record_detail
-from services.status import REGENERATABLE, STATUS_TEXT, RecordStatus
-from services.views import RecordFilter
+from services.domain.errors import ServiceError
+from services.domain.events import EventType
+from services.domain.limits import MAX_ID
+from services.domain.status import REGENERATABLE, STATUS_TEXT, RecordStatus
+from services.domain.views import RecordFilter
+from services.persistence import event_store
+from services.usecases import admin, regeneration_tasks
+from services.usecases.record_detail import admin_record_detail
 from web.console.acting import actor
 from web.console.blueprint import bp
 from web.console.display import admin_timezone, day_after, day_start, parse_day
 from web.deps import audit_log, current, new_uow, queue_operations, report_queue, task_store
-from web.events import log_event, log_events
+from web.event_logging import log_event, log_events
 from web.report_page import dimensions_chart
 
 PAGE_SIZE = 20

@@ -19,7 +19,7 @@ from typing import cast
 
 import redis
 
-from actors.adapters.keys import ConsoleKeys
+from redis_adapters.keyspace import ConsoleKeys
 
 #: A console session lasts a working day from its sign-in; then the admin signs in again.
 LIFETIME_S = 8 * 3600

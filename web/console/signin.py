@@ -8,7 +8,7 @@ the sign-in page; a form post without a session is 401; a user token (the mini-p
 credential) is 403 everywhere here.
 
 Sign-in compares in constant time (web/auth.py), refuses a name the audit could not
-show as it is (services.limits.admin_name: printable, at most 32 characters, no control
+show as it is (services.domain.limits.admin_name: printable, at most 32 characters, no control
 or bidi character) before anything else, and is limited per client address and per
 credential with a growing wait (web/console/limits.py, one Lua step in Redis). Without
 Redis there is no session store and no limit: sign-in answers 503.
@@ -36,7 +36,7 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from services.limits import MAX_ADMIN_NAME_LENGTH, admin_name
+from services.domain.limits import MAX_ADMIN_NAME_LENGTH, admin_name
 from web.auth import bearer_token, is_admin_token, token_fingerprint, verify_user_token
 from web.console.blueprint import bp, csrf
 from web.console.devices import device_fingerprint, remember_device
@@ -114,7 +114,7 @@ def guard() -> WerkzeugResponse | None:
                 return redirect(url_for("console.sign_in", next=request.full_path.rstrip("?")))
             abort(401)
         g.console_admin = admin
-        # web/events.py names the actor of the events this request logs from it.
+        # web/event_logging.py names the actor of the events this request logs from it.
         g.admin_fingerprint = admin.fingerprint
     if request.method not in {"GET", "HEAD", "OPTIONS"}:
         csrf.protect()

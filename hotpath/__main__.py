@@ -1,0 +1,7 @@
+"""``python -m hotpath [--only answers,progress,events]``: see hotpath/runner.py."""
+
+import sys
+
+from hotpath.runner import main
+
+sys.exit(main())

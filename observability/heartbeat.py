@@ -1,0 +1,124 @@
+"""A process's heartbeat into the process registry (observability/liveness.py).
+
+A daemon thread writes this process's beat every `BEAT_INTERVAL_S`, saying what the
+process is doing now (asked of a callable each time), and once a minute prunes the
+processes gone for an hour. A Redis error is retried at the next beat and logged once, then
+summarised while it lasts, then its end (broker/src/listbroker/backoff.py): a heartbeat must never
+stop the work it reports on, nor flood its log. `stop()` writes a last beat saying
+`stopped`, so a clean exit is not mistaken for a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+
+import redis
+from listbroker import Backoff
+
+from observability.liveness import (
+    BEAT_INTERVAL_S,
+    STOPPED,
+    ProcessIdentity,
+    prune_beats,
+    write_beat,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Prune the registry every this many beats (once a minute at the default interval).
+PRUNE_EVERY_BEATS = 12
+
+
+class Heartbeat:
+    def __init__(
+        self,
+        client: redis.Redis,
+        kind: str,
+        doing: Callable[[], str],
+        *,
+        interval_s: float = BEAT_INTERVAL_S,
+        load: Callable[[], tuple[int, int]] | None = None,
+    ) -> None:
+        """`load`: (jobs running, threads), for a worker process's beat (busy / concurrency)."""
+        self.client = client
+        self.identity = ProcessIdentity.current(kind)
+        self.doing = doing
+        self.load = load
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{kind}", daemon=True)
+        # Beats keep their interval while failing (the next one is the retry): logging only.
+        self._backoff = Backoff(
+            f"Heartbeat of this {kind} process", logger, first_s=interval_s, max_s=interval_s
+        )
+
+    def start(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        self._beat(STOPPED)
+
+    def _beat(self, doing: str) -> None:
+        try:
+            load = self.load() if self.load is not None and doing != STOPPED else None
+            write_beat(self.client, self.identity, doing, load=load)
+        except (redis.RedisError, OSError) as exc:
+            self._backoff.failed(exc)
+            return
+        self._backoff.succeeded()
+
+    def _run(self) -> None:
+        beats = 0
+        while not self._stop.is_set():
+            try:
+                doing = self.doing()
+            except Exception:  # a broken reporter must not end the heartbeat
+                logger.exception("heartbeat: could not tell what the process is doing")
+                doing = "unknown"
+            self._beat(doing)
+            beats += 1
+            if beats % PRUNE_EVERY_BEATS == 1:
+                # A failed prune is done by the next one, or by another process's.
+                with contextlib.suppress(redis.RedisError, OSError):
+                    prune_beats(self.client)
+            self._stop.wait(self.interval_s)
+
+
+class Activity:
+    """What a process is doing, for its heartbeat: the set of tasks running now, or `idle`.
+
+    Thread-safe: the worker's threads start and end jobs concurrently.
+    """
+
+    def __init__(self, idle: str = "idle") -> None:
+        self._idle = idle
+        self._running: dict[int, str] = {}
+        self._lock = threading.Lock()
+        self._next = 0
+
+    def begin(self, what: str) -> int:
+        with self._lock:
+            self._next += 1
+            self._running[self._next] = what
+            return self._next
+
+    def end(self, token: int) -> None:
+        with self._lock:
+            self._running.pop(token, None)
+
+    def __call__(self) -> str:
+        with self._lock:
+            running = list(self._running.values())
+        return ", ".join(running) if running else self._idle
+
+    def busy(self) -> int:
+        """How many tasks run now."""
+        with self._lock:
+            return len(self._running)

@@ -1,0 +1,159 @@
+"""Answer autosave on Redis: the store the web tier saves into (`services.usecases.autosave.AutosaveStore`).
+
+A save is one Lua call: it checks the cached owner and status of the record, writes the
+answers into `hotpath:answers:<id>` (question id -> "value:saved ms"), updates the
+progress state `hotpath:progress:<id>`, and marks both dirty. The save time comes from
+the Redis server's clock and is strictly increasing per record (a later save of the
+same millisecond gets the next one), so "later" is well defined for the flushers'
+guards. The hot path's flushers (hotpath/) persist what is saved here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import redis
+
+from redis_adapters.keyspace import AUTOSAVE_TTL_S, RECORD_CACHE_TTL_S, SEAL_TTL_S, AutosaveKeys
+from services.domain.errors import AutosaveUnavailable
+from services.domain.status import RecordStatus
+from services.usecases.autosave import (
+    MAX_QUESTION_ID,
+    SavedAnswer,
+    SaveOutcome,
+    SaveResponse,
+    parse_saved,
+    plain_int,
+)
+
+# KEYS: record cache, answers hash, progress hash, answers dirty, progress dirty.
+# ARGV: record id, user id, ttl s, current question, then question, value pairs.
+_SAVE = """
+local cached = redis.call('HMGET', KEYS[1], 'user', 'status')
+if not cached[1] then
+  return {'miss'}
+end
+if cached[1] ~= ARGV[2] then
+  return {'owner'}
+end
+if cached[2] ~= '2' then
+  return {'status'}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local last = tonumber(redis.call('HGET', KEYS[3], 't') or '0')
+if now <= last then
+  now = last + 1
+end
+local stamp = string.format('%d', now)
+local fields = {}
+for i = 5, #ARGV, 2 do
+  fields[#fields + 1] = ARGV[i]
+  fields[#fields + 1] = ARGV[i + 1] .. ':' .. stamp
+end
+redis.call('HSET', KEYS[2], unpack(fields))
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+redis.call('SADD', KEYS[4], ARGV[1])
+local n = redis.call('HLEN', KEYS[2])
+redis.call('HSET', KEYS[3], 'q', ARGV[4], 'n', n, 'a', stamp, 't', stamp)
+redis.call('EXPIRE', KEYS[3], ARGV[3])
+redis.call('SADD', KEYS[5], ARGV[1])
+return {'ok', stamp, n}
+"""
+
+# KEYS: record cache. ARGV: user id, status, ttl s. Caches only what is not cached yet, so a
+# lookup that raced with a submission can never overwrite the seal.
+_PRIME = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'user', ARGV[1], 'status', ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+
+
+class RedisAutosaveStore:
+    """`services.usecases.autosave.AutosaveStore` on Redis; every Redis error becomes AutosaveUnavailable."""
+
+    def __init__(self, client: redis.Redis, keys: AutosaveKeys | None = None) -> None:
+        self.client = client
+        self.keys = keys or AutosaveKeys.default()
+        self._save = client.register_script(_SAVE)
+        self._prime = client.register_script(_PRIME)
+
+    def save(self, user_id: int, record_id: int, answers: Sequence[tuple[int, int]]) -> SaveResponse:
+        if not answers:
+            raise ValueError("nothing to save")
+        args: list[int | str] = [record_id, user_id, AUTOSAVE_TTL_S, answers[-1][0]]
+        for question_id, value in answers:
+            args += [question_id, value]
+        try:
+            reply = self._save(keys=self._save_keys(record_id), args=args)
+        except redis.RedisError as exc:
+            raise AutosaveUnavailable(f"autosave of record {record_id} failed: {exc}") from exc
+        kind = bytes(reply[0]).decode()
+        if kind == "ok":
+            return SaveResponse(SaveOutcome.SAVED, saved_ms=int(reply[1]), answered_count=int(reply[2]))
+        return SaveResponse(
+            {"miss": SaveOutcome.CACHE_MISS, "owner": SaveOutcome.NOT_OWNER}.get(
+                kind, SaveOutcome.WRONG_STATUS
+            )
+        )
+
+    def _save_keys(self, record_id: int) -> list[str]:
+        k = self.keys
+        return [
+            k.record(record_id),
+            k.answers.item(record_id),
+            k.progress.item(record_id),
+            k.answers.dirty,
+            k.progress.dirty,
+        ]
+
+    def prime(self, record_id: int, user_id: int, status: int) -> None:
+        try:
+            self._prime(keys=[self.keys.record(record_id)], args=[user_id, int(status), RECORD_CACHE_TTL_S])
+        except redis.RedisError as exc:
+            raise AutosaveUnavailable(f"could not cache record {record_id}: {exc}") from exc
+
+    def seal(self, record_id: int, user_id: int) -> None:
+        key = self.keys.record(record_id)
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hset(key, mapping={"user": user_id, "status": int(RecordStatus.GENERATING)})
+            pipe.expire(key, SEAL_TTL_S)
+            pipe.execute()
+        except redis.RedisError as exc:
+            raise AutosaveUnavailable(f"could not seal record {record_id}: {exc}") from exc
+
+    def load(self, record_id: int) -> dict[int, SavedAnswer]:
+        try:
+            raw = self.client.hgetall(self.keys.answers.item(record_id))
+        except redis.RedisError as exc:
+            raise AutosaveUnavailable(f"could not read the autosave of record {record_id}: {exc}") from exc
+        return parse_saved(raw, record_id=record_id)
+
+    def current_question(self, record_id: int) -> int | None:
+        try:
+            raw = self.client.hget(self.keys.progress.item(record_id), "q")
+        except redis.RedisError as exc:
+            raise AutosaveUnavailable(f"could not read the progress of record {record_id}: {exc}") from exc
+        return None if raw is None else plain_int(raw, 1, MAX_QUESTION_ID)
+
+    def release(self, record_id: int, *, submitted: bool) -> None:
+        k = self.keys
+        try:
+            pipe = self.client.pipeline(transaction=True)
+            if submitted:
+                pipe.delete(k.answers.item(record_id), k.progress.item(record_id))
+                pipe.srem(k.answers.dirty, record_id)
+                pipe.srem(k.progress.dirty, record_id)
+                # Keep the record closed to saves for as long as a stale "2" could be cached.
+                pipe.hset(k.record(record_id), "status", int(RecordStatus.GENERATING))
+                pipe.expire(k.record(record_id), RECORD_CACHE_TTL_S)
+            else:
+                pipe.delete(k.record(record_id))
+            pipe.execute()
+        except redis.RedisError as exc:
+            raise AutosaveUnavailable(f"could not release the autosave of record {record_id}: {exc}") from exc

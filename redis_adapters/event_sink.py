@@ -1,0 +1,194 @@
+"""The event sink on Redis (`services.domain.events.EventSink`): web, worker and reconciler LPUSH
+their events to `eventlog:queue`; the hot path's event-log consumer (hotpath/eventlog_consumer.py)
+bulk-inserts them.
+
+When Redis refuses, the sink writes the events straight into PostgreSQL (its fallback,
+`services.persistence.event_store.DirectEventWriter`, short timeouts), and when that fails too it counts
+them in `services.domain.events.dropped_events()` (`emit()` then returns False; it never raises).
+
+The list is bounded (EVENT_LOG_QUEUE_MAX): while the consumer is stopped or behind and the
+list holds that many entries, new events take the same direct way instead of growing
+Redis's memory without end. The length check and the LPUSH are one script, so a bound
+costs no round trip and holds on a Redis Cluster slot.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import redis
+
+from config.settings import DEFAULT_EVENT_LOG_QUEUE_MAX
+from redis_adapters.keyspace import EventLogKeys
+from services.domain.events import Event, EventsDropped, count_dropped
+from services.persistence.event_store import DirectEventWriter
+
+logger = logging.getLogger(__name__)
+
+
+#: After Redis failed, events go straight to PostgreSQL for this long before Redis is tried
+#: again, so a dead (or black-holed) Redis costs one timeout a second, not one per request.
+REDIS_RETRY_AFTER_S = 1.0
+#: Most entries one script call pushes (Lua's unpack has a stack limit of about 8,000).
+PUSH_CHUNK = 1_000
+
+#: LPUSH as many of ARGV[2..] to KEYS[1] as fit below ARGV[1] entries, in order; how many.
+_BOUNDED_LPUSH = """
+local room = tonumber(ARGV[1]) - redis.call('LLEN', KEYS[1])
+local n = #ARGV - 1
+if room <= 0 then return 0 end
+if room < n then n = room end
+redis.call('LPUSH', KEYS[1], unpack(ARGV, 2, n + 1))
+return n
+"""
+
+#: After the direct write failed too, events are counted as dropped for this long without
+#: trying, for the same reason.
+DATABASE_RETRY_AFTER_S = 1.0
+
+
+class RedisEventSink:
+    """`services.domain.events.EventSink` on the Redis list `eventlog:queue` (one LPUSH per call).
+
+    When Redis fails the events are written to PostgreSQL directly; when that fails too
+    they are counted (`services.domain.events.dropped_events()`), logged with the running count,
+    and `EventsDropped` is raised (`emit()` returns False for it, without logging again).
+    Nothing else is raised.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: EventLogKeys | None = None,
+        *,
+        fallback: DirectEventWriter | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        max_queue: int = DEFAULT_EVENT_LOG_QUEUE_MAX,
+    ) -> None:
+        if max_queue < 1:
+            raise ValueError("max_queue must be at least 1")
+        self.client = client
+        self.keys = keys or EventLogKeys()
+        self.max_queue = max_queue
+        self._push = client.register_script(_BOUNDED_LPUSH)
+        self._full = False
+        #: Events written directly because the list was full, since it last took one.
+        self._diverted = 0
+        #: Built lazily from DATABASE_URL unless given; connects only when Redis fails.
+        self.fallback = fallback if fallback is not None else DirectEventWriter()
+        self.clock = clock
+        self._redis_retry_at = 0.0
+        self._database_retry_at = 0.0
+        self._redis_down = False
+        self._state_lock = threading.Lock()
+
+    def emit_many(self, events: Sequence[Event]) -> None:
+        if not events:
+            return
+        if self.clock() >= self._redis_retry_at:
+            try:
+                left = self._push_bounded(events)
+            except Exception as exc:  # any failure to hand over: take the other way
+                self._redis_failed(exc)
+            else:
+                self._redis_ok()
+                if not left:
+                    return
+                self._queue_full(len(left))
+                events = left
+        self._write_direct(events)
+
+    def _push_bounded(self, events: Sequence[Event]) -> Sequence[Event]:
+        """Push `events` in chunks while the list has room; the events not pushed."""
+        for start in range(0, len(events), PUSH_CHUNK):
+            chunk = events[start : start + PUSH_CHUNK]
+            pushed = self._push(
+                keys=[self.keys.queue], args=[self.max_queue, *map(wire_format, chunk)], client=self.client
+            )
+            if int(pushed) < len(chunk):
+                return events[start + int(pushed) :]
+            if self._full:
+                self._queue_drained()
+        return ()
+
+    def _queue_full(self, count: int) -> None:
+        with self._state_lock:
+            first = not self._full
+            self._full = True
+            self._diverted += count
+        if first:
+            logger.warning(
+                "events: %s holds %d entries or more (EVENT_LOG_QUEUE_MAX; is the hot path's "
+                "event-log consumer running?); writing events to PostgreSQL until it drains",
+                self.keys.queue,
+                self.max_queue,
+            )
+
+    def _queue_drained(self) -> None:
+        with self._state_lock:
+            was_full, self._full = self._full, False
+            diverted, self._diverted = self._diverted, 0
+        if was_full:
+            logger.info(
+                "events: %s takes events again; %d event(s) went to PostgreSQL meanwhile",
+                self.keys.queue,
+                diverted,
+            )
+
+    def _redis_failed(self, exc: Exception) -> None:
+        with self._state_lock:
+            self._redis_retry_at = self.clock() + REDIS_RETRY_AFTER_S
+            first = not self._redis_down
+            self._redis_down = True
+        if first:
+            logger.warning("events: Redis refused the event log (%s); writing events to PostgreSQL", exc)
+
+    def _redis_ok(self) -> None:
+        if self._redis_down:
+            with self._state_lock:
+                recovered, self._redis_down = self._redis_down, False
+            if recovered:
+                logger.info("events: Redis takes the event log again")
+
+    def _write_direct(self, events: Sequence[Event]) -> None:
+        if self.clock() < self._database_retry_at:
+            self._drop(events, "PostgreSQL failed moments ago")
+            return
+        try:
+            _, refused = self.fallback.write(events)
+        except Exception as exc:
+            self._database_retry_at = self.clock() + DATABASE_RETRY_AFTER_S
+            self._drop(events, f"PostgreSQL failed too: {exc}")
+            return
+        if refused:
+            self._drop(refused, "PostgreSQL refused them")
+
+    def _drop(self, events: Sequence[Event], why: str) -> None:
+        total = count_dropped(len(events))
+        logger.error(
+            "events: dropped %d event(s) (%s, record %s): %s; %d dropped by this process so far",
+            len(events),
+            events[0].event_type,
+            events[0].record_id,
+            why[:300],
+            total,
+        )
+        raise EventsDropped(f"{len(events)} event(s) dropped: {why[:300]}")
+
+
+def wire_format(event: Event) -> bytes:
+    """The entry LPUSHed for `event`: its JSON in UTF-8.
+
+    An event carrying a lone surrogate (which UTF-8 cannot encode) goes as ASCII JSON
+    instead, with the surrogate escaped: the consumer then keeps it aside in
+    `eventlog:invalid` rather than the producer losing it.
+    """
+    text = event.encode()
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(json.loads(text), ensure_ascii=True, separators=(",", ":")).encode("ascii")

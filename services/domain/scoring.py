@@ -1,0 +1,225 @@
+"""Scoring of a multiple-intelligences questionnaire: pure functions, no database.
+
+Per dimension with n questions and answers v in 1..5 (a reverse-scored question counts
+6 - v): raw = sum of the counted values, score = round((raw - n) / (4n) * 100, 1), so
+0 when every answer is the weakest and 100 when every answer is the strongest. Ranks
+1..N by score descending; equal scores are ordered by the dimension's sort order (then
+id), so a report never depends on the order rows came out of the database. Invalid
+input raises `ParamError` with a message naming the problem.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from services.domain.errors import ParamError
+from services.domain.limits import is_strict_int
+
+MIN_VALUE = 1
+MAX_VALUE = 5
+
+#: (lowest score of the level, level), highest first; below the last one: LEVEL_LOW.
+LEVEL_THRESHOLDS: tuple[tuple[float, str], ...] = ((80.0, "优势"), (60.0, "较强"), (40.0, "中等"))
+LEVEL_LOW = "待发展"
+
+#: How many dimensions the summary (and `ScoreReport.top_dimensions`) names.
+TOP_COUNT = 3
+
+#: At most this many ids are spelled out in an error message.
+_MAX_IDS_IN_MESSAGE = 10
+
+
+@dataclass(frozen=True)
+class DimensionSpec:
+    id: int
+    code: str
+    name: str
+    sort_order: int
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class QuestionSpec:
+    id: int
+    dimension_id: int
+    reverse_scored: bool = False
+
+
+@dataclass(frozen=True)
+class DimensionScore:
+    dimension_id: int
+    code: str
+    name: str
+    raw_score: int
+    score: float
+    rank: int
+    level: str
+
+
+@dataclass(frozen=True)
+class ScoreReport:
+    #: Ordered by rank, the strongest first.
+    dimensions: tuple[DimensionScore, ...]
+    #: Codes of the (up to) `TOP_COUNT` strongest dimensions, strongest first.
+    top_dimensions: tuple[str, ...]
+    summary: str
+
+
+def format_ids(ids: Iterable[int]) -> str:
+    """`101, 102, 103` – sorted, and cut after a few ids with the total count."""
+    ordered = sorted(set(ids))
+    shown = "、".join(str(i) for i in ordered[:_MAX_IDS_IN_MESSAGE])
+    if len(ordered) > _MAX_IDS_IN_MESSAGE:
+        shown += f" 等 {len(ordered)} 题"
+    return shown
+
+
+def validate_answers(question_ids: Collection[int], answers: Iterable[object]) -> dict[int, int]:
+    """Check that `answers` answers each of `question_ids` exactly once with 1..5.
+
+    `answers` is an iterable of (question id, value) pairs. Returns {question id: value}.
+    Raises `ParamError` (checked in this order): a malformed pair, an id or value that is
+    not an int (bool is refused), a value out of range, unknown ids, ids answered more
+    than once, unanswered ids. The message names the offending question ids.
+    """
+    pairs = list(answers)
+    if not pairs and question_ids:
+        raise ParamError("答案不能为空")
+    values = validate_partial_answers(question_ids, pairs)
+    missing = set(question_ids) - values.keys()
+    if missing:
+        raise ParamError(f"还有题目未作答：{format_ids(missing)}")
+    return values
+
+
+def validate_partial_answers(question_ids: Collection[int], answers: Iterable[object]) -> dict[int, int]:
+    """Like `validate_answers`, but questions may be left unanswered (autosave, partial submission).
+
+    Returns {question id: value} in the order given.
+    """
+    valid: list[tuple[int, int]] = []
+    for index, pair in enumerate(answers, start=1):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise ParamError(f"第 {index} 个答案格式错误，应为（题目ID, 分值）")
+        question_id, value = pair
+        if not is_strict_int(question_id):
+            raise ParamError(f"第 {index} 个答案的题目ID必须是整数，收到 {question_id!r}")
+        if not is_strict_int(value) or not MIN_VALUE <= value <= MAX_VALUE:
+            raise ParamError(
+                f"题目 {question_id} 的答案必须是 {MIN_VALUE} 到 {MAX_VALUE} 之间的整数，收到 {value!r}"
+            )
+        valid.append((question_id, value))
+    expected = set(question_ids)
+    unknown = {qid for qid, _ in valid if qid not in expected}
+    if unknown:
+        raise ParamError(f"存在不属于本测评的题目：{format_ids(unknown)}")
+    counts = Counter(qid for qid, _ in valid)
+    duplicated = [qid for qid, count in counts.items() if count > 1]
+    if duplicated:
+        raise ParamError(f"题目重复作答：{format_ids(duplicated)}")
+    return dict(valid)
+
+
+def counted_value(value: int, reverse_scored: bool) -> int:
+    """The value a 1..5 answer contributes: reversed (6 - v) for a reverse-scored question."""
+    return (MIN_VALUE + MAX_VALUE - value) if reverse_scored else value
+
+
+def dimension_score(raw: int, question_count: int) -> float:
+    """Scale a raw sum of `question_count` answers to 0..100, one decimal."""
+    if question_count <= 0:
+        raise ParamError("维度至少需要一道题目")
+    low, high = MIN_VALUE * question_count, MAX_VALUE * question_count
+    if not low <= raw <= high:
+        raise ParamError(f"原始分 {raw} 超出 {low}..{high} 的范围")
+    return round((raw - low) / ((MAX_VALUE - MIN_VALUE) * question_count) * 100, 1)
+
+
+def level_for(score: float) -> str:
+    for threshold, level in LEVEL_THRESHOLDS:
+        if score >= threshold:
+            return level
+    return LEVEL_LOW
+
+
+def _check_definition(dimensions: Sequence[DimensionSpec], questions: Sequence[QuestionSpec]) -> None:
+    if not dimensions:
+        raise ParamError("测评维度不能为空")
+    dim_ids = [d.id for d in dimensions]
+    if len(set(dim_ids)) != len(dim_ids):
+        raise ParamError(f"维度ID重复：{format_ids(i for i, c in Counter(dim_ids).items() if c > 1)}")
+    codes = [d.code for d in dimensions]
+    if len(set(codes)) != len(codes):
+        raise ParamError("维度代码重复：" + "、".join(sorted(c for c, n in Counter(codes).items() if n > 1)))
+    question_ids = [q.id for q in questions]
+    if len(set(question_ids)) != len(question_ids):
+        raise ParamError(f"题目ID重复：{format_ids(i for i, c in Counter(question_ids).items() if c > 1)}")
+    known = set(dim_ids)
+    orphans = {q.id for q in questions if q.dimension_id not in known}
+    if orphans:
+        raise ParamError(f"题目所属维度不存在：{format_ids(orphans)}")
+    used = {q.dimension_id for q in questions}
+    empty = [d.code for d in dimensions if d.id not in used]
+    if empty:
+        raise ParamError("维度没有题目：" + "、".join(empty))
+
+
+def score_answers(
+    dimensions: Sequence[DimensionSpec],
+    questions: Sequence[QuestionSpec],
+    answers: Mapping[int, int] | Iterable[tuple[int, int]],
+) -> ScoreReport:
+    """Score one record: every question answered exactly once, every dimension has questions."""
+    _check_definition(dimensions, questions)
+    pairs = answers.items() if isinstance(answers, Mapping) else answers
+    values = validate_answers([q.id for q in questions], pairs)
+
+    raw: dict[int, int] = {d.id: 0 for d in dimensions}
+    count: Counter[int] = Counter()
+    for q in questions:
+        raw[q.dimension_id] += counted_value(values[q.id], q.reverse_scored)
+        count[q.dimension_id] += 1
+
+    scored = [(d, raw[d.id], dimension_score(raw[d.id], count[d.id])) for d in dimensions]
+    # Highest score first; equal scores by the questionnaire's own order: deterministic.
+    scored.sort(key=lambda item: (-item[2], item[0].sort_order, item[0].id))
+    ranked = tuple(
+        DimensionScore(
+            dimension_id=d.id,
+            code=d.code,
+            name=d.name,
+            raw_score=raw_score,
+            score=score,
+            rank=rank,
+            level=level_for(score),
+        )
+        for rank, (d, raw_score, score) in enumerate(scored, start=1)
+    )
+    descriptions = {d.id: d.description for d in dimensions}
+    return ScoreReport(
+        dimensions=ranked,
+        top_dimensions=tuple(s.code for s in ranked[:TOP_COUNT]),
+        summary=build_summary(ranked, descriptions),
+    )
+
+
+def build_summary(ranked: Sequence[DimensionScore], descriptions: Mapping[int, str] | None = None) -> str:
+    """The report's text, in Chinese, built from the top dimensions of `ranked` (by rank)."""
+    if not ranked:
+        raise ParamError("没有可用于生成总结的维度得分")
+    top = ranked[:TOP_COUNT]
+    first = top[0]
+    listed = "、".join(f"{s.name}（{s.score:.1f} 分，{s.level}）" for s in top)
+    parts = [f"在 {len(ranked)} 项智能中，你表现最突出的依次是：{listed}。"]
+    description = (descriptions or {}).get(first.dimension_id, "").strip().rstrip("。")
+    if description:
+        parts.append(f"排在首位的是{first.name}智能，即{description}。")
+    if first.level in {"优势", "较强"}:
+        parts.append("建议在学习和生活中有意识地发挥这些长处，同时关注得分较低的方面，循序渐进地加以培养。")
+    else:
+        parts.append(
+            "目前各项智能都还有较大的发展空间，建议多尝试不同类型的活动，在实践中发现并培养自己的兴趣和特长。"
+        )
+    return "".join(parts)

@@ -1,0 +1,1 @@
+"""Persistence on PostgreSQL: models, engines, the unit of work, SQL per aggregate, partitions, migrations."""

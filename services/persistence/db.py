@@ -1,0 +1,84 @@
+"""Engines and session factories, one per process.
+
+Worker processes are forked by `dramatiq` and gunicorn after import; a connection pool
+must never cross a fork, so `session_factory()` builds (or rebuilds) its engine lazily
+in the process that uses it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from config.settings import Settings, normalize_database_url
+
+_lock = threading.Lock()
+_factories: dict[tuple[int, str], sessionmaker[Session]] = {}
+
+
+#: Longest wait for a new database connection: a host that drops packets must not hang a
+#: worker thread (or a probe) for the operating system's TCP timeout of minutes.
+CONNECT_TIMEOUT_S = 5
+
+
+def make_engine(
+    database_url: str,
+    *,
+    pool_size: int = 5,
+    max_overflow: int | None = None,
+    transaction_pooling: bool = False,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    pool_timeout_s: float = 30,
+) -> Engine:
+    """An engine with `pool_size` kept connections and `max_overflow` more under load (default: as many).
+
+    `transaction_pooling`: behind PgBouncer in transaction mode consecutive transactions
+    may run on different server connections, so psycopg must not prepare statements on
+    the server (it does after 5 runs of one query; PgBouncer before 1.21 cannot follow
+    them): `prepare_threshold=None`. Nothing else of ours is session state: the
+    advisory lock of services/persistence/partitions.py is transaction-scoped, and timeouts
+    are set per transaction (services/persistence/event_store.py).
+    """
+    connect_args: dict[str, object] = {"connect_timeout": max(1, round(connect_timeout_s))}
+    if transaction_pooling:
+        connect_args["prepare_threshold"] = None
+    return create_engine(
+        normalize_database_url(database_url),
+        pool_size=pool_size,
+        max_overflow=pool_size if max_overflow is None else max_overflow,
+        pool_timeout=pool_timeout_s,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        connect_args=connect_args,
+    )
+
+
+def database_answers(factory: sessionmaker[Session]) -> bool:
+    """True if the database runs a query now (for health probes; errors propagate)."""
+    with factory() as session:
+        session.execute(text("SELECT 1"))
+    return True
+
+
+def make_session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def session_factory(settings: Settings | None = None) -> sessionmaker[Session]:
+    """The process-wide session factory for `settings` (from the environment by default)."""
+    settings = settings or Settings.from_env()
+    key = (os.getpid(), settings.database_url)
+    with _lock:
+        factory = _factories.get(key)
+        if factory is None:
+            engine = make_engine(
+                settings.database_url,
+                pool_size=settings.db_pool_size,
+                max_overflow=settings.db_max_overflow,
+                transaction_pooling=settings.db_transaction_pooling,
+            )
+            factory = _factories[key] = make_session_factory(engine)
+        return factory

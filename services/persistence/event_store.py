@@ -1,0 +1,246 @@
+"""The event log's storage: the SQL that writes events into `event_log` and reads them back.
+
+An event carries its own unique id and time, so storing it twice is a no-op
+(``ON CONFLICT DO NOTHING`` on the primary key ``(occurred_at, id)``): the consumer may
+replay a batch after a crash without duplicating anything. The events themselves, their
+decoding and the sinks producers use are in services/domain/events.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, event, func, select, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from config.settings import Settings
+from services.domain.errors import ParamError, RecordNotFound
+from services.domain.events import Event, EventType
+from services.domain.limits import is_id, is_strict_int
+from services.domain.views import EventView, Page
+from services.persistence.db import make_engine
+from services.persistence.isolation import write_isolating
+from services.persistence.models import AssessmentRecord, EventLogEntry
+from services.persistence.partitions import PartitionManager
+from services.persistence.uow import UnitOfWork
+
+#: Timeouts of the direct write (`DirectEventWriter`): a request waits at most about this long.
+DIRECT_CONNECT_TIMEOUT_S = 2
+DIRECT_STATEMENT_TIMEOUT_MS = 2_000
+#: Page size bound of the admin query.
+MAX_PAGE_SIZE = 100
+
+
+class DirectEventWriter:
+    """Writes events straight into `event_log`: the event sink's fallback while Redis is down.
+
+    The same idempotent insert as the consumer (ON CONFLICT DO NOTHING, so an event that
+    also reaches Redis later is stored once), the same month partitions, and rows the
+    database refuses isolated. Short timeouts throughout (connect, statement, lock, pool),
+    because the caller is a request or a job that must not stall on a second dead server.
+    Thread-safe; the engine is built lazily in the process that uses it (never across a fork).
+    """
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        session_factory: sessionmaker[Session] | None = None,
+        connect_timeout_s: int = DIRECT_CONNECT_TIMEOUT_S,
+        statement_timeout_ms: int = DIRECT_STATEMENT_TIMEOUT_MS,
+        transaction_pooling: bool | None = None,
+    ) -> None:
+        self.database_url = database_url
+        #: None: DB_TRANSACTION_POOLING, read when the engine is built.
+        self.transaction_pooling = transaction_pooling
+        self.connect_timeout_s = connect_timeout_s
+        self.statement_timeout_ms = statement_timeout_ms
+        self._given_factory = session_factory
+        self._lock = threading.Lock()
+        self._state: tuple[int, sessionmaker[Session], PartitionManager] | None = None
+
+    def _factory(self) -> tuple[sessionmaker[Session], PartitionManager]:
+        with self._lock:
+            if self._state is None or self._state[0] != os.getpid():
+                factory = self._given_factory or self._make_factory()
+                self._state = (os.getpid(), factory, PartitionManager(factory))
+            return self._state[1], self._state[2]
+
+    def _make_factory(self) -> sessionmaker[Session]:
+        settings = Settings.from_env()
+        pooling = (
+            settings.db_transaction_pooling if self.transaction_pooling is None else self.transaction_pooling
+        )
+        engine = make_engine(
+            self.database_url or settings.database_url,
+            pool_size=1,
+            max_overflow=4,
+            transaction_pooling=pooling,
+            connect_timeout_s=self.connect_timeout_s,
+            pool_timeout_s=self.connect_timeout_s,
+        )
+        statement_ms, lock_ms = self.statement_timeout_ms, self.statement_timeout_ms // 2
+
+        # Per transaction, not as connection options: a transaction-pooling proxy
+        # (PgBouncer) refuses startup options and shares server sessions.
+        @event.listens_for(engine, "begin")
+        def short_timeouts(conn: Connection) -> None:
+            conn.exec_driver_sql(
+                f"SELECT set_config('statement_timeout', '{statement_ms}', true),"
+                f" set_config('lock_timeout', '{lock_ms}', true)"
+            )
+
+        return sessionmaker(engine, expire_on_commit=False)
+
+    def write(self, events: Sequence[Event]) -> tuple[int, list[Event]]:
+        """Store `events`; (rows inserted, events the database refused). Raises when it is unreachable."""
+        factory, partitions = self._factory()
+        with self._lock:  # PartitionManager is not thread-safe
+            partitions.ensure_for(event.occurred_at for event in events)
+        with factory() as session:
+            inserted, refused = write_isolating(session, events, insert_events)
+            session.commit()
+        return inserted, refused
+
+    def update_data(self, event_id: str, occurred_at: datetime, data: dict[str, Any]) -> bool:
+        """Replace the `data` of a stored event (an audit entry completed after its action);
+        False when no such event is stored. Raises when the database is unreachable."""
+        factory, _ = self._factory()
+        with factory() as session:
+            result = session.execute(
+                _UPDATE_DATA,
+                {"id": event_id, "at": occurred_at, "data": json.dumps(data, ensure_ascii=False)},
+            )
+            session.commit()
+        return bool(getattr(result, "rowcount", 0))
+
+    def dispose(self) -> None:
+        with self._lock:
+            if self._state is not None and self._given_factory is None:
+                bind = self._state[1].kw.get("bind")
+                if isinstance(bind, Engine):
+                    bind.dispose()
+            self._state = None
+
+
+# -- storage ------------------------------------------------------------------------------
+
+_INSERT = text(
+    """
+    INSERT INTO event_log (id, occurred_at, event_type, record_id, user_id, actor, data)
+    SELECT * FROM unnest(
+        CAST(:ids AS uuid[]), CAST(:times AS timestamptz[]), CAST(:types AS varchar[]),
+        CAST(:records AS bigint[]), CAST(:users AS bigint[]), CAST(:actors AS varchar[]),
+        CAST(:data AS jsonb[]))
+    ON CONFLICT DO NOTHING
+    """
+)
+
+
+_UPDATE_DATA = text(
+    "UPDATE event_log SET data = CAST(:data AS jsonb) WHERE id = CAST(:id AS uuid) AND occurred_at = :at"
+)
+
+
+def insert_events(session: Session, events: Sequence[Event]) -> int:
+    """Insert `events` in one statement (one array parameter per column, whatever their number).
+
+    Events already stored (same occurred_at and id) are skipped: returns how many rows
+    were new. The caller owns the transaction.
+    """
+    if not events:
+        return 0
+    result = session.execute(
+        _INSERT,
+        {
+            "ids": [str(e.id) for e in events],
+            "times": [e.occurred_at for e in events],
+            "types": [e.event_type for e in events],
+            "records": [e.record_id for e in events],
+            "users": [e.user_id for e in events],
+            "actors": [e.actor for e in events],
+            "data": [json.dumps(e.data, ensure_ascii=False) for e in events],
+        },
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def event_view(row: EventLogEntry) -> EventView:
+    return EventView(
+        id=str(row.id),
+        event_type=row.event_type,
+        occurred_at=row.occurred_at,
+        record_id=row.record_id,
+        user_id=row.user_id,
+        actor=row.actor,
+        data=dict(row.data or {}),
+    )
+
+
+def list_record_events(
+    uow: UnitOfWork, record_id: int, page: int = 1, page_size: int = 20
+) -> Page[EventView]:
+    """The stored events of one record, oldest first (its history in order), paged.
+
+    RecordNotFound (3241) when no record with that id was ever created and no event
+    names it; soft-deleted records keep their history. Events still on their way
+    through Redis appear once the consumer has ingested them (about one interval).
+    """
+    if not is_id(record_id):
+        raise RecordNotFound()
+    if (
+        not is_strict_int(page)
+        or not is_strict_int(page_size)
+        or page < 1
+        or not 1 <= page_size <= MAX_PAGE_SIZE
+    ):
+        raise ParamError(f"分页参数错误：page 从 1 开始，page_size 取 1 到 {MAX_PAGE_SIZE}")
+    with uow:
+        session = uow.session
+        total = (
+            session.scalar(
+                select(func.count()).select_from(EventLogEntry).where(EventLogEntry.record_id == record_id)
+            )
+            or 0
+        )
+        if total == 0 and session.get(AssessmentRecord, record_id) is None:
+            raise RecordNotFound()
+        rows = session.scalars(
+            select(EventLogEntry)
+            .where(EventLogEntry.record_id == record_id)
+            .order_by(EventLogEntry.occurred_at, EventLogEntry.id)
+            .offset((page - 1) * page_size)
+            .limit(page_size)
+        ).all()
+        items = [event_view(r) for r in rows]
+    return Page(items=items, total=total, page=page, page_size=page_size)
+
+
+def last_errors(uow: UnitOfWork, record_ids: Sequence[int]) -> dict[int, str]:
+    """The error of each record's latest failed attempt (`report.generation_failed`), where one
+    is stored: one query on the (record_id, occurred_at) index, newest event per record."""
+    ids = sorted({r for r in record_ids if is_id(r)})
+    if not ids:
+        return {}
+    newest = (
+        select(
+            EventLogEntry.record_id,
+            EventLogEntry.data["error"].astext.label("error"),
+            func.row_number()
+            .over(partition_by=EventLogEntry.record_id, order_by=EventLogEntry.occurred_at.desc())
+            .label("n"),
+        )
+        .where(
+            EventLogEntry.record_id.in_(ids),
+            EventLogEntry.event_type == EventType.REPORT_GENERATION_FAILED.value,
+        )
+        .subquery()
+    )
+    with uow:
+        rows = uow.session.execute(select(newest.c.record_id, newest.c.error).where(newest.c.n == 1)).all()
+    return {int(rid): str(error) for rid, error in rows if rid is not None and error}

@@ -1,0 +1,50 @@
+"""The unit of work: the one place a database transaction begins and ends.
+
+Service functions receive a `UnitOfWork`, enter it, and commit explicitly; leaving the
+block without `commit()` rolls back. This keeps the transaction boundary visible in the
+service code and out of Flask and Dramatiq.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session, sessionmaker
+
+from services.domain.errors import DatabaseUnavailable
+
+
+class UnitOfWork:
+    session: Session
+
+    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+        self._session_factory = session_factory
+
+    def __enter__(self) -> UnitOfWork:
+        self.session = self._session_factory()
+        try:
+            # Take the connection now (the pool pings it): "cannot reach the database" is
+            # then told apart from a failure inside the transaction, see DatabaseUnavailable.
+            self.session.connection()
+        except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
+            self.session.close()
+            raise DatabaseUnavailable(f"database unreachable: {exc.orig or exc}") from exc
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            self.session.rollback()
+        finally:
+            self.session.close()
+
+    def commit(self) -> None:
+        self.session.commit()
+
+    def rollback(self) -> None:
+        self.session.rollback()

@@ -1,0 +1,388 @@
+"""The mini-program user's side: records, questions, submission, result and report.
+
+A record the caller may not see (missing, soft-deleted, or another user's) is always
+`RecordNotFound` (3241), never a "forbidden": ids of other users' records leak nothing.
+Every function runs in one unit of work and commits explicitly when it writes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, delete, func, insert, select, update
+from sqlalchemy.orm import Session
+
+from services.domain.errors import (
+    InvalidOperation,
+    ParamError,
+    QueueUnavailable,
+    RecordNotFound,
+    ServiceError,
+)
+from services.domain.limits import is_id
+from services.domain.questionnaire import Questionnaire, load_questionnaire
+from services.domain.scoring import validate_answers
+from services.domain.status import SUBMITTABLE, RecordStatus, status_description, status_text
+from services.domain.views import (
+    QuestionView,
+    RecordPage,
+    RecordView,
+    ReportView,
+    ResultStatusView,
+    ScaleOptionView,
+    SubmitResult,
+)
+from services.persistence.models import (
+    Answer,
+    AssessmentRecord,
+    Dimension,
+    Question,
+    ReportSummary,
+)
+from services.persistence.uow import UnitOfWork
+from services.usecases.autosave import (
+    AutosaveStore,
+    MergedAnswers,
+    SavedAnswer,
+    from_epoch_ms,
+    merge_submission,
+)
+from services.usecases.interpretation import interpret, stored_scores
+from services.usecases.ports import ReportQueue
+
+logger = logging.getLogger(__name__)
+
+MSG_SUBMIT_NOT_ALLOWED = "当前状态不允许提交答案"
+MSG_START_NOT_ALLOWED = "当前状态不允许开始测评"
+MSG_REPORT_NOT_READY = "报告尚未生成"
+#: The user's records come in pages of at most this many.
+MAX_RECORDS_PAGE_SIZE = 100
+DEFAULT_RECORDS_PAGE_SIZE = 20
+
+
+def _check_id(value: object, what: str) -> int:
+    if not is_id(value):
+        raise ParamError(f"{what}必须是正整数")
+    return value
+
+
+def record_view(record: AssessmentRecord) -> RecordView:
+    return RecordView(
+        id=record.id,
+        user_id=record.user_id,
+        status=int(record.status),
+        status_text=status_text(record.status),
+        created_at=record.created_at,
+        started_at=record.started_at,
+        submitted_at=record.submitted_at,
+        completed_at=record.completed_at,
+        report_ready=record.status == RecordStatus.COMPLETED,
+    )
+
+
+def _own_record(uow: UnitOfWork, user_id: int, record_id: int, *, lock: bool = False) -> AssessmentRecord:
+    """The live record `record_id` of `user_id`, optionally row-locked; else RecordNotFound."""
+    _check_id(user_id, "用户ID")
+    if not is_id(record_id):
+        raise RecordNotFound()
+    stmt = select(AssessmentRecord).where(
+        AssessmentRecord.id == record_id,
+        AssessmentRecord.user_id == user_id,
+        AssessmentRecord.is_deleted.is_(False),
+    )
+    if lock:
+        # populate_existing: the locked read must win over anything in the identity map.
+        stmt = stmt.with_for_update().execution_options(populate_existing=True)
+    record = uow.session.execute(stmt).scalar_one_or_none()
+    if record is None:
+        raise RecordNotFound()
+    return record
+
+
+def create_record(uow: UnitOfWork, user_id: int) -> RecordView:
+    """A new record of `user_id` in status 1 (待测评)."""
+    _check_id(user_id, "用户ID")
+    with uow:
+        record = AssessmentRecord(user_id=user_id, status=RecordStatus.PENDING, is_deleted=False)
+        uow.session.add(record)
+        uow.session.flush()  # server defaults (id, created_at) come back through RETURNING
+        view = record_view(record)
+        uow.commit()
+    return view
+
+
+def start_record(uow: UnitOfWork, user_id: int, record_id: int) -> RecordView:
+    """1 → 2 with started_at; a record already in 2 is returned unchanged; else InvalidOperation."""
+    with uow:
+        record = _own_record(uow, user_id, record_id, lock=True)
+        if record.status == RecordStatus.PENDING:
+            # started_at from the database clock, like created_at.
+            record = uow.session.scalars(
+                update(AssessmentRecord)
+                .where(AssessmentRecord.id == record.id)
+                .values(status=RecordStatus.IN_PROGRESS, started_at=func.now())
+                .returning(AssessmentRecord),
+                execution_options={"populate_existing": True},
+            ).one()
+        elif record.status != RecordStatus.IN_PROGRESS:
+            raise InvalidOperation(MSG_START_NOT_ALLOWED)
+        view = record_view(record)
+        uow.commit()
+    return view
+
+
+def get_record(uow: UnitOfWork, user_id: int, record_id: int) -> RecordView:
+    with uow:
+        return record_view(_own_record(uow, user_id, record_id))
+
+
+def list_user_records(
+    uow: UnitOfWork, user_id: int, *, cursor: int | None = None, size: int = DEFAULT_RECORDS_PAGE_SIZE
+) -> RecordPage:
+    """A page of the user's live records, newest first: those older than `cursor` (a record id).
+
+    Ids grow with creation, so "id < cursor" is the next page whatever was created or
+    deleted meanwhile: a record is never shown twice nor skipped by paging on.
+    """
+    _check_id(user_id, "用户ID")
+    if cursor is not None and not is_id(cursor):
+        raise ParamError("cursor 必须是正整数")
+    if not 1 <= size <= MAX_RECORDS_PAGE_SIZE:
+        raise ParamError(f"size 取 1 到 {MAX_RECORDS_PAGE_SIZE}")
+    live = (AssessmentRecord.user_id == user_id, AssessmentRecord.is_deleted.is_(False))
+    with uow:
+        stmt = select(AssessmentRecord).where(*live)
+        if cursor is not None:
+            stmt = stmt.where(AssessmentRecord.id < cursor)
+        # One more than asked: tells whether a next page exists without a second query.
+        records = uow.session.scalars(stmt.order_by(AssessmentRecord.id.desc()).limit(size + 1)).all()
+        total = uow.session.scalar(select(func.count()).select_from(AssessmentRecord).where(*live)) or 0
+        items = [record_view(r) for r in records[:size]]
+    next_cursor = items[-1].id if len(records) > size else None
+    return RecordPage(items=items, total=int(total), size=size, next_cursor=next_cursor)
+
+
+def scale_options(questionnaire: Questionnaire | None = None) -> list[ScaleOptionView]:
+    """The Likert scale's answers with the questionnaire's labels."""
+    q = questionnaire or load_questionnaire()
+    return [ScaleOptionView(value=o.value, label=o.label) for o in q.scale]
+
+
+def list_questions(uow: UnitOfWork, questionnaire: Questionnaire | None = None) -> list[QuestionView]:
+    """The active questions, in dimension order, then question order, each with the scale's labels."""
+    options = scale_options(questionnaire)
+    with uow:
+        rows = uow.session.execute(
+            select(Question.id, Dimension.code, Dimension.name, Question.text, Question.sort_order)
+            .join(Dimension, Question.dimension_id == Dimension.id)
+            .where(Question.is_active)
+            .order_by(Dimension.sort_order, Dimension.id, Question.sort_order, Question.id)
+        ).all()
+    return [
+        QuestionView(
+            id=qid, dimension_code=code, dimension_name=name, text=text, sort_order=order, options=options
+        )
+        for qid, code, name, text, order in rows
+    ]
+
+
+def submit_answers(
+    uow: UnitOfWork,
+    queue: ReportQueue,
+    user_id: int,
+    record_id: int,
+    answers: Sequence[tuple[int, int]],
+    *,
+    autosave: AutosaveStore | None = None,
+) -> SubmitResult:
+    """Save the answers of a record in status 1 or 2, set it to 3 and queue its report.
+
+    All or nothing: any error (RecordNotFound, InvalidOperation "当前状态不允许提交答案",
+    ParamError for a missing, repeated or unknown question or a value outside 1..5)
+    leaves the database untouched. The record row is locked for the check-and-update,
+    so of two concurrent submissions exactly one passes.
+
+    Without `autosave`, `answers` must answer every active question and replace whatever
+    was stored. With it, the answers stored are the record's stored answers, overlaid by
+    its autosaved ones, overlaid by `answers` (which may then be partial or empty); the
+    result must still answer every active question. The store is sealed first (saves
+    racing with the submission are refused, never acknowledged and lost) and its keys
+    are dropped after the commit. If the store cannot be read, `answers` alone must be
+    complete (AutosaveUnavailable, 5003, otherwise).
+
+    The job is queued only after the commit (a worker must find the answers). If the
+    queue fails, the failure is logged and the call still succeeds with
+    ``enqueued=False``: the record stays in 3, which the reconciler process reads as a job
+    owed and queues once the queue answers (reconciler/loop.py).
+    """
+    sealed = False
+    try:
+        with uow:
+            session = uow.session
+            record = _own_record(uow, user_id, record_id, lock=True)
+            if record.status not in SUBMITTABLE:
+                raise InvalidOperation(MSG_SUBMIT_NOT_ALLOWED)
+            active_ids = session.scalars(select(Question.id).where(Question.is_active)).all()
+            if autosave is None:
+                values = validate_answers(active_ids, answers)
+                merged = MergedAnswers(values, {}, 0, None)
+            else:
+                sealed = _seal(autosave, record.id, user_id)
+                autosaved = _load(autosave, record.id) if sealed else None
+                stored = {
+                    qid: (value, at)
+                    for qid, value, at in session.execute(
+                        select(Answer.question_id, Answer.value, Answer.answered_at).where(
+                            Answer.record_id == record.id
+                        )
+                    )
+                }
+                merged = merge_submission(active_ids, stored, autosaved, answers)
+            _store_submission(session, record.id, merged)
+            uow.commit()
+    except BaseException:
+        if sealed and autosave is not None:
+            _release(autosave, record_id, submitted=False)
+        raise
+    if sealed and autosave is not None:
+        _release(autosave, record_id, submitted=True)
+
+    enqueued = True
+    try:
+        queue.enqueue(record_id)
+    except Exception as exc:
+        enqueued = False
+        _store_failed(
+            logging.ERROR,
+            "answers of record %s saved, but its report job could not be queued",
+            record_id,
+            exc,
+        )
+    return SubmitResult(record_id=record_id, status=int(RecordStatus.GENERATING), enqueued=enqueued)
+
+
+def _store_submission(session: Session, record_id: int, merged: MergedAnswers) -> None:
+    """Replace the record's answers, set status 3 and its final progress (one transaction)."""
+    # Replace, not merge: a resubmission (status 2 after a failed attempt) leaves no stale rows.
+    session.execute(delete(Answer).where(Answer.record_id == record_id))
+    kept = [
+        {"record_id": record_id, "question_id": qid, "value": v, "answered_at": merged.answered_at[qid]}
+        for qid, v in merged.values.items()
+        if qid in merged.answered_at
+    ]
+    fresh = [
+        {"record_id": record_id, "question_id": qid, "value": v}
+        for qid, v in merged.values.items()
+        if qid not in merged.answered_at
+    ]
+    for rows in (kept, fresh):
+        if rows:
+            session.execute(insert(Answer), rows)
+    # The final progress state, stamped no earlier than the autosaves it includes, so a
+    # progress state of those saves still in Redis cannot overwrite it (services/persistence/progress.py).
+    stamp: ColumnElement[datetime] = func.now()
+    if merged.latest_saved_ms is not None:
+        stamp = func.greatest(stamp, from_epoch_ms(merged.latest_saved_ms))
+    session.execute(
+        update(AssessmentRecord)
+        .where(AssessmentRecord.id == record_id)
+        .values(
+            status=RecordStatus.GENERATING,
+            submitted_at=func.now(),
+            answered_count=len(merged.values),
+            last_activity_at=func.now(),
+            progress_updated_at=func.greatest(
+                func.coalesce(AssessmentRecord.progress_updated_at, stamp), stamp
+            ),
+        )
+        .execution_options(synchronize_session=False)
+    )
+
+
+def _seal(store: AutosaveStore, record_id: int, user_id: int) -> bool:
+    """Close the record to saves; False (logged) when the store is down."""
+    try:
+        store.seal(record_id, user_id)
+    except Exception as exc:
+        _store_failed(
+            logging.WARNING, "autosave store unavailable while submitting record %s", record_id, exc
+        )
+        return False
+    return True
+
+
+def _load(store: AutosaveStore, record_id: int) -> dict[int, SavedAnswer] | None:
+    try:
+        return store.load(record_id)
+    except Exception as exc:
+        _store_failed(logging.WARNING, "autosaved answers of record %s unreadable", record_id, exc)
+        return None
+
+
+def _release(store: AutosaveStore, record_id: int, *, submitted: bool) -> None:
+    """Best effort: a key left behind expires, and the flusher skips submitted records."""
+    try:
+        store.release(record_id, submitted=submitted)
+    except Exception as exc:
+        _store_failed(logging.WARNING, "could not release the autosave of record %s", record_id, exc)
+
+
+def _store_failed(level: int, message: str, record_id: int, exc: Exception) -> None:
+    """Log a failure of the queue or autosave store during a submission: one line when the
+    store is unavailable (an outage: every submission meanwhile says so, a traceback each
+    would flood the log), with its traceback when it is anything else."""
+    logger.log(level, message + ": %s", record_id, exc, exc_info=not isinstance(exc, QueueUnavailable))
+
+
+def get_result_status(uow: UnitOfWork, user_id: int, record_id: int) -> ResultStatusView:
+    with uow:
+        record = _own_record(uow, user_id, record_id)
+        return ResultStatusView(
+            record_id=record.id,
+            status=record.status,
+            status_text=status_text(record.status),
+            description=status_description(record.status),
+        )
+
+
+def report_unavailable_message(status: int) -> str:
+    """Why a record has no report: generating (3) and failed (5) say so, as the result status does."""
+    if status in (RecordStatus.GENERATING, RecordStatus.FAILED):
+        return status_description(status)
+    return MSG_REPORT_NOT_READY
+
+
+def get_report(
+    uow: UnitOfWork, user_id: int, record_id: int, questionnaire: Questionnaire | None = None
+) -> ReportView:
+    """The report of a completed record (status 4), explained with the questionnaire's texts.
+
+    Any other status → InvalidOperation (2005): "报告生成中，请稍后查看" in status 3,
+    "报告生成失败，请联系客服" in status 5, "报告尚未生成" before submission.
+    """
+    q = questionnaire or load_questionnaire()
+    with uow:
+        session = uow.session
+        record = _own_record(uow, user_id, record_id)
+        if record.status != RecordStatus.COMPLETED:
+            raise InvalidOperation(report_unavailable_message(record.status))
+        rows = stored_scores(session, record.id)
+        summary = session.get(ReportSummary, record.id)
+        if summary is None or not rows:
+            # Generation writes results, summary and status 4 in one transaction: this is damage.
+            logger.error("record %s is completed but its report rows are missing", record.id)
+            raise ServiceError("报告数据缺失，请联系客服")
+        reading = interpret(rows, q)
+        return ReportView(
+            record_id=record.id,
+            user_id=record.user_id,
+            completed_at=record.completed_at,
+            dimensions=reading.dimensions,
+            top_dimensions=list(summary.top_dimensions),
+            summary=summary.summary,
+            strengths=reading.strengths,
+            areas_to_develop=reading.areas_to_develop,
+            questionnaire_version=q.version,
+        )

@@ -1,0 +1,78 @@
+"""What the reconciler asks of the database: the records that are owed a report.
+
+A record in status 3 (生成中) must have a report job somewhere in Redis. These queries
+find the candidates (status 3, not deleted, unchanged for longer than a grace period,
+so a submission between its commit and its LPUSH is not taken for lost) in pages by
+id, and complete the status of records whose last job was dead-lettered while the
+database was unreachable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import bindparam, func, select, update
+
+from services.domain.status import RecordStatus
+from services.persistence.models import AssessmentRecord
+from services.persistence.uow import UnitOfWork
+
+
+@dataclass(frozen=True)
+class OwedRecord:
+    id: int
+    #: The row's updated_at as read: a later change (e.g. a regeneration) makes it stale.
+    updated_at: datetime
+
+
+def records_owed(uow: UnitOfWork, *, grace_ms: int, after_id: int, limit: int) -> list[OwedRecord]:
+    """Records in status 3, not deleted, unchanged for `grace_ms`, with id > `after_id`, by id.
+
+    Served by the partial index `ix_assessment_records_generating` (id WHERE status = 3
+    AND NOT is_deleted): a page costs the same with ten or a million records owed.
+    """
+    with uow:
+        rows = uow.session.execute(
+            select(AssessmentRecord.id, AssessmentRecord.updated_at)
+            .where(
+                AssessmentRecord.status == RecordStatus.GENERATING,
+                AssessmentRecord.is_deleted.is_(False),
+                AssessmentRecord.id > after_id,
+                AssessmentRecord.updated_at < func.now() - timedelta(milliseconds=grace_ms),
+            )
+            .order_by(AssessmentRecord.id)
+            .limit(limit)
+        ).all()
+    return [OwedRecord(row.id, row.updated_at) for row in rows]
+
+
+def mark_failed_unless_changed(uow: UnitOfWork, records: Sequence[OwedRecord]) -> list[int]:
+    """Set these records from 3 to 5 if each is still as read; the ids changed.
+
+    For jobs dead-lettered while the database was down: the worker could not set
+    status 5 then. A record changed since it was read (an admin regenerated it) is left.
+    """
+    if not records:
+        return []
+    pairs = (
+        select(
+            func.unnest(bindparam("ids", [r.id for r in records])).label("id"),
+            func.unnest(bindparam("stamps", [r.updated_at for r in records])).label("stamp"),
+        )
+    ).subquery("v")
+    with uow:
+        changed = uow.session.scalars(
+            update(AssessmentRecord)
+            .where(
+                AssessmentRecord.id == pairs.c.id,
+                AssessmentRecord.updated_at == pairs.c.stamp,
+                AssessmentRecord.status == RecordStatus.GENERATING,
+            )
+            .values(status=RecordStatus.FAILED)
+            .returning(AssessmentRecord.id)
+            .execution_options(synchronize_session=False)
+        ).all()
+        uow.commit()
+    return sorted(changed)
