@@ -11,29 +11,20 @@ While PostgreSQL is down the message waits behind the availability gate, as repo
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from datetime import UTC, datetime
 from typing import Any
 
 import dramatiq
 from listbroker import DependencyUnavailable, actor_spec
 
-from config.settings import Settings
-from redis_adapters.keyspace import Keyspace
-from redis_adapters.queue_ops import RedisQueueOperations
+from actors import bootstrap
 from redis_adapters.queues import (
     ADMIN_QUEUE_NAME,
     MAX_RETRY_COUNT,
     REGENERATE_MATCHING_ACTOR_NAME,
-    retry_delays_ms,
+    RETRY_DELAYS_MS,
 )
-from redis_adapters.redis_clients import redis_client
-from redis_adapters.report_queue import RedisReportQueue
-from redis_adapters.task_store import RedisTaskStore
 from services.domain.errors import DatabaseUnavailable
-from services.persistence.db import session_factory
-from services.persistence.uow import UnitOfWork
 from services.usecases.regeneration_tasks import TaskState, run_task
 
 logger = logging.getLogger(__name__)
@@ -42,38 +33,10 @@ logger = logging.getLogger(__name__)
 TASK_TIME_LIMIT_MS = 60 * 60_000
 
 
-class _Adapters:
-    """The Redis adapters of one worker process (a connection must not cross a fork)."""
-
-    def __init__(self) -> None:
-        settings = Settings.from_env()
-        keys = Keyspace.of(settings.redis_hash_tags)
-        client = redis_client(settings.redis_url, socket_connect_timeout=5, socket_timeout=30)
-        self.queue = RedisReportQueue(client, key=keys.report.queue, jobs_key=keys.report.jobs)
-        self.dead_letters = RedisQueueOperations(client, keys.report)
-        self.tasks = RedisTaskStore(client, keys)
-
-
-_adapters: dict[int, _Adapters] = {}
-_adapters_lock = threading.Lock()
-
-
-def adapters() -> _Adapters:
-    with _adapters_lock:
-        made = _adapters.get(os.getpid())
-        if made is None:
-            made = _adapters[os.getpid()] = _Adapters()
-        return made
-
-
-def _uow() -> UnitOfWork:
-    return UnitOfWork(session_factory())
-
-
 def mark_task_failed(message: dramatiq.Message[Any]) -> None:
     """on_dead_letter hook: the task's attempts are used up."""
     task_id = str(message.args[0])
-    adapters().tasks.finished(
+    bootstrap.services().tasks.finished(
         task_id, TaskState.FAILED, datetime.now(UTC), "attempts used up; see the worker log"
     )
     logger.error("regeneration task %s failed after %d retries", task_id, MAX_RETRY_COUNT)
@@ -83,7 +46,8 @@ def mark_task_failed(message: dramatiq.Message[Any]) -> None:
     actor_name=REGENERATE_MATCHING_ACTOR_NAME,
     queue_name=ADMIN_QUEUE_NAME,
     max_retries=MAX_RETRY_COUNT,
-    retry_delays=retry_delays_ms(os.environ),
+    # The default schedule; the worker declares it with REPORT_RETRY_DELAYS_MS's (actors/worker.py).
+    retry_delays=RETRY_DELAYS_MS,
     on_dead_letter=mark_task_failed,
     time_limit=TASK_TIME_LIMIT_MS,
     # Expected: Dramatiq logs it as one INFO line, not an error with the chained traceback
@@ -91,9 +55,9 @@ def mark_task_failed(message: dramatiq.Message[Any]) -> None:
     throws=(DependencyUnavailable,),
 )
 def regenerate_matching(task_id: str) -> None:
-    made = adapters()
+    made = bootstrap.services()
     try:
-        run_task(_uow, made.queue, made.dead_letters, made.tasks, task_id)
+        run_task(made.uow, made.report_queue, made.dead_letters, made.tasks, task_id)
     except DatabaseUnavailable as exc:
         # Not an attempt: the gate holds the task until PostgreSQL answers (broker/src/listbroker/gate.py).
         raise DependencyUnavailable(str(exc)) from exc

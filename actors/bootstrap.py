@@ -1,12 +1,20 @@
-"""Build the worker's broker from the environment and make it Dramatiq's global broker.
+"""The worker's composition root: its broker, and the services its actors use, once per process.
 
-Nothing happens at import: `actors.worker` calls `install()`; tests and benchmarks build
-brokers of their own with `default_middleware()`.
+`actors.worker` (the module Dramatiq imports in its main process and in each worker
+process) builds the `Settings`, installs the broker (`install`) and declares the actors.
+What the actors use (the session factory, the report groups, the event sink, the fault
+drill, the admin tasks' adapters) holds connections, which must not cross a fork: the
+`ProcessBoot` middleware builds it once per worker process, on Dramatiq's
+`after_process_boot`, and `services()` hands it to the actors. Nothing happens at import;
+tests and benchmarks build brokers of their own with `default_middleware()` and install
+services with `install_services(build_services(settings))`.
 """
 
 from __future__ import annotations
 
-import os
+import threading
+from dataclasses import dataclass
+from typing import Any
 
 import dramatiq
 import dramatiq.worker
@@ -21,7 +29,6 @@ from dramatiq.middleware import (
 )
 from listbroker import (
     DEFAULT_HEARTBEAT_INTERVAL_MS,
-    DEFAULT_HEARTBEAT_TIMEOUT_MS,
     DEFAULT_SOCKET_TIMEOUT,
     AvailabilityGate,
     ExactRetries,
@@ -29,9 +36,15 @@ from listbroker import (
     RedisListBroker,
     RequeueOnShutdown,
 )
+from sqlalchemy.orm import Session, sessionmaker
 
-from config.settings import Settings, env_int
+from config.settings import Settings
+from observability import prometheus
 from observability.job_observer import JobObserver
+from redis_adapters.drill_store import RedisFaultDrill
+from redis_adapters.event_sink import RedisEventSink
+from redis_adapters.keyspace import Keyspace
+from redis_adapters.queue_ops import RedisQueueOperations
 from redis_adapters.queues import (
     ADMIN_QUEUE_NAME,
     ERROR_RECOVERY_DELAY_MS,
@@ -40,18 +53,101 @@ from redis_adapters.queues import (
 )
 from redis_adapters.redis_clients import redis_client
 from redis_adapters.report_codec import ReportCodec
-from services.persistence.db import database_answers, session_factory
+from redis_adapters.report_queue import RedisReportQueue
+from redis_adapters.task_store import RedisTaskStore
+from services.persistence.db import build_session_factory, database_answers
+from services.persistence.event_store import DirectEventWriter
+from services.persistence.uow import UnitOfWork
+from services.usecases.report_groups import ReportGroups
+
+
+@dataclass(frozen=True)
+class WorkerServices:
+    """What the actors of one worker process use, built after the fork (`build_services`)."""
+
+    settings: Settings
+    session_factory: sessionmaker[Session]
+    #: The group generator shared by the process's worker threads (services/usecases/report_groups.py).
+    report_groups: ReportGroups
+    #: The event sink (Redis, falling back to PostgreSQL) and the fault drill, on one connection pool.
+    events: RedisEventSink
+    drill: RedisFaultDrill
+    #: The admin tasks' adapters (actors/admin_tasks.py), on a client with a longer reply timeout.
+    report_queue: RedisReportQueue
+    dead_letters: RedisQueueOperations
+    tasks: RedisTaskStore
+
+    def uow(self) -> UnitOfWork:
+        """A unit of work for one job (or one group of jobs)."""
+        return UnitOfWork(self.session_factory)
+
+
+def build_services(settings: Settings) -> WorkerServices:
+    """Every dependency of the actors, for the calling process (connections open at first use)."""
+    factory = build_session_factory(settings)
+    keys = Keyspace.of(settings.redis_hash_tags)
+    events_client = redis_client(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
+    tasks_client = redis_client(settings.redis_url, socket_connect_timeout=5, socket_timeout=30)
+    fallback = DirectEventWriter(settings.database_url, transaction_pooling=settings.db_transaction_pooling)
+
+    def uow() -> UnitOfWork:
+        return UnitOfWork(factory)
+
+    return WorkerServices(
+        settings=settings,
+        session_factory=factory,
+        report_groups=ReportGroups(uow, on_group=prometheus.report_group_size.observe),
+        events=RedisEventSink(
+            events_client, keys.eventlog, fallback=fallback, max_queue=settings.event_log_queue_max
+        ),
+        drill=RedisFaultDrill(events_client, keys.drill),
+        report_queue=RedisReportQueue(tasks_client, key=keys.report.queue, jobs_key=keys.report.jobs),
+        dead_letters=RedisQueueOperations(tasks_client, keys.report),
+        tasks=RedisTaskStore(tasks_client, keys),
+    )
+
+
+_installed: WorkerServices | None = None
+_installed_lock = threading.Lock()
+
+
+def install_services(made: WorkerServices | None) -> None:
+    """Make `made` this process's services (None: none; tests put theirs back)."""
+    global _installed  # noqa: PLW0603 - the process's one container, set once at its boot
+    with _installed_lock:
+        _installed = made
+
+
+def services() -> WorkerServices:
+    """This process's services; built at its boot (`ProcessBoot`), or installed by a test."""
+    made = _installed
+    if made is None:
+        raise RuntimeError(
+            "the worker's services are built at process boot (actors.bootstrap.ProcessBoot); "
+            "outside a Dramatiq worker process install them with install_services(build_services(...))"
+        )
+    return made
+
+
+class ProcessBoot(Middleware):
+    """Builds the worker process's services once, after Dramatiq forked it (`after_process_boot`)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def after_process_boot(self, broker: dramatiq.Broker) -> None:
+        install_services(build_services(self.settings))
 
 
 def database_available() -> bool:
-    """The availability gate's probe for the report queue (broker/src/listbroker/gate.py)."""
-    return database_answers(session_factory())
+    """The availability gate's probe for the report queue (listbroker's gate.py)."""
+    return database_answers(services().session_factory)
 
 
 def default_middleware(database_probe: Probe | None = None) -> list[Middleware]:
     """Dramatiq's default middleware, with its Retries replaced by ExactRetries.
 
-    AvailabilityGate (first: see broker/src/listbroker/gate.py) holds report jobs and admin tasks while
+    AvailabilityGate (first: see listbroker's gate.py) holds report jobs and admin tasks while
     PostgreSQL is down; CurrentMessage lets the report actor log which attempt failed
     (actors/report.py); RequeueOnShutdown gives prefetched messages back at once on SIGTERM.
     """
@@ -72,11 +168,9 @@ def default_middleware(database_probe: Probe | None = None) -> list[Middleware]:
     ]
 
 
-def build_broker(settings: Settings | None = None) -> RedisListBroker:
-    settings = settings or Settings.from_env()
-    heartbeat_timeout = env_int(
-        os.environ, "BROKER_HEARTBEAT_TIMEOUT_MS", DEFAULT_HEARTBEAT_TIMEOUT_MS, minimum=2_000
-    )
+def build_broker(settings: Settings) -> RedisListBroker:
+    """The worker's broker: middleware, codecs and timings from `settings`."""
+    heartbeat_timeout = settings.broker_heartbeat_timeout_ms
     client = redis_client(
         settings.redis_url,
         socket_timeout=DEFAULT_SOCKET_TIMEOUT,
@@ -84,10 +178,11 @@ def build_broker(settings: Settings | None = None) -> RedisListBroker:
         socket_keepalive=True,
         health_check_interval=30,
     )
+    middleware: list[Any] = [ProcessBoot(settings), *default_middleware(database_available)]
     return RedisListBroker(
         client=client,
         hash_tags=settings.redis_hash_tags,
-        middleware=default_middleware(database_available),
+        middleware=middleware,
         codecs={REPORT_QUEUE_NAME: ReportCodec(REPORT_QUEUE_NAME, REPORT_ACTOR_NAME)},
         heartbeat_timeout_ms=heartbeat_timeout,
         # Beat often enough that a live consumer is never presumed dead.
@@ -95,10 +190,11 @@ def build_broker(settings: Settings | None = None) -> RedisListBroker:
     )
 
 
-def install(settings: Settings | None = None) -> RedisListBroker:
+def install(settings: Settings) -> RedisListBroker:
+    """Build the worker's broker and make it Dramatiq's global broker."""
     broker = build_broker(settings)
     dramatiq.set_broker(broker)
-    if "dramatiq_restart_delay" not in os.environ:
+    if not settings.dramatiq_restart_delay:
         # The pause before listening again after a Redis error (ERROR_RECOVERY_DELAY_MS).
         dramatiq.worker.CONSUMER_RESTART_DELAY_SECS = ERROR_RECOVERY_DELAY_MS / 1000
     return broker

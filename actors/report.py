@@ -1,7 +1,9 @@
 """The report actor: generates one record's report, retried on failure, dead-lettered at last.
 
 Declared as an `ActorSpec`: importing this module builds and touches no broker;
-`actors.worker` declares it on the worker's broker.
+`actors.worker` declares it on the worker's broker. What it uses (the report groups, the
+event sink, the fault drill, the unit of work) is the worker process's, built once at its
+boot (actors/bootstrap.py).
 
 Each outcome goes to the event log (`eventlog:queue`): generated, a failed attempt (with
 its number), dead-lettered. Logging an event never fails the job (services.domain.events.emit).
@@ -14,28 +16,19 @@ outcome, so it is acknowledged, retried or dead-lettered on its own as before.
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from typing import Any
 
 import dramatiq
 from dramatiq.middleware import CurrentMessage
 from listbroker import DependencyUnavailable, actor_spec
 
-from config.settings import Settings
-from observability import prometheus as metrics
-from redis_adapters.drill_store import RedisFaultDrill
-from redis_adapters.event_sink import RedisEventSink
-from redis_adapters.keyspace import Keyspace
-from redis_adapters.queues import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, retry_delays_ms
-from redis_adapters.redis_clients import redis_client
+from actors import bootstrap
+from observability import prometheus
+from redis_adapters.queues import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, RETRY_DELAYS_MS
 from services.domain.errors import DatabaseUnavailable
 from services.domain.events import Event, EventSink, EventType, emit
-from services.persistence.db import session_factory
-from services.persistence.uow import UnitOfWork
 from services.usecases import reports
 from services.usecases.drill import DRILL_ERROR, FaultDrillFailure
-from services.usecases.report_groups import ReportGroups
 
 logger = logging.getLogger(__name__)
 
@@ -47,49 +40,11 @@ WORKER_ACTOR = "worker"
 #: Longest error text kept in a failure event.
 MAX_ERROR_CHARS = 500
 
-_sinks: dict[int, EventSink] = {}
-_sinks_lock = threading.Lock()
-_groups: dict[int, ReportGroups] = {}
-_groups_lock = threading.Lock()
-_drills: dict[int, RedisFaultDrill] = {}
-
-
-def _uow() -> UnitOfWork:
-    # session_factory() is per process: built after dramatiq forks its workers.
-    return UnitOfWork(session_factory())
-
-
-def _report_groups() -> ReportGroups:
-    """The group generator of this process, shared by its worker threads (made after the fork:
-    its lock and pending requests belong to one process)."""
-    with _groups_lock:
-        groups = _groups.get(os.getpid())
-        if groups is None:
-            groups = _groups[os.getpid()] = ReportGroups(_uow, on_group=metrics.report_group_size.observe)
-        return groups
-
-
-def _events() -> EventSink:
-    """The event sink of this process (a Redis connection must not cross a fork either)."""
-    with _sinks_lock:
-        sink = _sinks.get(os.getpid())
-        if sink is None:
-            settings = Settings.from_env()
-            client = redis_client(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
-            keys = Keyspace.of(settings.redis_hash_tags)
-            sink = _sinks[os.getpid()] = RedisEventSink(
-                client, keys.eventlog, max_queue=settings.event_log_queue_max
-            )
-            # The fault drill shares the sink's connection pool (made after the fork too).
-            _drills[os.getpid()] = RedisFaultDrill(client, keys.drill)
-        return sink
-
 
 def _drilled(record_id: int) -> bool:
     """Is the record in the fault drill (services/usecases/drill.py)? One Redis call; never raises."""
     try:
-        _events()
-        drill = _drills[os.getpid()]
+        drill = bootstrap.services().drill
     except Exception:
         return False
     return drill.fails(record_id)
@@ -98,7 +53,7 @@ def _drilled(record_id: int) -> bool:
 def _log_event(event_type: EventType, record_id: int, **data: object) -> None:
     """Never raises: the job's outcome must not depend on the audit trail."""
     try:
-        sink = _events()
+        sink: EventSink = bootstrap.services().events
     except Exception:
         logger.error(
             "event sink unavailable; %s of record %s not logged", event_type, record_id, exc_info=True
@@ -120,7 +75,7 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> None:
     record_id = int(message.args[0])
     changed: bool | None = None
     try:
-        changed = reports.mark_generation_failed(_uow(), record_id)
+        changed = reports.mark_generation_failed(bootstrap.services().uow(), record_id)
     finally:
         _log_event(EventType.REPORT_DEAD_LETTERED, record_id, retries=MAX_RETRY_COUNT, statusSet=changed)
     logger.error(
@@ -135,7 +90,8 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> None:
     actor_name=REPORT_ACTOR_NAME,
     queue_name=REPORT_QUEUE_NAME,
     max_retries=MAX_RETRY_COUNT,
-    retry_delays=retry_delays_ms(os.environ),
+    # The default schedule; the worker declares it with REPORT_RETRY_DELAYS_MS's (actors/worker.py).
+    retry_delays=RETRY_DELAYS_MS,
     on_dead_letter=mark_record_failed,
     time_limit=GENERATION_TIME_LIMIT_MS,
     # Expected: Dramatiq logs it as one INFO line, not an error with the chained traceback
@@ -147,7 +103,7 @@ def generate_report(record_id: int) -> None:
     try:
         if _drilled(record_id):
             raise FaultDrillFailure(DRILL_ERROR.format(record_id=record_id))
-        generation = _report_groups().generate(record_id)
+        generation = bootstrap.services().report_groups.generate(record_id)
     except DatabaseUnavailable as exc:
         # Nothing was done: no attempt is spent while the database is down (broker/src/listbroker/gate.py).
         raise DependencyUnavailable(str(exc)) from exc
@@ -160,4 +116,4 @@ def generate_report(record_id: int) -> None:
         _log_event(EventType.REPORT_GENERATED, record_id, attempt=_attempt())
         # Read back by the write itself (RETURNING): no query of its own.
         if generation.latency_s is not None:
-            metrics.report_latency_s.observe(generation.latency_s)
+            prometheus.report_latency_s.observe(generation.latency_s)

@@ -9,12 +9,12 @@ Every option is Dramatiq's (`--processes`, `--threads`, `--worker-shutdown-timeo
 
 from __future__ import annotations
 
-import os
 import sys
 
 from dramatiq.cli import main as dramatiq_main
 from dramatiq.cli import make_argument_parser
 
+from config.settings import Settings
 from observability.logs import configure_logging
 
 #: The module Dramatiq imports in each worker process.
@@ -22,7 +22,8 @@ WORKER_MODULE = "actors.worker"
 
 
 def main(argv: list[str] | None = None) -> int:
-    configure_logging("worker", level=os.environ.get("WORKER_LOG_LEVEL", "INFO"))
+    settings = Settings.from_env()
+    configure_logging("worker", level=settings.worker_log_level, fmt=settings.log_format)
     args = sys.argv[1:] if argv is None else argv
     parsed = make_argument_parser().parse_args([WORKER_MODULE, "--skip-logging", *args])
     code: int = dramatiq_main(parsed)

@@ -1,32 +1,40 @@
-"""The worker's entry module: `dramatiq actors.worker` (the Procfile's worker line).
+"""The worker's entry module: `dramatiq actors.worker` (the Procfile's worker line runs it
+through actors/run_worker.py).
 
 The only module that changes global state when imported, as Dramatiq's CLI expects of
-the module it is given: it sets the log format (observability/logs.py), builds the
-`RedisListBroker` from REDIS_URL and sets it as
-Dramatiq's global broker, makes the worker process absorb a runner's duplicate SIGTERM,
-and declares the actors on the broker (the report actor, and the admin tasks' actor on
-the `admin` queue). Dramatiq imports it in its main process and
+the module it is given: it reads the settings, sets the log format (observability/logs.py),
+builds the `RedisListBroker` and sets it as Dramatiq's global broker (actors/bootstrap.py,
+whose `ProcessBoot` middleware builds what the actors use once per worker process, after
+the fork), makes the worker process absorb a runner's duplicate SIGTERM, and declares the
+actors on the broker (the report actor, and the admin tasks' actor on the `admin` queue)
+with the retry schedule of the settings. Dramatiq imports it in its main process and
 again in each worker process.
 """
 
 from __future__ import annotations
 
-import os
 import sys
+from dataclasses import replace
 
 from listbroker import debounce_worker_sigterm
 
-from actors import admin_tasks, report
-from actors.bootstrap import install
+from actors import admin_tasks, bootstrap, report
+from config.settings import Settings
 from observability.logs import configure_logging
 
+settings = Settings.from_env()
 # Dramatiq has set up (or, run by actors.run_worker, skipped) its logging: the project's
 # format, written to this process's stderr, which Dramatiq pipes to its main process.
-configure_logging("worker", level=os.environ.get("WORKER_LOG_LEVEL", "INFO"), stream=sys.stderr)
-broker = install()
+configure_logging("worker", level=settings.worker_log_level, stream=sys.stderr, fmt=settings.log_format)
+broker = bootstrap.install(settings)
 debounce_worker_sigterm()
 
-generate_report = report.generate_report.declare(broker)
-regenerate_matching = admin_tasks.regenerate_matching.declare(broker)
+_schedule = {"retry_delays": settings.report_retry_delays_ms}
+generate_report = replace(
+    report.generate_report, options={**report.generate_report.options, **_schedule}
+).declare(broker)
+regenerate_matching = replace(
+    admin_tasks.regenerate_matching, options={**admin_tasks.regenerate_matching.options, **_schedule}
+).declare(broker)
 
 __all__ = ["broker", "generate_report", "regenerate_matching"]

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from sqlalchemy import Engine, text
 
 from bench import ROOT, output, stores
-from services.domain.questionnaire import seed_questionnaire
 from services.persistence.db import make_engine, make_session_factory
+from services.persistence.questionnaire_seed import seed_questionnaire
 from services.persistence.uow import UnitOfWork
 
 

@@ -64,7 +64,7 @@ def migrate(database_url: str) -> None:
     from alembic import command
     from alembic.config import Config
 
-    from services.domain.questionnaire import seed_questionnaire
+    from services.persistence.questionnaire_seed import seed_questionnaire
     from services.persistence.uow import UnitOfWork
 
     cfg = Config(str(ROOT / "alembic.ini"))

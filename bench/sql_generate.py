@@ -8,6 +8,8 @@ questions, the dimensions and the answers, score with `services.domain.scoring`,
 and the summary, set status 4, commit), written by hand in as few round trips as psycopg's
 pipeline mode allows: one for the reads, one for the writes and the commit. With `batch` > 1
 a transaction handles that many records at once (set-based statements over id arrays).
+Its SQL is its own on purpose, not services/persistence/report_sql.py's: the baseline is what a
+hand-written loop costs, whatever the product's path becomes.
 
 Protocol with the parent: task line in, `READY` out once every connection is open, `GO` in,
 the result line (`BENCH-RESULT {...}`) out, then `EXIT` in (the parent samples the

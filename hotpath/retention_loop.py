@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,19 +27,21 @@ from datetime import UTC, datetime
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
-from config.settings import env_int
+from config.settings import (
+    DEFAULT_DELETED_RECORD_PURGE_DAYS,
+    DEFAULT_EVENT_LOG_RETENTION_DAYS,
+    DEFAULT_INVALID_KEEP,
+    DEFAULT_RETENTION_INTERVAL_MS,
+    Settings,
+)
 from redis_adapters.keyspace import RETENTION_LOCK_KEY, Keyspace
 from redis_adapters.lock import RedisLock
 from services.persistence import retention
 
 logger = logging.getLogger(__name__)
 
-#: Pause between two retention cycles (ms).
-DEFAULT_RETENTION_INTERVAL_MS = 3_600_000
 #: Records purged per transaction.
 PURGE_BATCH = 500
-#: Newest entries kept in each list of set-aside entries.
-DEFAULT_INVALID_KEEP = 100_000
 
 
 def invalid_lists(keyspace: Keyspace | None = None) -> tuple[str, ...]:
@@ -51,27 +52,24 @@ def invalid_lists(keyspace: Keyspace | None = None) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class RetentionSettings:
-    event_log_days: int = retention.DEFAULT_EVENT_LOG_RETENTION_DAYS
-    deleted_record_days: int = retention.DEFAULT_DELETED_RECORD_PURGE_DAYS
+    event_log_days: int = DEFAULT_EVENT_LOG_RETENTION_DAYS
+    deleted_record_days: int = DEFAULT_DELETED_RECORD_PURGE_DAYS
     interval_ms: int = DEFAULT_RETENTION_INTERVAL_MS
     invalid_keep: int = DEFAULT_INVALID_KEEP
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> RetentionSettings:
-        env = os.environ if env is None else env
+    def of(cls, settings: Settings) -> RetentionSettings:
         return cls(
-            # A month partition is dropped only once wholly past retention: under a month means little.
-            event_log_days=env_int(
-                env, "EVENT_LOG_RETENTION_DAYS", retention.DEFAULT_EVENT_LOG_RETENTION_DAYS, minimum=31
-            ),
-            deleted_record_days=env_int(
-                env, "DELETED_RECORD_PURGE_DAYS", retention.DEFAULT_DELETED_RECORD_PURGE_DAYS, minimum=0
-            ),
-            interval_ms=env_int(
-                env, "HOTPATH_RETENTION_INTERVAL_MS", DEFAULT_RETENTION_INTERVAL_MS, minimum=1_000
-            ),
-            invalid_keep=env_int(env, "HOTPATH_INVALID_KEEP", DEFAULT_INVALID_KEEP, minimum=1),
+            event_log_days=settings.event_log_retention_days,
+            deleted_record_days=settings.deleted_record_purge_days,
+            interval_ms=settings.hotpath_retention_interval_ms,
+            invalid_keep=settings.hotpath_invalid_keep,
         )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> RetentionSettings:
+        """The settings of `env` (this process's environment by default: config/settings.py)."""
+        return cls.of(Settings.from_env(env))
 
 
 @dataclass

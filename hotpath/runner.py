@@ -29,14 +29,14 @@ from config.settings import Settings
 from hotpath.answers_flusher import AnswersFlusher
 from hotpath.eventlog_consumer import EventLogConsumer
 from hotpath.progress_flusher import ProgressFlusher
-from hotpath.retention_loop import RetentionJob, invalid_lists
+from hotpath.retention_loop import RetentionJob, RetentionSettings, invalid_lists
 from hotpath.runtime_settings import HotpathSettings, SettingsSource
 from observability.heartbeat import Activity, Heartbeat
 from observability.logs import configure_logging, outage
 from redis_adapters.keyspace import Keyspace
 from redis_adapters.lock import RedisLock
 from redis_adapters.redis_clients import redis_client
-from services.persistence.db import session_factory
+from services.persistence.db import build_session_factory
 
 logger = logging.getLogger("hotpath")
 
@@ -146,6 +146,7 @@ def build_loops(
     factory: sessionmaker[Session],
     names: Sequence[str] = LOOP_NAMES,
     keyspace: Keyspace | None = None,
+    settings: Settings | None = None,
 ) -> list[LoopSpec]:
     keyspace = keyspace or Keyspace.of()
     specs: list[LoopSpec] = []
@@ -182,7 +183,8 @@ def build_loops(
 
         specs.append(LoopSpec("events", consume, lambda s: s.events_interval_ms, events.lock, events.close))
     if "retention" in names:
-        job = RetentionJob(client, factory, invalid_keys=invalid_lists(keyspace))
+        retention = RetentionSettings.of(settings) if settings is not None else None
+        job = RetentionJob(client, factory, retention, invalid_keys=invalid_lists(keyspace))
 
         def retain(s: HotpathSettings) -> bool:
             job.run_once(lock_ttl_ms=s.lock_ttl_ms)
@@ -192,14 +194,14 @@ def build_loops(
     return specs
 
 
-def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+def parse(argv: Sequence[str] | None, default_level: str = "INFO") -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m hotpath", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--only",
         default=",".join(LOOP_NAMES),
         help=f"comma-separated loops to run (default: {','.join(LOOP_NAMES)})",
     )
-    parser.add_argument("--log-level", default=os.environ.get("HOTPATH_LOG_LEVEL", "INFO"))
+    parser.add_argument("--log-level", default=default_level, help="default: HOTPATH_LOG_LEVEL, else INFO")
     args = parser.parse_args(argv)
     args.only = [name.strip() for name in args.only.split(",") if name.strip()]
     unknown = set(args.only) - set(LOOP_NAMES)
@@ -209,9 +211,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse(argv)
-    configure_logging("hotpath", level=args.log_level)
+    """The hot path's composition root: settings, one Redis client, one session factory, the loops."""
     settings = Settings.from_env()
+    args = parse(argv, settings.hotpath_log_level)
+    configure_logging("hotpath", level=args.log_level, fmt=settings.log_format)
     client = redis_client(
         settings.redis_url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=30
     )
@@ -225,9 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    source = SettingsSource(client, key=keyspace.hotpath_settings)
+    source = SettingsSource(client, key=keyspace.hotpath_settings, env=settings.hotpath_env())
     activity = Activity()
-    specs = build_loops(client, session_factory(settings), args.only, keyspace)
+    specs = build_loops(client, build_session_factory(settings), args.only, keyspace, settings)
     loops = [Loop(spec, source, stop, activity) for spec in specs]
     heartbeat = Heartbeat(client, "hotpath", activity).start()
     for loop in loops:

@@ -16,7 +16,6 @@ environment and defaults alone, else the defaults).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -91,7 +90,8 @@ class SettingsSource:
     ) -> None:
         self.client = client
         self.key = key
-        self.env = os.environ if env is None else env
+        #: HOTPATH_<FIELD> values of the environment (config/settings.py reads them: `Settings.hotpath_env`).
+        self.env: Mapping[str, str] = {} if env is None else env
         self._reported: set[tuple[str, str, str]] = set()
         # Read by every loop at every step: its failure is logged once, summarised, ended.
         self._unreadable = Backoff(f"hot-path settings ({key} unreadable: using the environment)", logger)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,7 +30,8 @@ import sqlalchemy.exc
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
-from services.domain.errors import ConfigError, DatabaseUnavailable
+from config import settings
+from services.domain.errors import DatabaseUnavailable
 
 #: Errors that say a server (Redis, PostgreSQL) cannot be reached or failed: an outage,
 #: not a bug, so a failing loop logs them on one line, without a traceback.
@@ -50,7 +50,6 @@ def outage(exc: BaseException) -> bool:
     return isinstance(exc, OUTAGE_ERRORS)
 
 
-LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s [%(process_kind)s %(process)d] %(name)s: %(message)s%(job)s"
 JSON_FIELDS = ("levelname", "name", "message", "process_kind", "process", "threadName")
 JSON_RENAMES = {
@@ -72,11 +71,8 @@ job_context: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar(
 
 
 def log_format(env: Mapping[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
-    value = env.get("LOG_FORMAT", "").strip().lower() or "text"
-    if value not in LOG_FORMATS:
-        raise ConfigError(f"LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}, got {value!r}")
-    return value
+    """LOG_FORMAT (config/settings.py checks it): of `env`, or of this process's environment."""
+    return settings.log_format(settings.environment() if env is None else env)
 
 
 class ContextFilter(logging.Filter):
@@ -117,6 +113,7 @@ def configure_logging(
     level: str | int | None = None,
     env: Mapping[str, str] | None = None,
     stream: TextIO | None = None,
+    fmt: str | None = None,
 ) -> None:
     """Give the root logger's handlers (one on stderr if it has none) this project's format.
 
@@ -125,7 +122,7 @@ def configure_logging(
     `stream`: where stream handlers write from now on (a forked Dramatiq worker process
     inherits its parent's handler but must write to its own `sys.stderr`, the pipe).
     """
-    fmt = log_format(env)
+    fmt = fmt or log_format(env)
     root = logging.getLogger()
     if not root.handlers:
         root.addHandler(logging.StreamHandler(stream or sys.stderr))

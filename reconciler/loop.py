@@ -17,48 +17,49 @@ is O(1) and a page costs the same with a million records owed.
 One instance works at a time under a lease (`report:queue:reconciler:lock`); others
 stand by. Running several is still safe: the check-and-enqueue is atomic.
 
-    python -m reconciler.loop        # the Procfile's `reconciler` line
+    python -m reconciler        # the Procfile's `reconciler` line (reconciler/__main__.py)
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import signal
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import FrameType
 
 import redis
 from listbroker import Backoff
 from sqlalchemy.orm import Session, sessionmaker
 
-from config.settings import DEFAULT_EVENT_LOG_QUEUE_MAX, Settings, env_int
-from observability.heartbeat import Activity, Heartbeat
-from observability.logs import configure_logging, outage
+from config.settings import (
+    DEFAULT_EVENT_LOG_QUEUE_MAX,
+    DEFAULT_RECONCILE_BATCH,
+    DEFAULT_RECONCILE_GRACE_MS,
+    DEFAULT_RECONCILE_INTERVAL_MS,
+    Settings,
+)
+from observability.heartbeat import Activity
+from observability.logs import outage
 from redis_adapters.event_sink import RedisEventSink
-from redis_adapters.keyspace import EventLogKeys, Keyspace
+from redis_adapters.keyspace import EventLogKeys
 from redis_adapters.lock import RedisLock
 from redis_adapters.queues import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
-from redis_adapters.redis_clients import redis_client
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.events import Event, EventType, emit
-from services.persistence.db import session_factory
 from services.persistence.uow import UnitOfWork
 from services.usecases import reconcile
 
-logger = logging.getLogger("reconciler.loop")
+logger = logging.getLogger("reconciler")
 
 #: Pause between two passes.
-DEFAULT_INTERVAL_MS = 10_000
+DEFAULT_INTERVAL_MS = DEFAULT_RECONCILE_INTERVAL_MS
 #: A record must have been in status 3, unchanged, this long before it counts as lost:
 #: longer than any submission takes from its commit to its LPUSH.
-DEFAULT_GRACE_MS = 30_000
+DEFAULT_GRACE_MS = DEFAULT_RECONCILE_GRACE_MS
 #: Records per page (one SQL query and one Redis call each).
-DEFAULT_BATCH = 1_000
+DEFAULT_BATCH = DEFAULT_RECONCILE_BATCH
 #: Smallest lease; the lease is at least three intervals so it never lapses between passes.
 MIN_LOCK_TTL_MS = 30_000
 #: While passes fail, the next waits the interval or this backoff if longer (doubling from
@@ -84,13 +85,17 @@ class ReconcilerSettings:
         return max(MIN_LOCK_TTL_MS, 3 * self.interval_ms)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> ReconcilerSettings:
-        env = os.environ if env is None else env
+    def of(cls, settings: Settings) -> ReconcilerSettings:
         return cls(
-            interval_ms=env_int(env, "RECONCILE_INTERVAL_MS", DEFAULT_INTERVAL_MS, minimum=100),
-            grace_ms=env_int(env, "RECONCILE_GRACE_MS", DEFAULT_GRACE_MS, minimum=1_000),
-            batch=env_int(env, "RECONCILE_BATCH", DEFAULT_BATCH, minimum=1),
+            interval_ms=settings.reconcile_interval_ms,
+            grace_ms=settings.reconcile_grace_ms,
+            batch=settings.reconcile_batch,
         )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ReconcilerSettings:
+        """The settings of `env` (this process's environment by default: config/settings.py)."""
+        return cls.of(Settings.from_env(env))
 
 
 @dataclass
@@ -222,45 +227,3 @@ def run(reconciler: Reconciler, stop: threading.Event, activity: Activity | None
                 activity.end(token)
         stop.wait(max(reconciler.settings.interval_ms / 1000, backoff.delay))
     reconciler.close()
-
-
-def main() -> int:
-    configure_logging("reconciler", level=os.environ.get("RECONCILE_LOG_LEVEL", "INFO"))
-    settings = Settings.from_env()
-    client = redis_client(settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
-    keys = Keyspace.of(settings.redis_hash_tags)
-    reconciler = Reconciler(
-        client,
-        session_factory(settings),
-        ReconcilerSettings.from_env(),
-        queue_key=keys.report.queue,
-        jobs_key=keys.report.jobs,
-        events_keys=keys.eventlog,
-        events_queue_max=settings.event_log_queue_max,
-    )
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    s = reconciler.settings
-    logger.info(
-        "reconciler running (pid %d): every %d ms, grace %d ms, %d records per page",
-        os.getpid(),
-        s.interval_ms,
-        s.grace_ms,
-        s.batch,
-    )
-    activity = Activity()
-    heartbeat = Heartbeat(client, "reconciler", activity).start()
-    run(reconciler, stop, activity)
-    heartbeat.stop()
-    client.close()
-    logger.info("reconciler stopped")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -8,9 +8,25 @@ key layout is in broker/src/listbroker/keys.py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from listbroker.keys import QueueKeys
+
+# The retry schedule, part of the queue's contract (REPORT_RETRY_DELAYS_MS: config/settings.py).
+from services.domain.retries import MAX_RETRY_COUNT, RETRY_DELAYS_MS
+
+__all__ = [
+    "ADMIN_QUEUE_NAME",
+    "DEAD_LETTER_QUEUE_KEY",
+    "ERROR_RECOVERY_DELAY_MS",
+    "INVALID_QUEUE_KEY",
+    "MAX_RETRY_COUNT",
+    "REGENERATE_MATCHING_ACTOR_NAME",
+    "REPORT_ACTOR_NAME",
+    "REPORT_DELAYED_KEY",
+    "REPORT_JOBS_KEY",
+    "REPORT_QUEUE_KEY",
+    "REPORT_QUEUE_NAME",
+    "RETRY_DELAYS_MS",
+]
 
 #: Name of the Dramatiq queue the report actor consumes.
 REPORT_QUEUE_NAME = "report"
@@ -29,41 +45,7 @@ INVALID_QUEUE_KEY = _REPORT_KEYS.invalid  # "report:queue:invalid"
 REPORT_DELAYED_KEY = _REPORT_KEYS.delayed  # "report:queue:delayed"
 REPORT_JOBS_KEY = _REPORT_KEYS.jobs  # "report:queue:jobs": RecordId -> jobs alive
 
-#: A message is delivered at most MAX_RETRY_COUNT + 1 times, failures and worker
-#: crashes counted together (the .NET system's MaxRetryCount).
-MAX_RETRY_COUNT = 3
-
-#: The wait before retry r+1 after a failure at RetryCount r, in milliseconds (the .NET system's RetryDelays).
-RETRY_DELAYS_MS: tuple[int, ...] = (10_000, 30_000, 60_000)
-
-#: Replaces the schedule, for tests and drills only (e.g. "200,200,200"): the same number of
-#: delays, in milliseconds. The .NET clients expect the default; production leaves it unset.
-RETRY_DELAYS_ENV = "REPORT_RETRY_DELAYS_MS"
-
-
-def retry_delays_ms(env: Mapping[str, str]) -> tuple[int, ...]:
-    """The retry schedule: RETRY_DELAYS_MS unless REPORT_RETRY_DELAYS_MS sets another.
-
-    A malformed value raises ValueError naming the variable: a worker must not start on a
-    schedule it misread.
-    """
-    raw = env.get(RETRY_DELAYS_ENV, "").strip()
-    if not raw:
-        return RETRY_DELAYS_MS
-    try:
-        delays = tuple(int(part) for part in raw.split(","))
-    except ValueError:
-        raise ValueError(f"{RETRY_DELAYS_ENV} must be comma-separated milliseconds, got {raw!r}") from None
-    if len(delays) != MAX_RETRY_COUNT or any(d < 0 for d in delays):
-        raise ValueError(f"{RETRY_DELAYS_ENV} needs {MAX_RETRY_COUNT} delays >= 0, got {raw!r}")
-    return delays
-
-
-#: The longest a consumer blocks on an empty queue before looking around (delayed jobs, shutdown).
-BRPOP_TIMEOUT_MS = 30_000
-
 #: Pause before a consumer reconnects after a Redis error, so an outage is not a busy loop.
 ERROR_RECOVERY_DELAY_MS = 5_000
 
-assert len(RETRY_DELAYS_MS) == MAX_RETRY_COUNT
 assert REPORT_QUEUE_KEY == "report:queue"  # the .NET system's key: changing it breaks its producer

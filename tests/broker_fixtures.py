@@ -11,8 +11,10 @@ import redis
 from listbroker import RedisListBroker
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors import bootstrap
 from actors.bootstrap import default_middleware
 from actors.report import generate_report
+from config.settings import Settings
 from redis_adapters.queues import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
 from redis_adapters.report_codec import ReportCodec
 from tests.support.actors import declare_actor
@@ -73,7 +75,18 @@ def make_worker() -> Iterator[WorkerFactory]:
 
 
 @pytest.fixture
-def report_broker(make_broker: BrokerFactory) -> RedisListBroker:
+def worker_services() -> Iterator[bootstrap.WorkerServices]:
+    """What the actors of a worker process use (actors/bootstrap.py), built on the test servers
+    (tests/conftest.py points DATABASE_URL and REDIS_URL at them) and installed for this test."""
+    made = bootstrap.build_services(Settings.from_env())
+    bootstrap.install_services(made)
+    yield made
+    bootstrap.install_services(None)
+    made.session_factory.kw["bind"].dispose()
+
+
+@pytest.fixture
+def report_broker(make_broker: BrokerFactory, worker_services: bootstrap.WorkerServices) -> RedisListBroker:
     """A fresh broker with the real report actor (its function and options) declared on it."""
     broker = make_broker()
     declare_actor(

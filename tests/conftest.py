@@ -98,7 +98,7 @@ def engine(settings: Settings) -> Iterator[Engine]:
         _unavailable("PostgreSQL", exc)
     migrate(settings.database_url)
     eng = make_engine(settings.database_url, pool_size=10)
-    from services.domain.questionnaire import seed_questionnaire
+    from services.persistence.questionnaire_seed import seed_questionnaire
 
     with UnitOfWork(make_session_factory(eng)) as uow:
         seed_questionnaire(uow)

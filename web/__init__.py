@@ -9,12 +9,13 @@ envelope in web/errors.py only.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 
 import redis
 from flask import Flask
+from sqlalchemy.orm import Session, sessionmaker
 
+from config import settings as settings_module
 from config.settings import Settings
 from redis_adapters.autosave_store import RedisAutosaveStore
 from redis_adapters.drill_store import RedisFaultDrill
@@ -25,7 +26,7 @@ from redis_adapters.report_queue import RedisReportQueue
 from redis_adapters.task_store import RedisTaskStore
 from services.domain.errors import ConfigError
 from services.domain.events import EventSink
-from services.persistence.db import session_factory
+from services.persistence.db import build_session_factory
 from services.persistence.event_store import DirectEventWriter
 from services.usecases.audit import DatabaseAuditLog
 from services.usecases.autosave import ActiveQuestions, AutosaveStore
@@ -63,9 +64,6 @@ __all__ = ["create_app", "issue_user_token"]
 
 log = logging.getLogger(__name__)
 
-#: Values of APP_ENV; empty or unset means development. A typo ("prod") must not skip
-#: the production checks in silence, so anything else is refused.
-APP_ENVS = ("production", "development", "test")
 PRODUCTION = "production"
 #: Shortest SECRET_KEY and admin token accepted in production, in bytes: 256 bits, the
 #: strength of the HMAC-SHA256 that signs user tokens; a short admin token is guessable.
@@ -74,12 +72,11 @@ _HOW_TO_GENERATE = "generate one with: python -c 'import secrets; print(secrets.
 
 
 def app_env(env: Mapping[str, str] | None = None) -> str:
-    """APP_ENV, checked: one of `APP_ENVS` (unset or empty: development)."""
-    env = os.environ if env is None else env
-    value = env.get("APP_ENV", "").strip() or "development"
-    if value not in APP_ENVS:
-        raise ConfigError(f"APP_ENV must be one of {', '.join(APP_ENVS)}, got {value!r}")
-    return value
+    """APP_ENV, checked (config/settings.py): of `env`, or of this process's environment.
+
+    The app factory reads it from the environment even when given settings, so the production
+    checks cannot be skipped by building the app with settings of another environment."""
+    return settings_module.app_env(settings_module.environment() if env is None else env)
 
 
 def check_production_secrets(settings: Settings, environment: str) -> None:
@@ -116,6 +113,7 @@ def create_app(
     autosave_store: AutosaveStore | None = None,
     event_sink: EventSink | None = None,
     environment: str | None = None,
+    session_factory: sessionmaker[Session] | None = None,
 ) -> Flask:
     """Build the app; settings come from the environment unless given.
 
@@ -141,7 +139,9 @@ def create_app(
     # hold a request thread for more than about a second.
     client = redis_client or guarded_redis(settings.redis_url)
     keys = Keyspace.of(settings.redis_hash_tags)
-    factory = session_factory(settings)
+    # The session factory and the Redis client are this app's (built in the gunicorn worker that
+    # loads it, after the fork: gunicorn runs without --preload).
+    factory = session_factory or build_session_factory(settings)
     deps.install(
         app,
         deps.Dependencies(
@@ -198,4 +198,4 @@ def serving() -> bool:
     """False when the app is built for a `flask` CLI command (Flask sets FLASK_RUN_FROM_CLI):
     a command needs no admin token and says itself what it misses, so the warnings meant for
     a server starting up would only be noise there."""
-    return os.environ.get("FLASK_RUN_FROM_CLI") != "true"
+    return settings_module.environment().get("FLASK_RUN_FROM_CLI") != "true"

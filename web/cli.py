@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import getpass
-import os
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ import redis
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 
-from config.settings import Settings
+from config.settings import Settings, environment
 from redis_adapters.queue_figures import queue_figures
 from redis_adapters.queues import ADMIN_QUEUE_NAME, REPORT_QUEUE_NAME
 from services.domain.errors import ConfigError, DatabaseUnavailable, ServiceError
@@ -58,12 +57,12 @@ def with_stack(command: Callable[..., None]) -> Callable[..., None]:
         if not current_app.config.get(SETTINGS_FROM_ENV) and stack_path is None:
             command(*args, **kwargs)
             return
-        target = find_stack(stack_path, os.environ)
+        target = find_stack(stack_path, environment())
         click.echo(target.describe(), err=True)
         # The factory that built this app (web.create_app; web imports this module, not the reverse).
         create_app: Callable[[Settings], Flask] = current_app.extensions[APP_FACTORY]
         try:
-            app = create_app(Settings.from_env(target.environment(os.environ)))
+            app = create_app(Settings.from_env(target.environment(environment())))
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from exc
         with app.app_context():

@@ -14,7 +14,6 @@ Not open to the anonymous: an admin token or a scrape-only token of `METRICS_TOK
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import redis
@@ -24,6 +23,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from config.settings import prometheus_multiproc_dir
 from redis_adapters.backlog import hotpath_backlog, oldest_job_age_s
 from redis_adapters.keyspace import Keyspace
 from redis_adapters.queue_figures import queue_figures
@@ -95,7 +95,7 @@ class QueueCollector(Collector):
 
 def process_metrics() -> bytes:
     """The counters and histograms of this host's processes (or of this process alone)."""
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if prometheus_multiproc_dir():
         registry = CollectorRegistry()
         MultiProcessCollector(registry)  # type: ignore[no-untyped-call]  # registers itself
         return generate_latest(registry)

@@ -1,11 +1,12 @@
-"""The questionnaire: data shipped with the package, seeded into the database.
+"""The questionnaire: data shipped with the package (seeded into the database by
+services/persistence/questionnaire_seed.py).
 
 `services/domain/data/questionnaire.json` is the single source of the dimensions, their
 questions, the Likert scale and the report's texts (per dimension and level: what the
 level means and what to do about it), versioned together: a new version of the file
 brings its own texts. Ids are explicit and stable: answers and results
 reference them, so a question is never renumbered; one that is dropped from the file
-is deactivated by `seed_questionnaire`, not deleted.
+is deactivated by the seed, not deleted.
 """
 
 from __future__ import annotations
@@ -18,15 +19,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
-from sqlalchemy import update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-
 from services.domain import scoring
 from services.domain.errors import ConfigError
 from services.domain.limits import is_strict_int
-from services.persistence.db import session_factory
-from services.persistence.models import Dimension, Question
-from services.persistence.uow import UnitOfWork
 
 #: Bounds of the Likert scale (1 非常不符合 .. 5 非常符合); the scoring rules own them.
 MIN_VALUE: Final = scoring.MIN_VALUE
@@ -213,65 +208,3 @@ def load_questionnaire(path: Path | None = None) -> Questionnaire:
 def _packaged_questionnaire() -> Questionnaire:
     text = resources.files("services.domain").joinpath("data/questionnaire.json").read_text(encoding="utf-8")
     return parse_questionnaire(json.loads(text))
-
-
-def seed_questionnaire(uow: UnitOfWork, questionnaire: Questionnaire | None = None) -> int:
-    """Upsert the dimensions and questions, then commit; returns the number of questions.
-
-    Idempotent (INSERT ... ON CONFLICT (id) DO UPDATE), so every process may run it at
-    start-up, concurrently. Questions that exist in the database but no longer in the
-    data are deactivated rather than deleted: answers of past records still point at them.
-    """
-    q = questionnaire or load_questionnaire()
-    dim_rows = [
-        {"id": d.id, "code": d.code, "name": d.name, "description": d.description, "sort_order": d.sort_order}
-        for d in q.dimensions
-    ]
-    question_rows = [
-        {
-            "id": question.id,
-            "dimension_id": d.id,
-            "text": question.text,
-            "reverse_scored": question.reverse_scored,
-            "sort_order": question.sort_order,
-            "is_active": question.is_active,
-        }
-        for d in q.dimensions
-        for question in d.questions
-    ]
-    with uow:
-        session = uow.session
-        dim_stmt = pg_insert(Dimension).values(dim_rows)
-        session.execute(
-            dim_stmt.on_conflict_do_update(
-                index_elements=[Dimension.id],
-                set_={k: dim_stmt.excluded[k] for k in ("code", "name", "description", "sort_order")},
-            )
-        )
-        q_stmt = pg_insert(Question).values(question_rows)
-        session.execute(
-            q_stmt.on_conflict_do_update(
-                index_elements=[Question.id],
-                set_={
-                    k: q_stmt.excluded[k]
-                    for k in ("dimension_id", "text", "reverse_scored", "sort_order", "is_active")
-                },
-            )
-        )
-        session.execute(
-            update(Question)
-            .where(Question.id.not_in([r["id"] for r in question_rows]), Question.is_active)
-            .values(is_active=False)
-        )
-        uow.commit()
-    return len(question_rows)
-
-
-def main() -> None:
-    """`python -m services.domain.questionnaire`: load the packaged questionnaire into DATABASE_URL."""
-    count = seed_questionnaire(UnitOfWork(session_factory()))
-    print(f"questionnaire loaded: {count} questions")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,23 +1,16 @@
-"""Engines and session factories, one per process.
+"""Engines and session factories.
 
-Worker processes are forked by `dramatiq` and gunicorn after import; a connection pool
-must never cross a fork, so `session_factory()` builds (or rebuilds) its engine lazily
-in the process that uses it.
+A connection pool must never cross a fork: each process's composition root builds its
+session factory once, after the fork (`build_session_factory`), and hands it on; nothing
+here caches one. The engine connects at first use.
 """
 
 from __future__ import annotations
-
-import os
-import threading
 
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from config.settings import Settings, normalize_database_url
-
-_lock = threading.Lock()
-_factories: dict[tuple[int, str], sessionmaker[Session]] = {}
-
 
 #: Longest wait for a new database connection: a host that drops packets must not hang a
 #: worker thread (or a probe) for the operating system's TCP timeout of minutes.
@@ -67,18 +60,13 @@ def make_session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
-def session_factory(settings: Settings | None = None) -> sessionmaker[Session]:
-    """The process-wide session factory for `settings` (from the environment by default)."""
-    settings = settings or Settings.from_env()
-    key = (os.getpid(), settings.database_url)
-    with _lock:
-        factory = _factories.get(key)
-        if factory is None:
-            engine = make_engine(
-                settings.database_url,
-                pool_size=settings.db_pool_size,
-                max_overflow=settings.db_max_overflow,
-                transaction_pooling=settings.db_transaction_pooling,
-            )
-            factory = _factories[key] = make_session_factory(engine)
-        return factory
+def build_session_factory(settings: Settings) -> sessionmaker[Session]:
+    """A session factory on a new engine for `settings`' database and pool: a composition
+    root calls it once per process, after the fork."""
+    engine = make_engine(
+        settings.database_url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        transaction_pooling=settings.db_transaction_pooling,
+    )
+    return make_session_factory(engine)

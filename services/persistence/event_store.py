@@ -9,7 +9,6 @@ decoding and the sinks producers use are in services/domain/events.py.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Sequence
 from datetime import datetime
@@ -43,7 +42,8 @@ class DirectEventWriter:
     also reaches Redis later is stored once), the same month partitions, and rows the
     database refuses isolated. Short timeouts throughout (connect, statement, lock, pool),
     because the caller is a request or a job that must not stall on a second dead server.
-    Thread-safe; the engine is built lazily in the process that uses it (never across a fork).
+    Thread-safe; the engine is built at the first write, in the process a composition root built
+    the writer in (after the fork).
     """
 
     def __init__(
@@ -62,14 +62,14 @@ class DirectEventWriter:
         self.statement_timeout_ms = statement_timeout_ms
         self._given_factory = session_factory
         self._lock = threading.Lock()
-        self._state: tuple[int, sessionmaker[Session], PartitionManager] | None = None
+        self._state: tuple[sessionmaker[Session], PartitionManager] | None = None
 
     def _factory(self) -> tuple[sessionmaker[Session], PartitionManager]:
         with self._lock:
-            if self._state is None or self._state[0] != os.getpid():
+            if self._state is None:
                 factory = self._given_factory or self._make_factory()
-                self._state = (os.getpid(), factory, PartitionManager(factory))
-            return self._state[1], self._state[2]
+                self._state = (factory, PartitionManager(factory))
+            return self._state
 
     def _make_factory(self) -> sessionmaker[Session]:
         settings = Settings.from_env()
@@ -122,7 +122,7 @@ class DirectEventWriter:
     def dispose(self) -> None:
         with self._lock:
             if self._state is not None and self._given_factory is None:
-                bind = self._state[1].kw.get("bind")
+                bind = self._state[0].kw.get("bind")
                 if isinstance(bind, Engine):
                     bind.dispose()
             self._state = None

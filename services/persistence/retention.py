@@ -33,11 +33,6 @@ from services.persistence.partitions import (
     partition_name,
 )
 
-#: Default of EVENT_LOG_RETENTION_DAYS.
-DEFAULT_EVENT_LOG_RETENTION_DAYS = 180
-#: Default of DELETED_RECORD_PURGE_DAYS.
-DEFAULT_DELETED_RECORD_PURGE_DAYS = 30
-
 
 @dataclass(frozen=True)
 class PurgeReport:

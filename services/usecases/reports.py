@@ -7,7 +7,8 @@ message is then acknowledged, not retried). Anything unexpected raises, so the w
 retries and finally dead-letters the message and calls `mark_generation_failed`.
 
 The worker runs the jobs in hand as groups, one transaction each (services/usecases/report_groups.py);
-`generate_one` is the single-record path it falls back to, and what the admin and tests use.
+`generate_one` is the single-record path it falls back to, and what the admin and tests use:
+the same set-based SQL with one id (services/persistence/report_sql.py).
 """
 
 from __future__ import annotations
@@ -15,17 +16,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, cast
+from enum import Enum, StrEnum
+from typing import Any
 
-import psycopg
-from psycopg.types.json import Jsonb
 from sqlalchemy import update
 
 from services.domain.errors import ParamError, ServiceError
 from services.domain.limits import MAX_ID
 from services.domain.scoring import DimensionSpec, QuestionSpec, ScoreReport, format_ids, score_answers
 from services.domain.status import RecordStatus
+from services.persistence import report_sql
 from services.persistence.models import AssessmentRecord
 from services.persistence.uow import UnitOfWork
 
@@ -89,23 +89,6 @@ class Questionnaire:
             raise ServiceError(f"测评记录 {record_id} 无法生成报告：{exc.message}") from exc
 
 
-#: The latency of a report, read back by the write that completes it: from the moment the
-#: record was last put into status 3 to its report. That is its submission, or its last
-#: regeneration (which sets updated_at; nothing else changes a record in status 3), so a
-#: report regenerated weeks later is not counted from its first submission; retries keep
-#: the moment (they change nothing), so their waits count. `before` is the row as it was
-#: before the UPDATE (a self-join: RETURNING sees only new values); NULL without a submission.
-LATENCY_SQL = (
-    "CASE WHEN before.submitted_at IS NULL THEN NULL ELSE"
-    " EXTRACT(EPOCH FROM r.completed_at - GREATEST(before.submitted_at, before.updated_at)) END"
-)
-
-
-def latency_seconds(value: object) -> float | None:
-    """A `_COMPLETE`-style RETURNING column (epoch seconds, numeric or NULL) as the latency."""
-    return None if value is None else max(0.0, float(cast("float", value)))
-
-
 def generate_report(uow: UnitOfWork, record_id: int) -> GenerationOutcome:
     """Generate the report of record `record_id` alone (see `generate_one`): its outcome."""
     return generate_one(uow, record_id).outcome
@@ -121,83 +104,89 @@ def generate_one(uow: UnitOfWork, record_id: int) -> Generation:
     Only active questions count: answers to a question deactivated since the submission
     are ignored, and every active question must have an answer.
 
-    This is the worker's hot path, so it talks to psycopg directly, inside the unit of
-    work's transaction, in two pipelined round trips (issue 15: the ORM path made 12 and
-    spent most of a report's CPU building statements): the reads, then the writes with
-    the commit.
+    The set-based path of services/usecases/report_groups.py with one id, waiting for the
+    record's lock where a group would leave it (services/persistence/report_sql.py: two
+    pipelined round trips).
     """
     if not 1 <= record_id <= MAX_ID:
         logger.info("report of record %s skipped: not a valid record id", record_id)
         return Generation(GenerationOutcome.SKIPPED)
-    with uow:
-        conn = cast("psycopg.Connection[Any]", uow.session.connection().connection.driver_connection)
-        with conn.pipeline():
-            # The lock serialises concurrent runs on one record: the second waits, then sees
-            # status 4 and skips, so results are never written twice. The reads after it run
-            # once the lock is held (each statement takes a fresh snapshot).
-            lock = conn.execute(_LOCK_RECORD, (record_id,))
-            questions = conn.execute(ACTIVE_QUESTIONS_SQL)
-            dimension_rows = conn.execute(DIMENSIONS_SQL)
-            answer_rows = conn.execute(_ANSWERS, (record_id,))
-            row = lock.fetchone()
-            questionnaire = Questionnaire.of(questions.fetchall(), dimension_rows.fetchall())
-            answer_values = answer_rows.fetchall()
-        if row is None or row[1] or row[0] != RecordStatus.GENERATING:
-            reason = "missing" if row is None else "deleted" if row[1] else f"in status {row[0]}"
-            logger.info("report of record %s skipped: record %s", record_id, reason)
-            return Generation(GenerationOutcome.SKIPPED)
-        report = questionnaire.score(record_id, answer_values)
-
-        with conn.pipeline():
-            # Delete-then-insert keeps a regeneration from leaving rows of an older questionnaire.
-            conn.execute(_DELETE_RESULTS, (record_id,))
-            conn.execute(_DELETE_SUMMARY, (record_id,))
-            conn.execute(
-                _INSERT_RESULTS,
-                (
-                    record_id,
-                    [s.dimension_id for s in report.dimensions],
-                    [s.raw_score for s in report.dimensions],
-                    [s.score for s in report.dimensions],
-                    [s.rank for s in report.dimensions],
-                    [s.level for s in report.dimensions],
-                ),
-            )
-            conn.execute(_INSERT_SUMMARY, (record_id, Jsonb(list(report.top_dimensions)), report.summary))
-            completed = conn.execute(_COMPLETE, (RecordStatus.COMPLETED, record_id))
-            # Queued in the same round trip as the writes (psycopg syncs the pipeline here).
-            uow.commit()
-        latency_row = completed.fetchone()
+    (result,) = generate_reports(uow, [record_id], wait_for_locks=True)
+    if isinstance(result, ServiceError):
+        raise result
+    if not isinstance(result, Generation):  # pragma: no cover - a waiting lock never defers
+        raise TypeError(f"unexpected result {result!r}")
     # The one line per report (the actor logs only failures).
-    logger.info("report of record %s generated", record_id)
-    return Generation(GenerationOutcome.GENERATED, latency_seconds(latency_row[0] if latency_row else None))
+    if result.outcome is GenerationOutcome.GENERATED:
+        logger.info("report of record %s generated", record_id)
+    else:
+        logger.info("report of record %s skipped: %s", record_id, result.detail)
+    return result
 
 
-# The statements of generate_report, written for the tables of services/persistence/models.py (the
-# schema test keeps those in step with the migrations).
-_LOCK_RECORD = "SELECT status, is_deleted FROM assessment_records WHERE id = %s FOR UPDATE"
-#: The questionnaire as a generation reads it (also services/usecases/report_groups.py's).
-ACTIVE_QUESTIONS_SQL = "SELECT id, dimension_id, reverse_scored FROM questions WHERE is_active"
-DIMENSIONS_SQL = "SELECT id, code, name, sort_order, description FROM dimensions ORDER BY sort_order, id"
-_ANSWERS = "SELECT question_id, value FROM answers WHERE record_id = %s"
-_DELETE_RESULTS = "DELETE FROM dimension_results WHERE record_id = %s"
-_DELETE_SUMMARY = "DELETE FROM report_summaries WHERE record_id = %s"
-# One multi-row insert whose text does not depend on the number of dimensions.
-_INSERT_RESULTS = (
-    "INSERT INTO dimension_results (record_id, dimension_id, raw_score, score, rank, level)"
-    " SELECT %s, * FROM unnest(%s::smallint[], %s::integer[], %s::float8[], %s::smallint[], %s::text[])"
-)
-_INSERT_SUMMARY = "INSERT INTO report_summaries (record_id, top_dimensions, summary) VALUES (%s, %s, %s)"
-# clock_timestamp(), not now(): now() is when the transaction began, which for a generation
-# that waited on the row lock is long before the report existed. updated_at = now() is what
-# the model's onupdate wrote. It returns the latency (see LATENCY_SQL), so observing it
-# costs no statement of its own.
-# Built from constants only (no input reaches it):
-_COMPLETE = (
-    "UPDATE assessment_records AS r SET status = %s, completed_at = clock_timestamp(), updated_at = now()"  # noqa: S608
-    " FROM assessment_records AS before WHERE r.id = %s AND before.id = r.id"
-    " RETURNING " + LATENCY_SQL
-)
+class Deferred(Enum):
+    """A group's answer for a record it left to the single-record path."""
+
+    #: Locked by another transaction when the group locked its records.
+    LOCKED = "locked"
+
+
+GroupResult = Generation | ServiceError | Deferred
+
+#: The second job of one record in one group: the first one's report is committed with it.
+DUPLICATE = Generation(GenerationOutcome.SKIPPED, detail="record in status 4 (generated by its group)")
+
+
+def generate_reports(
+    uow: UnitOfWork, record_ids: Sequence[int], *, wait_for_locks: bool = False
+) -> list[GroupResult]:
+    """Generate the reports of `record_ids` (valid ids, 1..MAX_ID) in one transaction.
+
+    One result per id, in order: a `Generation`, the `ServiceError` that record's job must
+    raise, or `Deferred.LOCKED` for a record another transaction holds (not waited for; the
+    caller runs it alone) unless `wait_for_locks` (the single-record path: `generate_one`).
+    An id given twice is generated once; its second place gets SKIPPED (as a second job on
+    the record would, after the first one's commit), or the same error. Database errors
+    propagate (nothing is committed then). Logs nothing per record: each job's own thread
+    logs its outcome (`ReportGroups.generate`), so the line carries that job's message and
+    record ids, not the leader's.
+    """
+    if not record_ids:
+        return []
+    unique = sorted(set(record_ids))
+    with uow:
+        reads = report_sql.read(uow, unique, wait_for_locks=wait_for_locks)
+        questionnaire = Questionnaire.of(reads.question_rows, reads.dimension_rows)
+        results: dict[int, GroupResult] = {}
+        reports: dict[int, ScoreReport] = {}
+        for rid in unique:
+            state = reads.locked.get(rid)
+            if state is None and rid in reads.existing:
+                results[rid] = Deferred.LOCKED
+                continue
+            if state is None or state[1] or state[0] != RecordStatus.GENERATING:
+                reason = "missing" if state is None else "deleted" if state[1] else f"in status {state[0]}"
+                results[rid] = Generation(GenerationOutcome.SKIPPED, detail=f"record {reason}")
+                continue
+            try:
+                reports[rid] = questionnaire.score(rid, reads.answers.get(rid, ()))
+            except ServiceError as exc:
+                results[rid] = exc
+        latencies: dict[int, float | None] = {}
+        if reports:
+            latencies = report_sql.write(uow, reports)
+    for rid in reports:
+        results[rid] = Generation(GenerationOutcome.GENERATED, latencies.get(rid))
+
+    ordered: list[GroupResult] = []
+    seen: set[int] = set()
+    for rid in record_ids:
+        result = results[rid]
+        if rid in seen and not isinstance(result, Deferred):
+            result = DUPLICATE if isinstance(result, Generation) else ServiceError(result.message)
+        seen.add(rid)
+        ordered.append(result)
+    return ordered
 
 
 def mark_generation_failed(uow: UnitOfWork, record_id: int) -> bool:

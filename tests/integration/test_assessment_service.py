@@ -14,8 +14,9 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.domain.errors import InvalidOperation, ParamError, RecordNotFound, ServiceError
-from services.domain.questionnaire import load_questionnaire, seed_questionnaire
+from services.domain.questionnaire import load_questionnaire
 from services.persistence.models import Answer, AssessmentRecord, Question
+from services.persistence.questionnaire_seed import seed_questionnaire
 from services.persistence.uow import UnitOfWork
 from services.usecases import assessment, reports
 from tests.fakes import RecordingQueue

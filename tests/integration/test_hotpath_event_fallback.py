@@ -17,6 +17,7 @@ from flask import Flask
 from sqlalchemy import Engine, text
 
 import actors.report
+from actors import bootstrap
 from config.settings import DEFAULT_EVENT_LOG_QUEUE_MAX, Settings
 from hotpath.eventlog_consumer import EventLogConsumer
 from redis_adapters.event_sink import REDIS_RETRY_AFTER_S, RedisEventSink
@@ -194,7 +195,8 @@ def test_the_worker_logs_to_postgresql_while_redis_is_down(
 ) -> None:
     """The report worker's sink (actors/report.py) falls back to DATABASE_URL by default."""
     monkeypatch.setenv("REDIS_URL", CLOSED_REDIS_URL)
-    monkeypatch.setattr(actors.report, "_sinks", {})
+    # The worker process's services, as its boot builds them from the environment.
+    monkeypatch.setattr(bootstrap, "_installed", bootstrap.build_services(Settings.from_env()))
     actors.report._log_event(EventType.REPORT_GENERATED, 42, attempt=1)
     with event_log.connect() as conn:
         rows = conn.execute(text("SELECT event_type, record_id, actor FROM event_log")).all()

@@ -27,6 +27,7 @@ def logged(client: redis.Redis) -> list[Event]:
     return [Event.decode(raw) for raw in reversed(client.lrange(QUEUE, 0, -1))]
 
 
+@pytest.mark.usefixtures("worker_services")
 def test_outcomes_outside_a_worker(make_record: Callable[..., int], redis_client: redis.Redis) -> None:
     ok = make_record(RecordStatus.GENERATING)
     broken = make_record(RecordStatus.GENERATING, answers={101: 1})
@@ -45,6 +46,7 @@ def test_outcomes_outside_a_worker(make_record: Callable[..., int], redis_client
     assert events[2].data == {"retries": MAX_RETRY_COUNT, "statusSet": True}
 
 
+@pytest.mark.usefixtures("worker_services")
 def test_a_worker_logs_the_attempt_that_failed_and_the_dead_letter(
     make_broker: BrokerFactory,
     make_worker: WorkerFactory,

@@ -5,7 +5,7 @@ through the records with batch_regenerate, resumes after a failure, leaves the o
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,7 +18,7 @@ from listbroker import RedisListBroker
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors import admin_tasks
+from actors import admin_tasks, bootstrap
 from config.settings import Settings
 from redis_adapters.keyspace import Keyspace
 from redis_adapters.queue_ops import RedisQueueOperations
@@ -212,11 +212,9 @@ def task_broker(make_broker: BrokerFactory) -> RedisListBroker:
 
 
 @pytest.fixture
-def fresh_adapters() -> Iterator[None]:
-    """The actor's per-process adapters, made on this test's Redis and dropped after."""
-    admin_tasks._adapters.clear()
-    yield
-    admin_tasks._adapters.clear()
+def fresh_adapters(worker_services: bootstrap.WorkerServices) -> bootstrap.WorkerServices:
+    """The actor's per-process adapters (actors/bootstrap.py), made on this test's Redis."""
+    return worker_services
 
 
 def wait_done(store: RedisTaskStore, task_id: str, timeout: float = 8) -> Task:

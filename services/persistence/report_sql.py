@@ -1,0 +1,146 @@
+"""The report aggregate's SQL (results, summary, the record's status 4): one set-based path.
+
+Every generation, of one record or of a group, runs these statements on psycopg directly,
+inside the unit of work's transaction, in two pipelined round trips (issue 15: the ORM path
+made 12 and spent most of a report's CPU building statements): `read` (lock the records,
+read the questionnaire and the answers), then `write` (replace results and summaries, set
+status 4, commit). A single record is the set of one id. Each text is the same for any
+number of records (arrays, not lists of placeholders), so psycopg prepares each once per
+connection. Written for the tables of services/persistence/models.py (the schema test keeps
+those in step with the migrations).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import psycopg
+
+from services.domain.scoring import ScoreReport
+from services.domain.status import RecordStatus
+from services.persistence.uow import UnitOfWork
+
+#: The latency of a report, read back by the write that completes it: from the moment the
+#: record was last put into status 3 to its report. That is its submission, or its last
+#: regeneration (which sets updated_at; nothing else changes a record in status 3), so a
+#: report regenerated weeks later is not counted from its first submission; retries keep
+#: the moment (they change nothing), so their waits count. `before` is the row as it was
+#: before the UPDATE (a self-join: RETURNING sees only new values); NULL without a submission.
+LATENCY_SQL = (
+    "CASE WHEN before.submitted_at IS NULL THEN NULL ELSE"
+    " EXTRACT(EPOCH FROM r.completed_at - GREATEST(before.submitted_at, before.updated_at)) END"
+)
+
+#: The records' locks. A group never waits (SKIP LOCKED: a record another transaction holds
+#: is left out, its job runs alone and waits there), so it cannot be held up or deadlock; a
+#: single record waits, and then sees what the other transaction left.
+LOCK_SKIPPING = (
+    "SELECT id, status, is_deleted FROM assessment_records WHERE id = ANY(%s)"
+    " ORDER BY id FOR UPDATE SKIP LOCKED"
+)
+LOCK_WAITING = (
+    "SELECT id, status, is_deleted FROM assessment_records WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
+)
+# Which of the ids exist, locked or not (a plain read never waits): a record missing from
+# the locked rows is either locked elsewhere or absent.
+PRESENT = "SELECT id FROM assessment_records WHERE id = ANY(%s)"
+#: The questionnaire as a generation reads it.
+ACTIVE_QUESTIONS_SQL = "SELECT id, dimension_id, reverse_scored FROM questions WHERE is_active"
+DIMENSIONS_SQL = "SELECT id, code, name, sort_order, description FROM dimensions ORDER BY sort_order, id"
+ANSWERS = "SELECT record_id, question_id, value FROM answers WHERE record_id = ANY(%s)"
+DELETE_RESULTS = "DELETE FROM dimension_results WHERE record_id = ANY(%s)"
+DELETE_SUMMARIES = "DELETE FROM report_summaries WHERE record_id = ANY(%s)"
+INSERT_RESULTS = (
+    "INSERT INTO dimension_results (record_id, dimension_id, raw_score, score, rank, level)"
+    " SELECT * FROM unnest(%s::bigint[], %s::smallint[], %s::integer[], %s::float8[],"
+    " %s::smallint[], %s::text[])"
+)
+INSERT_SUMMARIES = (
+    "INSERT INTO report_summaries (record_id, top_dimensions, summary)"
+    " SELECT r, t::jsonb, s FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS x(r, t, s)"
+)
+# clock_timestamp(), not now(): now() is when the transaction began, which for a generation
+# that waited on a row lock is long before the report existed. updated_at = now() is what
+# the model's onupdate wrote. It returns the latency (see LATENCY_SQL), so observing it
+# costs no statement of its own. Built from constants only (no input reaches it):
+COMPLETE = (
+    "UPDATE assessment_records AS r SET status = %s, completed_at = clock_timestamp(), updated_at = now()"  # noqa: S608
+    " FROM assessment_records AS before WHERE r.id = ANY(%s) AND before.id = r.id"
+    " RETURNING r.id, " + LATENCY_SQL
+)
+
+
+@dataclass(frozen=True)
+class ReportReads:
+    """What one generation reads under its locks (`read`)."""
+
+    #: id -> (status, is_deleted) of each record locked.
+    locked: dict[int, tuple[int, bool]]
+    #: The ids that exist (locked here or elsewhere); only asked when not waiting for locks.
+    existing: set[int]
+    question_rows: list[tuple[Any, ...]]
+    dimension_rows: list[tuple[Any, ...]]
+    #: id -> [(question id, value)] of each record's answers.
+    answers: dict[int, list[tuple[int, int]]]
+
+
+def connection(uow: UnitOfWork) -> psycopg.Connection[Any]:
+    """The psycopg connection of the unit of work's transaction."""
+    return cast("psycopg.Connection[Any]", uow.session.connection().connection.driver_connection)
+
+
+def read(uow: UnitOfWork, record_ids: Sequence[int], *, wait_for_locks: bool) -> ReportReads:
+    """Lock `record_ids` (sorted, unique) and read what their reports need: one round trip."""
+    conn = connection(uow)
+    ids = list(record_ids)
+    with conn.pipeline():
+        # The reads after the lock run once it is held (each statement takes a fresh snapshot).
+        lock = conn.execute(LOCK_WAITING if wait_for_locks else LOCK_SKIPPING, (ids,))
+        present = None if wait_for_locks else conn.execute(PRESENT, (ids,))
+        questions = conn.execute(ACTIVE_QUESTIONS_SQL)
+        dimensions = conn.execute(DIMENSIONS_SQL)
+        answer_rows = conn.execute(ANSWERS, (ids,))
+        locked = {int(rid): (int(status), bool(deleted)) for rid, status, deleted in lock.fetchall()}
+        existing = set(locked) if present is None else {int(rid) for (rid,) in present.fetchall()}
+        question_rows = [tuple(r) for r in questions.fetchall()]
+        dimension_rows = [tuple(r) for r in dimensions.fetchall()]
+        by_record: dict[int, list[tuple[int, int]]] = {}
+        for rid, qid, value in answer_rows.fetchall():
+            by_record.setdefault(int(rid), []).append((int(qid), int(value)))
+    return ReportReads(locked, existing, question_rows, dimension_rows, by_record)
+
+
+def write(uow: UnitOfWork, reports: dict[int, ScoreReport]) -> dict[int, float | None]:
+    """Replace the results and summaries of `reports`' records, set them to 4 and commit: one
+    round trip. Returns each record's latency in seconds (LATENCY_SQL)."""
+    conn = connection(uow)
+    ids = list(reports)
+    columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
+    for rid, report in reports.items():
+        for score in report.dimensions:
+            row = (rid, score.dimension_id, score.raw_score, score.score, score.rank, score.level)
+            for column, value in zip(columns, row, strict=True):
+                column.append(value)
+    summaries = (
+        ids,
+        [json.dumps(list(r.top_dimensions)) for r in reports.values()],
+        [r.summary for r in reports.values()],
+    )
+    with conn.pipeline():
+        # Delete-then-insert keeps a regeneration from leaving rows of an older questionnaire.
+        conn.execute(DELETE_RESULTS, (ids,))
+        conn.execute(DELETE_SUMMARIES, (ids,))
+        conn.execute(INSERT_RESULTS, columns)
+        conn.execute(INSERT_SUMMARIES, summaries)
+        completed = conn.execute(COMPLETE, (RecordStatus.COMPLETED, ids))
+        # Queued in the same round trip as the writes (psycopg syncs the pipeline here).
+        uow.commit()
+    return {int(rid): latency_seconds(latency) for rid, latency in completed.fetchall()}
+
+
+def latency_seconds(value: object) -> float | None:
+    """A `COMPLETE` RETURNING latency (epoch seconds, numeric or NULL) as seconds."""
+    return None if value is None else max(0.0, float(cast("float", value)))
