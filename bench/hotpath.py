@@ -40,9 +40,9 @@ from redis_adapters.autosave_store import RedisAutosaveStore
 from redis_adapters.event_sink import RedisEventSink
 from redis_adapters.keyspace import AutosaveKeys, EventLogKeys
 from services.domain.events import Event, EventType
+from services.domain.saved_answers import parse_saved
 from services.persistence.db import make_engine, make_session_factory
 from services.persistence.event_store import insert_events
-from services.usecases.autosave import parse_saved
 
 AUTOSAVE_KEYS = AutosaveKeys.default(prefix="bench:hotpath:")
 EVENT_KEYS = EventLogKeys.with_prefix("bench:eventlog:")
@@ -141,7 +141,7 @@ def flush_batched(client: redis.Redis, factory: sessionmaker[Session], batch: in
 
 
 def flush_per_item(client: redis.Redis, factory: sessionmaker[Session], batch: int) -> None:
-    from services.usecases.autosave import from_epoch_ms
+    from services.domain.saved_answers import from_epoch_ms
 
     keys = AUTOSAVE_KEYS.answers
     for member in client.smembers(keys.dirty):

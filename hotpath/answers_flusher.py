@@ -16,7 +16,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hotpath.dirty import DirtySetFlusher, Persisted
 from redis_adapters.keyspace import AutosaveKeys
-from services.usecases.autosave import SavedAnswer, decode_saved, persist_autosaved
+from services.domain.saved_answers import SavedAnswer, decode_saved
+from services.persistence.answers_sql import persist_autosaved
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,7 @@ import redis
 
 from redis_adapters.keyspace import AUTOSAVE_TTL_S, RECORD_CACHE_TTL_S, SEAL_TTL_S, AutosaveKeys
 from services.domain.errors import AutosaveUnavailable
-from services.domain.status import RecordStatus
-from services.usecases.autosave import (
+from services.domain.saved_answers import (
     MAX_QUESTION_ID,
     SavedAnswer,
     SaveOutcome,
@@ -25,6 +24,7 @@ from services.usecases.autosave import (
     parse_saved,
     plain_int,
 )
+from services.domain.status import RecordStatus
 
 # KEYS: record cache, answers hash, progress hash, answers dirty, progress dirty.
 # ARGV: record id, user id, ttl s, current question, then question, value pairs.

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, select, text
 from sqlalchemy.orm import Session
 
+from services.domain.saved_answers import MAX_SAVED_MS, from_epoch_ms, plain_int, raw_bytes
 from services.persistence.isolation import write_isolating
 from services.persistence.models import AssessmentRecord
-from services.usecases.autosave import MAX_SAVED_MS, from_epoch_ms, plain_int, raw_bytes
 
 
 @dataclass(frozen=True)

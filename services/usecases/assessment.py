@@ -23,6 +23,7 @@ from services.domain.errors import (
 )
 from services.domain.limits import is_id
 from services.domain.questionnaire import Questionnaire, load_questionnaire
+from services.domain.saved_answers import MergedAnswers, SavedAnswer, from_epoch_ms, merge_submission
 from services.domain.scoring import validate_answers
 from services.domain.status import SUBMITTABLE, RecordStatus, status_description, status_text
 from services.domain.views import (
@@ -42,13 +43,7 @@ from services.persistence.models import (
     ReportSummary,
 )
 from services.persistence.uow import UnitOfWork
-from services.usecases.autosave import (
-    AutosaveStore,
-    MergedAnswers,
-    SavedAnswer,
-    from_epoch_ms,
-    merge_submission,
-)
+from services.usecases.autosave import AutosaveStore
 from services.usecases.interpretation import interpret, stored_scores
 from services.usecases.ports import ReportQueue
 

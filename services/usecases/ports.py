@@ -1,7 +1,11 @@
-"""What the services need from the report queue; the actors package implements it.
+"""The report queue's port: what the use cases need from it (redis_adapters/report_queue.py implements it).
 
-Kept as a Protocol so the domain never imports Redis or Dramatiq, and tests can pass
-a recording fake to the pure unit tests (integration tests use the real producer).
+A Protocol, so the services never import Redis or Dramatiq, and tests can pass a recording
+fake to the pure unit tests (integration tests use the real producer). The other ports sit
+beside the use case that needs them, each implemented in redis_adapters/: `AutosaveStore`
+(usecases/autosave.py), `TaskStore` (usecases/regeneration_tasks.py), `FaultDrill`
+(usecases/drill.py), and with the values they carry `QueueOperations`, `AuditLog`
+(domain/opsmodel.py) and `EventSink` (domain/events.py, called through `emit`, which never raises).
 """
 
 from __future__ import annotations

@@ -16,12 +16,13 @@ from sqlalchemy import select
 
 from services.domain.errors import AutosaveUnavailable, RecordNotFound
 from services.domain.limits import is_id
+from services.domain.saved_answers import SavedAnswer, from_epoch_ms
 from services.domain.status import RecordStatus
 from services.domain.views import AnswerView, RecordDetailView
 from services.persistence.models import Answer, AssessmentRecord, Dimension, Question
 from services.persistence.uow import UnitOfWork
 from services.usecases.assessment import record_view
-from services.usecases.autosave import AutosaveStore, SavedAnswer, from_epoch_ms
+from services.usecases.autosave import AutosaveStore
 
 logger = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from hotpath.answers_flusher import AnswersFlusher
 from redis_adapters.autosave_store import RedisAutosaveStore
 from redis_adapters.keyspace import AutosaveKeys
+from services.domain.saved_answers import SaveOutcome
 from services.persistence.db import make_engine, make_session_factory
 from services.persistence.uow import UnitOfWork
 from services.usecases import assessment
-from services.usecases.autosave import SaveOutcome
 from tests.integration.hotpath_support import QUESTION_IDS, insert_records, stored_answers
 from tests.support.redis_keys import clean_redis
 from tests.support.urls import CLOSED_DATABASE_URL

@@ -30,9 +30,9 @@ from hotpath.progress_flusher import ProgressFlusher
 from redis_adapters.event_sink import RedisEventSink
 from redis_adapters.keyspace import AutosaveKeys, EventLogKeys
 from services.domain.events import Event, EventType
+from services.domain.saved_answers import MAX_SAVED_MS, SavedAnswer
 from services.persistence.db import make_engine, make_session_factory
 from services.persistence.progress import ProgressState
-from services.usecases.autosave import MAX_SAVED_MS, SavedAnswer
 from tests.integration.hotpath_support import QUESTION_IDS, insert_records, progress_row, stored_answers
 from tests.support.redis_keys import bytes_list, clean_redis
 from tests.support.urls import CLOSED_DATABASE_URL

@@ -12,9 +12,15 @@ import pytest
 from hotpath.runtime_settings import HotpathSettings, SettingsSource, env_name
 from services.domain.errors import AutosaveUnavailable, ParamError
 from services.domain.events import Event, EventType, InvalidEvent, emit
+from services.domain.saved_answers import (
+    SavedAnswer,
+    from_epoch_ms,
+    merge_submission,
+    parse_saved,
+    to_epoch_ms,
+)
 from services.persistence.partitions import add_months, is_partition_table, month_of, partition_name
 from services.persistence.progress import parse_state
-from services.usecases.autosave import SavedAnswer, from_epoch_ms, merge_submission, parse_saved, to_epoch_ms
 from web.auth import token_fingerprint
 
 # -- events ----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("config", "services", "redis_adapters", "observability", "actors", "hotpath", "reconciler", "web")
 #: Modules whose import is meant to act: the worker's entry and `python -m` mains.
-ENTRY_MODULES = {"actors.worker", "hotpath.__main__"}
+ENTRY_MODULES = {"actors.worker", "hotpath.__main__", "reconciler.__main__"}
 #: Alembic's scripts (env.py, the revisions) run inside `alembic`'s context, never imported.
 ALEMBIC_SCRIPTS = "services.persistence.migrations."
 

@@ -9,7 +9,7 @@ from typing import Any
 import redis
 from flask import g
 
-from redis_adapters.pipeline_health import Alarm, PipelineHealth, read_health
+from observability.pipeline_health import Alarm, PipelineHealth, read_health
 from services.domain.events import EventType
 from web.console.blueprint import bp
 from web.console.display import (
