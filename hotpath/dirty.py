@@ -42,7 +42,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hotpath.constants import DEFAULT_ANSWERS_BATCH, DEFAULT_LOCK_TTL_MS
 from redis_adapters.keyspace import DirtyKeys
-from redis_adapters.lock import OWNER_CHECK, RedisLock
+from redis_adapters.lock import RedisLock
+from redis_adapters.lua_scripts import lua_source
 from services.domain.limits import MAX_ID
 
 logger = logging.getLogger(__name__)
@@ -52,62 +53,19 @@ logger = logging.getLogger(__name__)
 Hook = Callable[[str], None]
 
 # KEYS: lock, dirty, syncing. ARGV: token. Returns {count} (-1: not the owner).
-_CLAIM = (
-    OWNER_CHECK
-    + """
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('SUNIONSTORE', KEYS[2], KEYS[2], KEYS[3])
-  redis.call('DEL', KEYS[3])
-end
-if redis.call('EXISTS', KEYS[2]) == 0 then
-  return {0}
-end
-redis.call('RENAME', KEYS[2], KEYS[3])
-return {redis.call('SCARD', KEYS[3])}
-"""
-)
+_CLAIM = lua_source("hotpath", "dirty_claim")
 
 # KEYS: lock, dirty, syncing. ARGV: token. The ids of a failed cycle go back to dirty.
-_PUT_BACK = (
-    OWNER_CHECK
-    + """
-local n = redis.call('SCARD', KEYS[3])
-if n > 0 then
-  redis.call('SUNIONSTORE', KEYS[2], KEYS[2], KEYS[3])
-end
-redis.call('DEL', KEYS[3])
-return {n}
-"""
-)
+_PUT_BACK = lua_source("hotpath", "dirty_put_back")
 
 # KEYS: lock, syncing. ARGV: token, ids... Removes persisted ids (all of them if no ids: done).
-_DONE = (
-    OWNER_CHECK
-    + """
-if #ARGV == 1 then
-  return {redis.call('DEL', KEYS[2])}
-end
-return {redis.call('SREM', KEYS[2], unpack(ARGV, 2))}
-"""
-)
+_DONE = lua_source("hotpath", "dirty_done")
 
 
 # KEYS: lock, record hash, invalid list. ARGV: token, then (field, value, entry) triples.
 # Each entry is kept in the invalid list; its field is deleted only if it still holds the
 # value read (a save made meanwhile stays). Returns {fields deleted}.
-_SET_ASIDE = (
-    OWNER_CHECK
-    + """
-local deleted = 0
-for i = 2, #ARGV, 3 do
-  if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[i + 1] then
-    deleted = deleted + redis.call('HDEL', KEYS[2], ARGV[i])
-  end
-  redis.call('LPUSH', KEYS[3], ARGV[i + 2])
-end
-return {deleted}
-"""
-)
+_SET_ASIDE = lua_source("hotpath", "dirty_set_aside")
 
 #: A dirty mark: a record id as the save script writes it (no sign, no leading zero).
 _MARK = re.compile(rb"[1-9][0-9]{0,18}")

@@ -35,7 +35,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from hotpath.constants import DEFAULT_EVENTS_BATCH, DEFAULT_LOCK_TTL_MS
 from redis_adapters.keyspace import EventLogKeys
-from redis_adapters.lock import OWNER_CHECK, RedisLock
+from redis_adapters.lock import RedisLock
+from redis_adapters.lua_scripts import lua_source
 from services.domain.events import Event
 from services.persistence.event_store import insert_events
 from services.persistence.isolation import write_isolating
@@ -49,36 +50,10 @@ Hook = Callable[[str], None]
 
 # KEYS: lock, queue, backup. ARGV: token, n.
 # {1, entries}: the backup was not empty, replay it. {0, entries}: up to n entries moved.
-_TAKE = (
-    OWNER_CHECK
-    + """
-local held = redis.call('LRANGE', KEYS[3], 0, -1)
-if #held > 0 then
-  return {1, held}
-end
-local out = {}
-for i = 1, tonumber(ARGV[2]) do
-  local item = redis.call('LMOVE', KEYS[2], KEYS[3], 'RIGHT', 'LEFT')
-  if not item then
-    break
-  end
-  out[i] = item
-end
-return {0, out}
-"""
-)
+_TAKE = lua_source("hotpath", "eventlog_take")
 
 # KEYS: lock, backup, invalid. ARGV: token, invalid entries... The batch is stored: clear it.
-_CLEAR = (
-    OWNER_CHECK
-    + """
-if #ARGV > 1 then
-  redis.call('LPUSH', KEYS[3], unpack(ARGV, 2))
-end
-redis.call('DEL', KEYS[2])
-return {1}
-"""
-)
+_CLEAR = lua_source("hotpath", "eventlog_clear")
 
 
 @dataclass

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import redis
 
 from redis_adapters.keyspace import AUTOSAVE_TTL_S, RECORD_CACHE_TTL_S, SEAL_TTL_S, AutosaveKeys
+from redis_adapters.lua_scripts import lua_source
 from services.domain.errors import AutosaveUnavailable
 from services.domain.saved_answers import (
     MAX_QUESTION_ID,
@@ -28,49 +29,11 @@ from services.domain.status import RecordStatus
 
 # KEYS: record cache, answers hash, progress hash, answers dirty, progress dirty.
 # ARGV: record id, user id, ttl s, current question, then question, value pairs.
-_SAVE = """
-local cached = redis.call('HMGET', KEYS[1], 'user', 'status')
-if not cached[1] then
-  return {'miss'}
-end
-if cached[1] ~= ARGV[2] then
-  return {'owner'}
-end
-if cached[2] ~= '2' then
-  return {'status'}
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local last = tonumber(redis.call('HGET', KEYS[3], 't') or '0')
-if now <= last then
-  now = last + 1
-end
-local stamp = string.format('%d', now)
-local fields = {}
-for i = 5, #ARGV, 2 do
-  fields[#fields + 1] = ARGV[i]
-  fields[#fields + 1] = ARGV[i + 1] .. ':' .. stamp
-end
-redis.call('HSET', KEYS[2], unpack(fields))
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-redis.call('SADD', KEYS[4], ARGV[1])
-local n = redis.call('HLEN', KEYS[2])
-redis.call('HSET', KEYS[3], 'q', ARGV[4], 'n', n, 'a', stamp, 't', stamp)
-redis.call('EXPIRE', KEYS[3], ARGV[3])
-redis.call('SADD', KEYS[5], ARGV[1])
-return {'ok', stamp, n}
-"""
+_SAVE = lua_source("redis_adapters", "autosave_save")
 
 # KEYS: record cache. ARGV: user id, status, ttl s. Caches only what is not cached yet, so a
 # lookup that raced with a submission can never overwrite the seal.
-_PRIME = """
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return 0
-end
-redis.call('HSET', KEYS[1], 'user', ARGV[1], 'status', ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return 1
-"""
+_PRIME = lua_source("redis_adapters", "autosave_prime")
 
 
 class RedisAutosaveStore:

@@ -15,34 +15,17 @@ from typing import cast
 
 import redis
 
+from redis_adapters.lua_scripts import lua_source
 from services.domain.errors import QueueUnavailable
 from services.usecases.drill import DrilledRecord
 
 log = logging.getLogger(__name__)
 
 #: HGET the record's end and TIME, in one call: the drill holds while end > now (server clock).
-_CHECK = """
-local v = redis.call('HGET', KEYS[1], ARGV[1])
-if not v then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if tonumber(v) > now then return 1 end
-return 0
-"""
+_CHECK = lua_source("redis_adapters", "drill_check")
 
 #: Drop ended entries; expire the hash with its last entry. KEYS: drill hash.
-_PRUNE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local last = 0
-local flat = redis.call('HGETALL', KEYS[1])
-for i = 1, #flat, 2 do
-  local v = tonumber(flat[i + 1]) or 0
-  if v <= now then redis.call('HDEL', KEYS[1], flat[i]) elseif v > last then last = v end
-end
-if last > 0 then redis.call('PEXPIREAT', KEYS[1], last) end
-return redis.call('HGETALL', KEYS[1])
-"""
+_PRUNE = lua_source("redis_adapters", "drill_prune")
 
 
 @contextmanager

@@ -24,6 +24,7 @@ import redis
 
 from config.settings import DEFAULT_EVENT_LOG_QUEUE_MAX
 from redis_adapters.keyspace import EventLogKeys
+from redis_adapters.lua_scripts import lua_source
 from services.domain.events import Event, EventsDropped, count_dropped
 from services.persistence.event_store import DirectEventWriter
 
@@ -37,14 +38,7 @@ REDIS_RETRY_AFTER_S = 1.0
 PUSH_CHUNK = 1_000
 
 #: LPUSH as many of ARGV[2..] to KEYS[1] as fit below ARGV[1] entries, in order; how many.
-_BOUNDED_LPUSH = """
-local room = tonumber(ARGV[1]) - redis.call('LLEN', KEYS[1])
-local n = #ARGV - 1
-if room <= 0 then return 0 end
-if room < n then n = room end
-redis.call('LPUSH', KEYS[1], unpack(ARGV, 2, n + 1))
-return n
-"""
+_BOUNDED_LPUSH = lua_source("redis_adapters", "eventlog_bounded_lpush")
 
 #: After the direct write failed too, events are counted as dropped for this long without
 #: trying, for the same reason.

@@ -26,28 +26,16 @@ from contextlib import contextmanager
 import redis
 from listbroker import Backoff
 
+from redis_adapters.lua_scripts import lua_source
+
 logger = logging.getLogger(__name__)
 
 #: Lua prologue of every guarded script: KEYS[1] is the lock, ARGV[1] the owner token.
-OWNER_CHECK = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return {-1}
-end
-"""
+OWNER_CHECK = lua_source("redis_adapters", "_owner_check")
 
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
+_RENEW = lua_source("redis_adapters", "lease_renew")
 
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
+_RELEASE = lua_source("redis_adapters", "lease_release")
 
 
 def new_token() -> str:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import time
 from datetime import UTC, datetime
-from importlib import resources
 from typing import cast
 
 import dramatiq
@@ -32,6 +31,7 @@ import redis
 from listbroker import DramatiqCodec
 
 from redis_adapters.keyspace import Keyspace
+from redis_adapters.lua_scripts import lua_source
 from redis_adapters.queues import ADMIN_QUEUE_NAME, REGENERATE_MATCHING_ACTOR_NAME
 from services.usecases.regeneration_tasks import (
     TASK_TTL_S,
@@ -49,8 +49,8 @@ MAX_ACTIVE_TASKS = 10
 #: of 1,000 records takes about a second; a task waits at most behind MAX_ACTIVE_TASKS - 1).
 HOLD_MS = 3600 * 1000
 
-_CREATE = resources.files("redis_adapters").joinpath("lua/task_create.lua").read_text(encoding="utf-8")
-_TOUCH = resources.files("redis_adapters").joinpath("lua/task_touch.lua").read_text(encoding="utf-8")
+_CREATE = lua_source("redis_adapters", "task_create")
+_TOUCH = lua_source("redis_adapters", "task_touch")
 
 
 def _time(value: datetime | None) -> str:

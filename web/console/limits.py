@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from importlib import resources
 from typing import cast
 
 import redis
+
+from redis_adapters.lua_scripts import lua_source
 
 #: Attempts of a bucket before the first wait (the one that reaches it sets a 1 s wait).
 FREE_ATTEMPTS = 5
@@ -38,7 +39,7 @@ MAX_WAIT_MS = 60_000
 #: A bucket left alone this long is forgotten (its count starts again from zero).
 FORGET_AFTER_MS = 15 * 60_000
 
-_SCRIPT = resources.files("web.console").joinpath("lua/signin_attempt.lua").read_text(encoding="utf-8")
+_SCRIPT = lua_source("web.console", "signin_attempt")
 
 
 @dataclass(frozen=True)

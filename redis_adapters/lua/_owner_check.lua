@@ -1,0 +1,3 @@
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return {-1}
+end
