@@ -6,8 +6,10 @@ redis_adapters/keyspace.py.
 
 from __future__ import annotations
 
+from redis_adapters.keyspace import HOTPATH_SETTINGS_KEY
+
 #: Run-time settings of the loops (a Redis hash; fields are HotpathSettings' names).
-SETTINGS_KEY = "hotpath:settings"
+SETTINGS_KEY = HOTPATH_SETTINGS_KEY
 
 # -- defaults of the run-time settings (environment: HOTPATH_<NAME upper-cased>) -------------
 

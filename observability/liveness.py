@@ -28,10 +28,11 @@ from importlib import metadata
 
 import redis
 
+from redis_adapters.keyspace import PROCESS_BEATS_KEY
 from services.domain.limits import is_strict_int
 
 #: The registry hash.
-BEATS_KEY = "processes:beats"
+BEATS_KEY = PROCESS_BEATS_KEY
 #: How often a process rewrites its beat.
 BEAT_INTERVAL_S = 5.0
 #: A process whose last beat is older than this is shown as gone (six missed beats).

@@ -22,9 +22,11 @@ from enum import StrEnum
 
 import redis
 
-KEY_PREFIX = "throughput:"
-HOUR_PREFIX = "throughput:hour:"
-TOTAL_KEY = "throughput:total"
+from redis_adapters.keyspace import THROUGHPUT_HOUR_PREFIX, THROUGHPUT_MINUTE_PREFIX, THROUGHPUT_TOTAL_KEY
+
+KEY_PREFIX = THROUGHPUT_MINUTE_PREFIX
+HOUR_PREFIX = THROUGHPUT_HOUR_PREFIX
+TOTAL_KEY = THROUGHPUT_TOTAL_KEY
 #: A minute's hash lives this long after the minute started (the chart shows one hour).
 KEEP_S = 2 * 3600
 MINUTES = 60

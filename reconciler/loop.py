@@ -43,7 +43,7 @@ from config.settings import (
 from observability.heartbeat import Activity
 from observability.logs import outage
 from redis_adapters.event_sink import RedisEventSink
-from redis_adapters.keyspace import EventLogKeys
+from redis_adapters.keyspace import RECONCILER_LOCK_KEY, RECONCILER_STATS_KEY, EventLogKeys
 from redis_adapters.lock import RedisLock
 from redis_adapters.queues import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
 from redis_adapters.report_queue import RedisReportQueue
@@ -67,9 +67,9 @@ MIN_LOCK_TTL_MS = 30_000
 FAILED_FIRST_PAUSE_S = 1.0
 FAILED_MAX_PAUSE_S = 60.0
 
-LOCK_KEY = "report:queue:reconciler:lock"
+LOCK_KEY = RECONCILER_LOCK_KEY
 #: Hash of the reconciler's figures: last pass time and counts, running totals.
-STATS_KEY = "report:queue:reconciler"
+STATS_KEY = RECONCILER_STATS_KEY
 #: Who the reconciler's events name as their actor.
 RECONCILER_ACTOR = "reconciler"
 

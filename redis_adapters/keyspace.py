@@ -29,6 +29,9 @@ Redis keys (all strings are the defaults; the key classes take a prefix for benc
 | `console:session:<digest>` | hash | a console session (web/console/sessions.py), expiring with it |
 | `console:signin:address:<addr>` | hash | sign-in attempts of an address, its wait (web/console/limits.py) |
 | `console:signin:credential:<fp>` | hash | sign-in attempts of browsers with its device cookie |
+| `report:queue:reconciler`, `…:lock` | hash, string | the reconciler's figures and lease (reconciler/) |
+| `processes:beats` | hash | the process registry (observability/liveness.py) |
+| `throughput:<minute>`, `…:hour:<hour>`, `…:total` | hash | jobs per minute, hour, in all (observability/) |
 | `drill:records` | hash | the fault drill (drill_store.py): record id -> end of its drill (ms) |
 """
 
@@ -114,6 +117,21 @@ class EventLogKeys:
 
 #: The retention loop's lease (event-log partitions, purges, trimming of the invalid lists).
 RETENTION_LOCK_KEY = f"{HOTPATH_PREFIX}retention:lock"
+
+#: The hot path's run-time settings hash in the default layout (`Keyspace.hotpath_settings`).
+HOTPATH_SETTINGS_KEY = f"{HOTPATH_PREFIX}settings"
+
+# Keys of one name in either layout: each is used alone (no script or MULTI spans it and
+# another key), so it needs no hash tag on a Redis Cluster.
+#: The reconciler's lease and its figures (last pass, totals): reconciler/loop.py.
+RECONCILER_LOCK_KEY = "report:queue:reconciler:lock"
+RECONCILER_STATS_KEY = "report:queue:reconciler"
+#: The process registry (observability/liveness.py).
+PROCESS_BEATS_KEY = "processes:beats"
+#: Jobs per minute, per hour and in all (observability/throughput.py).
+THROUGHPUT_MINUTE_PREFIX = "throughput:"
+THROUGHPUT_HOUR_PREFIX = "throughput:hour:"
+THROUGHPUT_TOTAL_KEY = "throughput:total"
 
 
 def family_prefix(family: str, *, hash_tag: bool = False) -> str:

@@ -4,7 +4,7 @@
     python -m services.persistence.migrate ...                               (the same)
 
 Needs no checkout and no alembic.ini: the script directory is the package resource
-``services:migrations``, so an installed wheel migrates its own database (the Procfile's
+``services.persistence:migrations``, so an installed wheel migrates its own database (the Procfile's
 release step runs this). The database comes from --database-url, else DATABASE_URL.
 Exit code 0 when the database is at REVISION, 2 for a configuration error; a failed
 migration raises (its traceback says which revision and why).
@@ -24,7 +24,7 @@ from config.settings import normalize_database_url
 from services.domain.errors import ConfigError
 
 #: Alembic's "package:path" notation: found through the import system, wherever installed.
-SCRIPT_LOCATION = "services:migrations"
+SCRIPT_LOCATION = "services.persistence:migrations"
 
 
 def alembic_config(database_url: str | None = None) -> Config:
