@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,11 +54,23 @@ LOG_BACKUPS = 2
 OUTPUT_BUFFER = 10_000
 
 
-def procfile_entries(path: Path) -> list[tuple[str, str]]:
-    """The Procfile's (type, command) pairs in file order, parsed as honcho parses it."""
-    from honcho.environ import parse_procfile
+#: A Procfile line, `type: command`: the format honcho and Heroku read (honcho's own pattern).
+PROCFILE_LINE = re.compile(r"^([A-Za-z0-9_-]+):\s*(.+)$")
 
-    return list(parse_procfile(path.read_text()).processes.items())
+
+def procfile_entries(path: Path) -> list[tuple[str, str]]:
+    """The Procfile's (type, command) pairs in file order, parsed as honcho parses it (other
+    lines are ignored; a type named twice is refused). Not through honcho itself: the deploy's
+    units run `scripts.procfile_exec` on an installation without the tooling extras."""
+    entries: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        match = PROCFILE_LINE.match(line)
+        if match is None:
+            continue
+        if match.group(1) in entries:
+            raise ValueError(f"process type {match.group(1)} appears twice in {path}")
+        entries[match.group(1)] = match.group(2)
+    return list(entries.items())
 
 
 def long_running(entries: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
