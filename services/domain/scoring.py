@@ -49,13 +49,17 @@ class QuestionSpec:
 
 @dataclass(frozen=True)
 class DimensionScore:
-    dimension_id: int
+    """One dimension's score: computed by `score_answers`, stored in `dimension_results`, read
+    back to be explained (services/usecases/interpretation.py)."""
+
     code: str
     name: str
     raw_score: int
     score: float
     rank: int
     level: str
+    #: The dimension's id (0 where no one asked: explaining a report needs only its code).
+    dimension_id: int = 0
 
 
 @dataclass(frozen=True)

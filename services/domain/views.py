@@ -36,14 +36,6 @@ class QuestionView:
 
 
 @dataclass(frozen=True)
-class DimensionView:
-    id: int
-    code: str
-    name: str
-    description: str
-
-
-@dataclass(frozen=True)
 class RecordView:
     id: int
     user_id: int

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from services.domain.questionnaire import LEVELS, Questionnaire
-from services.domain.scoring import level_for
+from services.domain.scoring import DimensionScore, level_for
 from services.domain.views import DimensionRefView, DimensionScoreView
 from services.persistence.models import Dimension, DimensionResult
 
@@ -29,22 +29,11 @@ STRENGTH_LEVELS = frozenset(LEVELS[:2])
 MAX_LISTED = 3
 
 
-@dataclass(frozen=True)
-class StoredScore:
-    """One row of `dimension_results` with its dimension's code and name."""
-
-    code: str
-    name: str
-    raw_score: int
-    score: float
-    rank: int
-    level: str
-
-
-def stored_scores(session: Session, record_id: int) -> list[StoredScore]:
+def stored_scores(session: Session, record_id: int) -> list[DimensionScore]:
     """The record's `dimension_results` with their dimensions' code and name, by rank."""
     rows = session.execute(
         select(
+            DimensionResult.dimension_id,
             Dimension.code,
             Dimension.name,
             DimensionResult.raw_score,
@@ -57,8 +46,10 @@ def stored_scores(session: Session, record_id: int) -> list[StoredScore]:
         .order_by(DimensionResult.rank, Dimension.sort_order)
     ).all()
     return [
-        StoredScore(code=code, name=name, raw_score=raw, score=score, rank=rank, level=level)
-        for code, name, raw, score, rank, level in rows
+        DimensionScore(
+            code=code, name=name, raw_score=raw, score=score, rank=rank, level=level, dimension_id=did
+        )
+        for did, code, name, raw, score, rank, level in rows
     ]
 
 
@@ -69,7 +60,7 @@ class Interpretation:
     areas_to_develop: list[DimensionRefView]
 
 
-def _dimension_view(stored: StoredScore, questionnaire: Questionnaire) -> DimensionScoreView:
+def _dimension_view(stored: DimensionScore, questionnaire: Questionnaire) -> DimensionScoreView:
     definition = questionnaire.dimension(stored.code)
     if definition is None:
         # A dimension dropped from the data since the report was made: its score still shows.
@@ -106,7 +97,7 @@ def _ref(view: DimensionScoreView) -> DimensionRefView:
     return DimensionRefView(code=view.code, name=view.name, score=view.score, level=view.level)
 
 
-def interpret(scores: Sequence[StoredScore], questionnaire: Questionnaire) -> Interpretation:
+def interpret(scores: Sequence[DimensionScore], questionnaire: Questionnaire) -> Interpretation:
     """Each dimension with its texts (by rank), the strengths and the areas to develop.
 
     Strengths: the dimensions at a strength level, strongest first, at most `MAX_LISTED`;

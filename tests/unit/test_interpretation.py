@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from services.domain.questionnaire import LEVELS, load_questionnaire
+from services.domain.scoring import DimensionScore as StoredScore
 from services.domain.scoring import level_for
-from services.usecases.interpretation import MAX_LISTED, StoredScore, interpret
+from services.usecases.interpretation import MAX_LISTED, interpret
 
 QUESTIONNAIRE = load_questionnaire()
 CODES = [d.code for d in QUESTIONNAIRE.dimensions]

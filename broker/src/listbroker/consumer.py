@@ -545,11 +545,6 @@ class RedisListConsumer(Consumer):
             else:
                 self._release_if_done()
 
-    @property
-    def outstanding(self) -> int:
-        with self._cond:
-            return self._outstanding
-
 
 def _own(message: MessageProxy) -> ListMessageProxy:
     if not isinstance(message, ListMessageProxy):
