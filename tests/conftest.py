@@ -24,7 +24,7 @@ from config.settings import Settings
 from scripts import lifeline
 from services.persistence.db import make_engine, make_session_factory
 from services.persistence.uow import UnitOfWork
-from tests.fakes import FailingQueue, RecordingQueue
+from tests.support.fakes import FailingQueue, RecordingQueue
 from tests.support.records import RecordSpec, insert_records
 from tests.support.redis_keys import REDIS_OWNER_KEY, clean_redis
 
@@ -46,7 +46,7 @@ lifeline.attach()
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytest_plugins = ("tests.broker_fixtures", "tests.support.browser")
+pytest_plugins = ("tests.support.broker_fixtures", "tests.support.browser")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

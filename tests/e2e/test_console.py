@@ -23,9 +23,9 @@ from observability.throughput import last_hour
 from redis_adapters.queues import INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.status import RecordStatus
-from tests.e2e.stack_support import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
 from tests.support.browser import screenshot
 from tests.support.records import RecordSpec, insert_records
+from tests.support.stack import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

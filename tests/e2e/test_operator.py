@@ -43,8 +43,8 @@ from redis_adapters.queue_figures import queue_figures
 from redis_adapters.queues import INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
 from scripts import servers
 from services.domain.status import RecordStatus
-from tests.e2e.stack_support import ADMIN_TOKEN, Stack, db_status, running_stack
 from tests.support.browser import ARTIFACTS_DIR, ROOT, screenshot
+from tests.support.stack import ADMIN_TOKEN, Stack, db_status, running_stack
 from tests.support.urls import CLOSED_DATABASE_URL
 from web.report_page import LINK_MAX_AGE_S
 

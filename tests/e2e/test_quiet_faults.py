@@ -30,9 +30,9 @@ from sqlalchemy import Engine
 from config.settings import Settings
 from scripts.faults import FaultProxy
 from services.domain.status import RecordStatus
-from tests.e2e.stack_support import Stack, running_stack
 from tests.support.proc_stats import tree_cpu_s
 from tests.support.processes import sessions_waiting_for_a_lock
+from tests.support.stack import Stack, running_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

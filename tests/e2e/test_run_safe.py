@@ -28,8 +28,8 @@ import redis
 import requests
 
 from scripts import servers
-from tests.e2e.stack_support import STACK_SETTINGS
 from tests.support.processes import RunStack, wait_until
+from tests.support.stack import STACK_SETTINGS
 from web import issue_user_token
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -34,8 +34,8 @@ from bench.web_edge import procfile_web_line, start_web
 from config.settings import Settings
 from observability.liveness import BEATS_KEY
 from redis_adapters.keyspace import Keyspace
-from tests.e2e.stack_support import reset
 from tests.support.redis_keys import clean_redis
+from tests.support.stack import reset
 from web.console.limits import FREE_ATTEMPTS, MAX_WAIT_MS
 from web.http_metrics import METHODS, OTHER
 from web.report_page import sign_report_link

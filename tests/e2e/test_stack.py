@@ -30,9 +30,9 @@ from redis_adapters.report_message import ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.status import RecordStatus
 from services.persistence.models import DimensionResult, ReportSummary
-from tests.e2e.stack_support import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
 from tests.support.processes import procfile, row_locked, sessions_waiting_for_a_lock
 from tests.support.redis_keys import bytes_list
+from tests.support.stack import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -27,8 +27,8 @@ from sqlalchemy import Engine
 from config.settings import Settings
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.status import RecordStatus
-from tests.e2e.stack_support import ROOT, Stack, db_status, insert_record, running_stack
 from tests.support.processes import wait_until
+from tests.support.stack import ROOT, Stack, db_status, insert_record, running_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -17,9 +17,9 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from config.settings import Settings
-from tests.integration.hotpath_support import truncate_event_log
-from tests.integration.web_support import ADMIN_TOKEN, Records
+from tests.support.hotpath import truncate_event_log
 from tests.support.urls import CLOSED_REDIS_URL
+from tests.support.web_app import ADMIN_TOKEN, Records
 from web import create_app, issue_user_token
 
 

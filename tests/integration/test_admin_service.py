@@ -27,7 +27,7 @@ from services.persistence.models import AssessmentRecord, DimensionResult, Repor
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin
 from services.usecases.reports import generate_report
-from tests.fakes import RecordingQueue
+from tests.support.fakes import RecordingQueue
 
 
 def state(session_factory: sessionmaker[Session], record_id: int) -> tuple[int, bool, int, int]:

@@ -19,7 +19,7 @@ from services.persistence.models import Answer, AssessmentRecord, Question
 from services.persistence.questionnaire_seed import seed_questionnaire
 from services.persistence.uow import UnitOfWork
 from services.usecases import assessment, reports
-from tests.fakes import RecordingQueue
+from tests.support.fakes import RecordingQueue
 
 QUESTION_IDS = [q.id for q in load_questionnaire().questions]
 

@@ -17,8 +17,8 @@ from services.domain.status import RecordStatus
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin
 from services.usecases.audit import STARTED, DatabaseAuditLog
-from tests.integration.web_support import Records
 from tests.support.records import RecordSpec
+from tests.support.web_app import Records
 
 ACTOR = AdminActor(name="console:审计", credential="admin-token 0123456789ab")
 

@@ -12,7 +12,7 @@ from dramatiq.errors import ConnectionClosed
 from listbroker import HEARTBEATS_KEY
 
 from scripts.faults import FaultProxy
-from tests.broker_fixtures import BrokerFactory
+from tests.support.broker_fixtures import BrokerFactory
 from tests.support.processes import wait_until
 
 

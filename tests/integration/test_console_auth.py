@@ -15,7 +15,7 @@ from werkzeug.routing import Rule
 
 from config.settings import Settings
 from redis_adapters.keyspace import Keyspace
-from tests.unit.web_unit_support import ADMIN_AUTH, ADMIN_TOKEN, UNIT_SETTINGS, bearer, make_app, user_auth
+from tests.support.web_unit import ADMIN_AUTH, ADMIN_TOKEN, UNIT_SETTINGS, bearer, make_app, user_auth
 from web import create_app
 from web.auth import token_fingerprint
 from web.console.signin import MSG_BAD_TOKEN, MSG_USER_TOKEN

@@ -28,10 +28,10 @@ from services.domain.status import RecordStatus
 from services.persistence.uow import UnitOfWork
 from services.usecases.audit import list_audit
 from services.usecases.record_detail import admin_record_detail
-from tests.integration.web_support import ADMIN_TOKEN, Records
 from tests.support.console import CSRF, csrf_token, sign_in
 from tests.support.records import RecordSpec
 from tests.support.redis_keys import bytes_list, clean_redis
+from tests.support.web_app import ADMIN_TOKEN, Records
 from web import create_app
 from web.console.display import local_time
 from web.console.limits import FREE_ATTEMPTS

@@ -21,7 +21,7 @@ from services.domain.saved_answers import SaveOutcome
 from services.persistence.db import make_engine, make_session_factory
 from services.persistence.uow import UnitOfWork
 from services.usecases import assessment
-from tests.integration.hotpath_support import QUESTION_IDS, insert_records, stored_answers
+from tests.support.hotpath import QUESTION_IDS, insert_records, stored_answers
 from tests.support.redis_keys import clean_redis
 from tests.support.urls import CLOSED_DATABASE_URL
 

@@ -26,7 +26,7 @@ from redis_adapters.event_sink import RedisEventSink
 from redis_adapters.keyspace import AutosaveKeys, EventLogKeys
 from redis_adapters.lock import RedisLock
 from services.domain.events import Event, EventType
-from tests.integration.hotpath_support import QUESTION_IDS, insert_records
+from tests.support.hotpath import QUESTION_IDS, insert_records
 from tests.support.processes import wait_until
 
 pytestmark = pytest.mark.slow

@@ -33,7 +33,7 @@ from services.domain.events import Event, EventType
 from services.domain.saved_answers import MAX_SAVED_MS, SavedAnswer
 from services.persistence.db import make_engine, make_session_factory
 from services.persistence.progress import ProgressState
-from tests.integration.hotpath_support import QUESTION_IDS, insert_records, progress_row, stored_answers
+from tests.support.hotpath import QUESTION_IDS, insert_records, progress_row, stored_answers
 from tests.support.redis_keys import bytes_list, clean_redis
 from tests.support.urls import CLOSED_DATABASE_URL
 

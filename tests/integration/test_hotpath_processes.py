@@ -18,7 +18,7 @@ from redis_adapters.event_sink import RedisEventSink
 from redis_adapters.keyspace import AutosaveKeys, EventLogKeys
 from scripts.processes import ProcfileProcess
 from services.domain.events import Event, EventType
-from tests.integration.hotpath_support import insert_records, progress_row, stored_answers
+from tests.support.hotpath import insert_records, progress_row, stored_answers
 from tests.support.processes import sessions_waiting_for_a_lock, wait_until
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from redis_adapters.autosave_store import RedisAutosaveStore
 from redis_adapters.keyspace import AutosaveKeys
 from services.domain.saved_answers import from_epoch_ms, to_epoch_ms
 from services.persistence.progress import ProgressState, sync_progress
-from tests.integration.hotpath_support import insert_records, progress_row
+from tests.support.hotpath import insert_records, progress_row
 from tests.support.redis_keys import clean_redis
 
 KEYS = AutosaveKeys.default()

@@ -16,8 +16,8 @@ from redis_adapters.report_message import ReportQueueMessage
 from services.domain.errors import ServiceError
 from services.domain.events import Event
 from services.domain.status import RecordStatus
-from tests.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.support.actors import declare_actor
+from tests.support.broker_fixtures import BrokerFactory, WorkerFactory
 
 QUEUE = EventLogKeys().queue
 

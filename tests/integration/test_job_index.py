@@ -33,7 +33,7 @@ from redis_adapters.queues import (
 )
 from redis_adapters.report_message import ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
-from tests.broker_fixtures import BrokerFactory
+from tests.support.broker_fixtures import BrokerFactory
 from tests.support.redis_keys import bytes_list, bytes_map
 
 OUTCOMES = ("ack", "retry", "dead", "dead_unconfirmed", "give_back", "hold")

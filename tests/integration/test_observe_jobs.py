@@ -21,7 +21,7 @@ from redis_adapters.queues import (
     REPORT_QUEUE_NAME,
 )
 from redis_adapters.report_message import ReportQueueMessage
-from tests.broker_fixtures import WorkerFactory
+from tests.support.broker_fixtures import WorkerFactory
 from tests.support.processes import wait_until
 
 LABELS = {"queue_name": REPORT_QUEUE_NAME, "actor_name": REPORT_ACTOR_NAME}

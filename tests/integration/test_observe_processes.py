@@ -26,8 +26,8 @@ from redis_adapters.queues import DEAD_LETTER_QUEUE_KEY, MAX_RETRY_COUNT, REPORT
 from redis_adapters.report_queue import RedisReportQueue
 from scripts.processes import ProcfileProcess, SessionProcess
 from services.domain.status import RecordStatus
-from tests.record_state import status_of
 from tests.support.processes import WorkerProcess, wait_until
+from tests.support.record_state import status_of
 
 #: Good records (reports generated) and records without answers (every attempt fails).
 GOOD, BAD = 4, 2

@@ -25,13 +25,13 @@ from redis_adapters.report_message import ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.status import RecordStatus
 from services.persistence.db import make_engine
-from tests.e2e.stack_support import add_answers
-from tests.integration.web_support import USER_PATH
-from tests.record_state import completed_at
 from tests.support.envelope import data
 from tests.support.pgbouncer import PgBouncer, pgbouncer_binary
 from tests.support.processes import WorkerProcess, wait_until
+from tests.support.record_state import completed_at
+from tests.support.stack import add_answers
 from tests.support.submissions import answer_sheet, statuses, submit
+from tests.support.web_app import USER_PATH
 from web import create_app, issue_user_token
 
 pytestmark = [

@@ -26,8 +26,8 @@ from observability.heartbeat import Heartbeat
 from reconciler.loop import STATS_KEY, Reconciler, ReconcilerSettings, run
 from scripts.faults import FaultProxy
 from services.persistence.db import database_answers, make_engine, make_session_factory
-from tests.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.support.actors import declare_actor
+from tests.support.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.support.proc_stats import thread_cpu_s
 from tests.support.processes import wait_until
 

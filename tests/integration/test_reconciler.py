@@ -23,9 +23,9 @@ from redis_adapters.report_message import ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
 from services.persistence.uow import UnitOfWork
 from services.usecases import reconcile
-from tests.broker_fixtures import WorkerFactory
-from tests.record_state import status_of
 from tests.support.actors import declare_actor
+from tests.support.broker_fixtures import WorkerFactory
+from tests.support.record_state import status_of
 
 GRACE_MS = 5_000
 

@@ -38,14 +38,14 @@ from redis_adapters.report_queue import RedisReportQueue
 from scripts.cluster import redis_cluster
 from scripts.processes import ProcfileProcess, SessionProcess
 from services.domain.status import RecordStatus
-from tests.broker_fixtures import FAST_BROKER, WorkerFactory
-from tests.integration.hotpath_support import QUESTION_IDS, stored_answers, truncate_event_log
-from tests.integration.web_support import USER_PATH
-from tests.record_state import status_of
 from tests.support.actors import declare_actor
+from tests.support.broker_fixtures import FAST_BROKER, WorkerFactory
 from tests.support.envelope import data
+from tests.support.hotpath import QUESTION_IDS, stored_answers, truncate_event_log
 from tests.support.processes import WorkerProcess, wait_until
+from tests.support.record_state import status_of
 from tests.support.redis_keys import as_bytes
+from tests.support.web_app import USER_PATH
 from web import create_app, issue_user_token
 from web.redis_guard import guarded_redis
 

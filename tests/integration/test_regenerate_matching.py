@@ -36,14 +36,14 @@ from services.usecases.regeneration_tasks import (
     run_task,
     start_regenerate_matching,
 )
-from tests.broker_fixtures import BrokerFactory, WorkerFactory
-from tests.integration.ops_support import ACTOR
-from tests.integration.web_support import ADMIN_PATH, Records
 from tests.support.actors import declare_actor
+from tests.support.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.support.console import csrf_token, sign_in
 from tests.support.envelope import data, error
+from tests.support.operations import ACTOR
 from tests.support.records import RecordSpec
 from tests.support.urls import CLOSED_DATABASE_URL
+from tests.support.web_app import ADMIN_PATH, Records
 from web import create_app
 
 MATCHING = ADMIN_PATH + "/assessmentRecord/regenerateMatching"

@@ -21,9 +21,9 @@ from werkzeug.serving import make_server
 from services.domain.questionnaire import load_questionnaire
 from services.persistence.uow import UnitOfWork
 from services.usecases import reports
-from tests.integration.web_support import USER_PATH
 from tests.support.browser import ARTIFACTS_DIR, screenshot
 from tests.support.envelope import data
+from tests.support.web_app import USER_PATH
 from web.radar import CENTER_X, CENTER_Y, RADIUS
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from redis_adapters.queues import (
 from redis_adapters.report_message import ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.status import RecordStatus
-from tests.record_state import report_rows, status_of
+from tests.support.record_state import report_rows, status_of
 from tests.support.retry_clock import RetryClock, assert_schedule
 
 MakeRecord = Callable[..., int]

@@ -25,8 +25,8 @@ from redis_adapters.queues import (
     RETRY_DELAYS_MS,
 )
 from redis_adapters.report_message import MAX_RECORD_ID, ReportQueueMessage
-from tests.broker_fixtures import WorkerFactory
 from tests.support.actors import declare_actor
+from tests.support.broker_fixtures import WorkerFactory
 from tests.support.redis_keys import as_bytes
 from tests.support.retry_clock import RetryClock, assert_schedule
 

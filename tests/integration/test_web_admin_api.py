@@ -20,10 +20,10 @@ from redis_adapters.queues import (
     REPORT_DELAYED_KEY,
     REPORT_QUEUE_KEY,
 )
-from tests.integration.web_support import ADMIN_PATH, USER_PATH, Records
 from tests.support.envelope import data, error, json_body
 from tests.support.records import RecordSpec
 from tests.support.urls import CLOSED_DATABASE_URL
+from tests.support.web_app import ADMIN_PATH, USER_PATH, Records
 from web import create_app
 
 Headers = Callable[[int], dict[str, str]]

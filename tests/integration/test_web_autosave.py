@@ -17,11 +17,11 @@ from hotpath.answers_flusher import AnswersFlusher
 from hotpath.eventlog_consumer import EventLogConsumer
 from redis_adapters.keyspace import AutosaveKeys, EventLogKeys
 from redis_adapters.queues import REPORT_QUEUE_KEY
-from tests.integration.hotpath_support import QUESTION_IDS, stored_answers
-from tests.integration.web_support import ADMIN_PATH, ADMIN_TOKEN, USER_PATH, Records
 from tests.support.envelope import data, error
+from tests.support.hotpath import QUESTION_IDS, stored_answers
 from tests.support.records import RecordSpec
 from tests.support.redis_keys import as_bytes
+from tests.support.web_app import ADMIN_PATH, ADMIN_TOKEN, USER_PATH, Records
 
 Headers = Callable[[int], dict[str, str]]
 ALICE, BOB = 1001, 2002

@@ -20,9 +20,9 @@ from flask.testing import FlaskClient
 
 from redis_adapters.queues import REPORT_QUEUE_KEY
 from services.domain.errors import MSG_EMPTY_ID_LIST
-from tests.integration.web_support import ADMIN_PATH, USER_PATH, Records
 from tests.support.envelope import json_body
 from tests.support.records import RecordSpec
+from tests.support.web_app import ADMIN_PATH, USER_PATH, Records
 from web.validation import MAX_BATCH_IDS, MAX_CONTENT_LENGTH
 
 Headers = Callable[[int], dict[str, str]]

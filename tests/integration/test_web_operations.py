@@ -15,10 +15,10 @@ from sqlalchemy import Engine, text
 from config.settings import Settings
 from redis_adapters.queues import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_JOBS_KEY, REPORT_QUEUE_KEY
 from redis_adapters.report_message import ReportQueueMessage
-from tests.integration.web_support import ADMIN_PATH, ADMIN_TOKEN, Records
 from tests.support.envelope import data, error
 from tests.support.records import RecordSpec
 from tests.support.urls import CLOSED_DATABASE_URL
+from tests.support.web_app import ADMIN_PATH, ADMIN_TOKEN, Records
 from web import create_app
 from web.auth import token_fingerprint
 

@@ -22,9 +22,9 @@ from werkzeug.test import TestResponse
 from redis_adapters.queues import REPORT_QUEUE_KEY
 from redis_adapters.report_message import ReportQueueMessage
 from services.domain.errors import MSG_REGENERATE_NOT_ALLOWED
-from tests.integration.web_support import ADMIN_PATH, Records
 from tests.support.envelope import json_body
 from tests.support.records import RecordSpec
+from tests.support.web_app import ADMIN_PATH, Records
 
 PROPERTY = settings(
     max_examples=100,

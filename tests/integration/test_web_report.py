@@ -17,10 +17,10 @@ from sqlalchemy import Engine, text
 from config.settings import Settings
 from services.domain.questionnaire import LEVELS, load_questionnaire
 from services.domain.scoring import level_for
-from tests.integration.web_support import ADMIN_TOKEN, USER_PATH, Records
 from tests.support.envelope import data, error
 from tests.support.records import RecordSpec
 from tests.support.reports import insert_report, levelled_scores
+from tests.support.web_app import ADMIN_TOKEN, USER_PATH, Records
 from web import create_app
 from web.report_page import LINK_MAX_AGE_S
 

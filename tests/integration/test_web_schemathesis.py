@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from tests.integration.web_support import ADMIN_PATH, Records
 from tests.support.records import RecordSpec
+from tests.support.web_app import ADMIN_PATH, Records
 from web.openapi import document
 
 OWNER = 1

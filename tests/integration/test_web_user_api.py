@@ -15,9 +15,9 @@ from redis_adapters.report_message import ReportQueueMessage
 from services.domain.questionnaire import load_questionnaire
 from services.persistence.uow import UnitOfWork
 from services.usecases import reports
-from tests.integration.web_support import USER_PATH, Records
 from tests.support.envelope import data, error
 from tests.support.records import RecordSpec
+from tests.support.web_app import USER_PATH, Records
 
 Headers = Callable[[int], dict[str, str]]
 ALICE, BOB = 1001, 2002

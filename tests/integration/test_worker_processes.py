@@ -22,7 +22,6 @@ from redis_adapters.task_store import RedisTaskStore
 from services.domain.status import RecordStatus
 from services.persistence.uow import UnitOfWork
 from services.usecases.regeneration_tasks import MatchFilter, TaskState, start_regenerate_matching
-from tests.record_state import report_rows, status_of
 from tests.support.processes import (
     RedisServer,
     WorkerProcess,
@@ -30,6 +29,7 @@ from tests.support.processes import (
     sessions_waiting_for_a_lock,
     wait_until,
 )
+from tests.support.record_state import report_rows, status_of
 from tests.support.records import RecordSpec, insert_records
 
 pytestmark = pytest.mark.slow

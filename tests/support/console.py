@@ -6,7 +6,7 @@ import re
 
 from flask.testing import FlaskClient
 
-from tests.integration.web_support import ADMIN_TOKEN
+from tests.support.web_app import ADMIN_TOKEN
 
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 

@@ -1,6 +1,6 @@
 """The one way the tests insert records directly (no service rules): `insert_records`.
 
-`web_support.Records.insert`, `hotpath_support.insert_records` and conftest's `make_record`
+`web_app.Records.insert`, `hotpath.insert_records`, `stack.insert_record` and conftest's `make_record`
 fixture are shorthands for it.
 """
 

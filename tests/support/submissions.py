@@ -11,8 +11,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.persistence.models import AssessmentRecord
-from tests.integration.web_support import USER_PATH
 from tests.support.envelope import data
+from tests.support.web_app import USER_PATH
 
 
 def answer_sheet(client: FlaskClient, headers: dict[str, str]) -> list[dict[str, int]]:

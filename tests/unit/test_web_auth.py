@@ -8,7 +8,7 @@ from flask.cli import locate_app
 from flask.testing import FlaskClient
 from itsdangerous import URLSafeTimedSerializer
 
-from tests.unit.web_unit_support import (
+from tests.support.web_unit import (
     ADMIN_AUTH,
     ADMIN_TOKEN,
     SECRET_KEY,

@@ -23,7 +23,7 @@ from services.domain.errors import (
     ServiceError,
 )
 from services.domain.views import BatchRegenerateResult, Page, ResultStatusView
-from tests.unit.web_unit_support import UNIT_SETTINGS, make_app, user_auth
+from tests.support.web_unit import UNIT_SETTINGS, make_app, user_auth
 from web import create_app
 from web.errors import RETRY_AFTER_S, UNAVAILABLE_CODE, UNAVAILABLE_MESSAGE
 from web.jsonify import camel_case, to_json

@@ -12,7 +12,7 @@ import pytest
 from redis_adapters.queue_figures import QueueFigures
 from services.domain import opsmodel, views
 from services.usecases import drill, regeneration_tasks
-from tests.unit.web_unit_support import make_app, routes
+from tests.support.web_unit import make_app, routes
 from web.jsonify import camel_case
 from web.openapi import document
 

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from services.domain.errors import ConfigError
-from tests.unit.web_unit_support import UNIT_SETTINGS
+from tests.support.web_unit import UNIT_SETTINGS
 from web import MIN_SECRET_BYTES, app_env, create_app
 
 STRONG = "k" * MIN_SECRET_BYTES

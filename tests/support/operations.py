@@ -16,7 +16,7 @@ from redis_adapters.report_message import ReportQueueMessage
 from services.domain.opsmodel import AdminActor
 from services.persistence.models import Answer, Question
 from tests.conftest import default_answer
-from tests.record_state import status_of
+from tests.support.record_state import status_of
 from tests.support.redis_keys import as_bytes
 
 MakeRecord = Callable[..., int]
