@@ -35,7 +35,10 @@ from redis_adapters.queues import DEAD_LETTER_QUEUE_KEY
 from scripts import servers
 from scripts.faults import FaultProxy
 from scripts.processes import ProcfileProcess
+from tests.support import records
 from tests.support.processes import WorkerProcess, row_locked, sessions_waiting_for_a_lock, wait_until
+from tests.support.record_state import status_counts as statuses
+from tests.support.records import RecordSpec
 from tests.support.redis_keys import MARKER_KEYS
 from web import issue_user_token
 
@@ -122,25 +125,8 @@ def submit_patiently(base: str, token: str, record_id: int, answers: list[dict[s
 
 
 def insert_records(engine: Engine, count: int) -> list[int]:
-    with engine.begin() as conn:
-        return list(
-            conn.execute(
-                text(
-                    "INSERT INTO assessment_records (user_id, status, started_at)"
-                    " SELECT :u, 2, now() FROM generate_series(1, :n) RETURNING id"
-                ),
-                {"u": USER_ID, "n": count},
-            ).scalars()
-        )
-
-
-def statuses(engine: Engine, ids: list[int]) -> dict[int, int]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text("SELECT status, count(*) FROM assessment_records WHERE id = ANY(:ids) GROUP BY status"),
-            {"ids": ids},
-        ).all()
-    return {int(s): int(n) for s, n in rows}
+    """`count` assessments under way (status 2, started) of the test's user."""
+    return records.insert_records(engine, [RecordSpec(2, USER_ID, timestamps=False, started=True)] * count)
 
 
 def all_answers(engine: Engine) -> list[dict[str, int]]:

@@ -10,11 +10,11 @@ import re
 import pytest
 import redis
 from flask import Flask
-from flask.testing import FlaskClient
 from werkzeug.routing import Rule
 
 from config.settings import Settings
 from redis_adapters.keyspace import Keyspace
+from tests.support.console import csrf_token, sign_in
 from tests.support.web_unit import ADMIN_AUTH, ADMIN_TOKEN, UNIT_SETTINGS, bearer, make_app, user_auth
 from web import create_app
 from web.auth import token_fingerprint
@@ -65,20 +65,6 @@ def console_routes(app: Flask = APP) -> list[tuple[str, str, str]]:
 
 
 GUARDED = [route for route in console_routes() if route[0] not in PUBLIC_ENDPOINTS]
-
-
-def csrf_token(client: FlaskClient, path: str = "/admin/login") -> str:
-    html = client.get(path).get_data(as_text=True)
-    match = re.search(r'name="csrf_token" value="([^"]+)"', html)
-    assert match, html[:500]
-    return match.group(1)
-
-
-def sign_in(client: FlaskClient, token: str = ADMIN_TOKEN, name: str = "张三") -> int:
-    response = client.post(
-        "/admin/login", data={"token": token, "name": name, "csrf_token": csrf_token(client)}
-    )
-    return response.status_code
 
 
 def test_the_console_has_its_pages_and_forms() -> None:

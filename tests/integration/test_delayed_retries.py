@@ -31,8 +31,8 @@ from services.domain.status import RecordStatus
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin, drill, operations
 from services.usecases.audit import DatabaseAuditLog, list_audit
-from tests.support.operations import ACTOR, MakeRecord, wait_for_status
-from tests.support.record_state import status_of
+from tests.support.operations import ACTOR, MakeRecord
+from tests.support.record_state import status_of, wait_for_status
 
 
 @pytest.fixture

@@ -36,14 +36,8 @@ from services.persistence.db import make_engine, make_session_factory
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin, operations
 from services.usecases.audit import DatabaseAuditLog
-from tests.support.operations import (
-    ACTOR,
-    MakeRecord,
-    add_answers,
-    dead_letter_by_worker,
-    wait_for_status,
-)
-from tests.support.record_state import status_of
+from tests.support.operations import ACTOR, MakeRecord, add_answers, dead_letter_by_worker
+from tests.support.record_state import status_of, wait_for_status
 from tests.support.urls import CLOSED_DATABASE_URL
 
 

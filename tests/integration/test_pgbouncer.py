@@ -28,9 +28,9 @@ from services.persistence.db import make_engine
 from tests.support.envelope import data
 from tests.support.pgbouncer import PgBouncer, pgbouncer_binary
 from tests.support.processes import WorkerProcess, wait_until
-from tests.support.record_state import completed_at
+from tests.support.record_state import completed_at, statuses
 from tests.support.stack import add_answers
-from tests.support.submissions import answer_sheet, statuses, submit
+from tests.support.submissions import answer_sheet, submit
 from tests.support.web_app import USER_PATH
 from web import create_app, issue_user_token
 

@@ -41,6 +41,7 @@ from tests.support.broker_fixtures import BrokerFactory, WorkerFactory
 from tests.support.console import csrf_token, sign_in
 from tests.support.envelope import data, error
 from tests.support.operations import ACTOR
+from tests.support.record_state import distinct_statuses as statuses
 from tests.support.records import RecordSpec
 from tests.support.urls import CLOSED_DATABASE_URL
 from tests.support.web_app import ADMIN_PATH, Records
@@ -56,14 +57,6 @@ PAGE_STEP = "services.usecases.regeneration_tasks.batch_regenerate"
 
 def queued_record_ids(client: redis.Redis) -> list[int]:
     return [ReportQueueMessage.decode(raw).record_id for raw in client.lrange(REPORT_QUEUE_KEY, 0, -1)]
-
-
-def statuses(engine: Engine, ids: list[int]) -> set[int]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text("SELECT DISTINCT status FROM assessment_records WHERE id = ANY(:ids)"), {"ids": ids}
-        )
-        return {int(s) for s in rows.scalars()}
 
 
 def set_submitted(engine: Engine, ids: list[int], at: datetime) -> None:

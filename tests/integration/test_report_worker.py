@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -24,19 +23,10 @@ from redis_adapters.queues import (
 from redis_adapters.report_message import ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.status import RecordStatus
-from tests.support.record_state import report_rows, status_of
+from tests.support.record_state import report_rows, status_of, wait_for_status
 from tests.support.retry_clock import RetryClock, assert_schedule
 
 MakeRecord = Callable[..., int]
-
-
-def wait_for_status(
-    session_factory: sessionmaker[Session], record_id: int, status: int, timeout: float
-) -> None:
-    deadline = time.monotonic() + timeout
-    while status_of(session_factory, record_id) != status and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert status_of(session_factory, record_id) == status
 
 
 def test_submitted_record_gets_its_report(

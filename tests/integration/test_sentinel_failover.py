@@ -45,8 +45,9 @@ from services.domain.events import EventType
 from services.domain.status import RecordStatus
 from services.persistence.models import AssessmentRecord, EventLogEntry
 from tests.support.processes import WorkerProcess, wait_until
+from tests.support.record_state import statuses
 from tests.support.sentinel import SentinelGroup, sentinel_binary
-from tests.support.submissions import answer_sheet, statuses, submit
+from tests.support.submissions import answer_sheet, submit
 from web import create_app, issue_user_token
 
 pytestmark = [

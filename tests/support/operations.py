@@ -3,7 +3,6 @@ by the real retry path, answers added to a record after the fact, audit rows rea
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import redis
@@ -16,20 +15,10 @@ from redis_adapters.report_message import ReportQueueMessage
 from services.domain.opsmodel import AdminActor
 from services.persistence.models import Answer, Question
 from tests.conftest import default_answer
-from tests.support.record_state import status_of
 from tests.support.redis_keys import as_bytes
 
 MakeRecord = Callable[..., int]
 ACTOR = AdminActor(name="admin:test", credential="admin-token …test")
-
-
-def wait_for_status(
-    session_factory: sessionmaker[Session], record_id: int, status: int, timeout: float = 10
-) -> None:
-    deadline = time.monotonic() + timeout
-    while status_of(session_factory, record_id) != status and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert status_of(session_factory, record_id) == status
 
 
 def dead_letter_by_worker(broker: RedisListBroker, redis_client: redis.Redis, record_id: int) -> bytes:

@@ -1,10 +1,11 @@
-"""What the database says about a record, for tests that drive it from outside."""
+"""What the database says about records, for tests that drive them from outside: one copy of each reader."""
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import Engine, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.persistence.models import AssessmentRecord, DimensionResult, ReportSummary
@@ -29,3 +30,41 @@ def completed_at(session_factory: sessionmaker[Session], record_id: int) -> date
         moment = session.scalar(select(AssessmentRecord.completed_at).where(AssessmentRecord.id == record_id))
     assert moment is not None, f"record {record_id} has no completion time"
     return moment
+
+
+def wait_for_status(
+    session_factory: sessionmaker[Session], record_id: int, status: int, timeout: float = 10
+) -> None:
+    """Wait until the record is in `status` (the bound only ends a hang), then assert it is."""
+    deadline = time.monotonic() + timeout
+    while status_of(session_factory, record_id) != status and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert status_of(session_factory, record_id) == status
+
+
+def statuses(factory: sessionmaker[Session], ids: list[int]) -> dict[int, int]:
+    """Each record's status, by id."""
+    with factory() as session:
+        rows = session.execute(
+            select(AssessmentRecord.id, AssessmentRecord.status).where(AssessmentRecord.id.in_(ids))
+        )
+        return {int(rid): int(status) for rid, status in rows}
+
+
+def status_counts(engine: Engine, ids: list[int]) -> dict[int, int]:
+    """How many of the records are in each status."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT status, count(*) FROM assessment_records WHERE id = ANY(:ids) GROUP BY status"),
+            {"ids": ids},
+        ).all()
+    return {int(s): int(n) for s, n in rows}
+
+
+def distinct_statuses(engine: Engine, ids: list[int]) -> set[int]:
+    """The statuses the records are in."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT DISTINCT status FROM assessment_records WHERE id = ANY(:ids)"), {"ids": ids}
+        )
+        return {int(s) for s in rows.scalars()}

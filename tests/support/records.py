@@ -21,6 +21,8 @@ class RecordSpec:
     results: bool = False
     #: Set submitted_at (status >= 3) and completed_at (status 4), as the services would.
     timestamps: bool = True
+    #: Set started_at (an assessment under way).
+    started: bool = False
 
 
 def insert_records(engine: Engine, specs: Sequence[RecordSpec]) -> list[int]:
@@ -32,12 +34,13 @@ def insert_records(engine: Engine, specs: Sequence[RecordSpec]) -> list[int]:
             conn.scalars(
                 text(
                     "INSERT INTO assessment_records"
-                    " (user_id, status, is_deleted, submitted_at, completed_at)"
-                    " SELECT u, s, d, CASE WHEN t AND s >= 3 THEN now() END,"
+                    " (user_id, status, is_deleted, started_at, submitted_at, completed_at)"
+                    " SELECT u, s, d, CASE WHEN st THEN now() END, CASE WHEN t AND s >= 3 THEN now() END,"
                     " CASE WHEN t AND s = 4 THEN now() END"
                     " FROM unnest(CAST(:users AS bigint[]), CAST(:statuses AS smallint[]),"
-                    " CAST(:deleted AS boolean[]), CAST(:timestamps AS boolean[]))"
-                    " WITH ORDINALITY AS r(u, s, d, t, n)"
+                    " CAST(:deleted AS boolean[]), CAST(:timestamps AS boolean[]),"
+                    " CAST(:started AS boolean[]))"
+                    " WITH ORDINALITY AS r(u, s, d, t, st, n)"
                     " ORDER BY n RETURNING id"
                 ),
                 {
@@ -45,6 +48,7 @@ def insert_records(engine: Engine, specs: Sequence[RecordSpec]) -> list[int]:
                     "statuses": [s.status for s in specs],
                     "deleted": [s.deleted for s in specs],
                     "timestamps": [s.timestamps for s in specs],
+                    "started": [s.started for s in specs],
                 },
             )
         )

@@ -16,12 +16,13 @@ from typing import Any
 
 import redis
 import requests
-from sqlalchemy import Engine, func, insert, select, text
+from sqlalchemy import Engine, insert, select, text
 
 from config.settings import Settings
 from services.domain.status import RecordStatus
 from services.persistence.models import Answer, AssessmentRecord, Question
 from tests.support.processes import RunStack, procfile, wait_until
+from tests.support.records import RecordSpec, insert_records
 from tests.support.redis_keys import clean_redis
 from web import issue_user_token
 
@@ -159,14 +160,7 @@ def running_stack(
 
 def insert_record(engine: Engine, user_id: int, *, answers: bool = True) -> int:
     """A record in status 3 (submitted), with a full answer sheet unless `answers` is False."""
-    with engine.begin() as conn:
-        record_id = int(
-            conn.execute(
-                insert(AssessmentRecord)
-                .values(user_id=user_id, status=RecordStatus.GENERATING, submitted_at=func.now())
-                .returning(AssessmentRecord.id)
-            ).scalar_one()
-        )
+    (record_id,) = insert_records(engine, [RecordSpec(RecordStatus.GENERATING, user_id)])
     if answers:
         add_answers(engine, record_id)
     return record_id

@@ -7,10 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flask.testing import FlaskClient
-from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
 
-from services.persistence.models import AssessmentRecord
 from tests.support.envelope import data
 from tests.support.web_app import USER_PATH
 
@@ -45,11 +42,3 @@ def submit(client: FlaskClient, headers: dict[str, str], answers: list[dict[str,
         lambda: data(client.post(f"{USER_PATH}/submitAnswers", json=full, headers=headers)), deadline
     )
     return record_id, bool(result["enqueued"])
-
-
-def statuses(factory: sessionmaker[Session], ids: list[int]) -> dict[int, int]:
-    with factory() as session:
-        rows = session.execute(
-            select(AssessmentRecord.id, AssessmentRecord.status).where(AssessmentRecord.id.in_(ids))
-        )
-        return {int(rid): int(status) for rid, status in rows}
