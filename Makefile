@@ -5,6 +5,8 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# What ruff checks: every package of the application, the broker library, the tests and the tooling.
+SOURCES := config services redis_adapters observability actors hotpath reconciler web broker tests bench scripts
 
 .PHONY: run test test-broker pytest lint typecheck bench demo clean clean-state
 
@@ -20,8 +22,8 @@ run: $(VENV)/.stamp-embedded
 # The bench extra too: the suite runs a smoke test of every benchmark (RQ is a peer there).
 # The suite runs as two shards at once (scripts/test_shards.py): the slow tests beside the rest.
 test: $(VENV)/.stamp-test+dev+embedded+bench
-	$(VENV)/bin/ruff check services actors web tests bench scripts broker
-	$(VENV)/bin/ruff format --check services actors web tests bench scripts broker
+	$(VENV)/bin/ruff check $(SOURCES)
+	$(VENV)/bin/ruff format --check $(SOURCES)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	cd broker && ../$(VENV)/bin/mypy
@@ -38,8 +40,8 @@ pytest: $(VENV)/.stamp-test+dev+embedded+bench
 	$(PY) -m scripts.with_test_services -- $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.stamp-test+dev+embedded+bench
-	$(VENV)/bin/ruff check services actors web tests bench scripts broker
-	$(VENV)/bin/ruff format --check services actors web tests bench scripts broker
+	$(VENV)/bin/ruff check $(SOURCES)
+	$(VENV)/bin/ruff format --check $(SOURCES)
 	$(VENV)/bin/lint-imports
 
 typecheck: $(VENV)/.stamp-test+dev+embedded+bench
