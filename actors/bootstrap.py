@@ -19,23 +19,16 @@ from typing import Any
 import dramatiq
 import dramatiq.worker
 from dramatiq.middleware import (
-    AgeLimit,
-    Callbacks,
-    CurrentMessage,
     Middleware,
-    Pipelines,
-    ShutdownNotifications,
-    TimeLimit,
 )
 from listbroker import (
     DEFAULT_HEARTBEAT_INTERVAL_MS,
     DEFAULT_SOCKET_TIMEOUT,
     AvailabilityGate,
-    ExactRetries,
     Probe,
     RedisListBroker,
-    RequeueOnShutdown,
 )
+from listbroker import default_middleware as broker_middleware
 from sqlalchemy.orm import Session, sessionmaker
 
 from config.settings import Settings
@@ -145,7 +138,7 @@ def database_available() -> bool:
 
 
 def default_middleware(database_probe: Probe | None = None) -> list[Middleware]:
-    """Dramatiq's default middleware, with its Retries replaced by ExactRetries.
+    """The broker library's middleware (Dramatiq's default, its Retries replaced by ExactRetries).
 
     AvailabilityGate (first: see listbroker's gate.py) holds report jobs and admin tasks while
     PostgreSQL is down; CurrentMessage lets the report actor log which attempt failed
@@ -154,18 +147,9 @@ def default_middleware(database_probe: Probe | None = None) -> list[Middleware]:
     gate: list[Middleware] = []
     if database_probe is not None:
         gate.append(AvailabilityGate(database_probe, queues={REPORT_QUEUE_NAME, ADMIN_QUEUE_NAME}))
-    return [
-        *gate,
-        JobObserver(),
-        AgeLimit(),
-        TimeLimit(),
-        ShutdownNotifications(),
-        Callbacks(),
-        Pipelines(),
-        ExactRetries(),
-        CurrentMessage(),
-        RequeueOnShutdown(),
-    ]
+    # The library's list (listbroker.default_middleware: Dramatiq's, with ExactRetries,
+    # CurrentMessage and RequeueOnShutdown), the observer in front of it.
+    return [*gate, JobObserver(), *broker_middleware()]
 
 
 def build_broker(settings: Settings) -> RedisListBroker:

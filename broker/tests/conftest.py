@@ -18,36 +18,12 @@ from collections.abc import Iterator
 import dramatiq
 import pytest
 import redis
-from dramatiq.middleware import (
-    AgeLimit,
-    Callbacks,
-    CurrentMessage,
-    Middleware,
-    Pipelines,
-    ShutdownNotifications,
-    TimeLimit,
-)
-from listbroker import ExactRetries, RedisListBroker, RequeueOnShutdown
+from listbroker import RedisListBroker, default_middleware
 from support import FAST_BROKER, BrokerFactory, WorkerFactory
 
 TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 KEEP = tuple(k for k in os.environ.get("LISTBROKER_TEST_KEEP", "listbroker:test-db").split(",") if k)
 REQUIRE = os.environ.get("LISTBROKER_REQUIRE_REDIS") == "1"
-
-
-def middleware() -> list[Middleware]:
-    """Dramatiq's default middleware with its Retries replaced by ExactRetries, and the
-    shutdown requeue: what an application puts on this broker."""
-    return [
-        AgeLimit(),
-        TimeLimit(),
-        ShutdownNotifications(),
-        Callbacks(),
-        Pipelines(),
-        ExactRetries(),
-        CurrentMessage(),
-        RequeueOnShutdown(),
-    ]
 
 
 def clean(client: redis.Redis) -> None:
@@ -94,7 +70,7 @@ def make_broker(redis_url: str, redis_client: redis.Redis) -> Iterator[BrokerFac
             **FAST_BROKER,
             **options,
         }
-        broker = RedisListBroker(middleware=middleware(), **settings)  # type: ignore[arg-type]
+        broker = RedisListBroker(middleware=default_middleware(), **settings)  # type: ignore[arg-type]
         if not made:
             dramatiq.set_broker(broker)
         made.append(broker)

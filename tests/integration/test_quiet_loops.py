@@ -233,11 +233,11 @@ def test_the_reconciler_backs_off_while_its_passes_fail(
         wait_until(lambda: reconciler_stats(client) != stats, timeout=30, what="a first pass")
         caplog.clear()
         spent = cpu_during_outage(proxy, thread)
-        lines = [r.getMessage() for r in records_of(caplog, "reconciler.loop")]
+        lines = [r.getMessage() for r in records_of(caplog, "reconciler")]
         assert spent < CPU_BUDGET_S, f"{spent:.2f} CPU s; {lines}"
         assert [m.split(":")[0] for m in lines] == ["reconciler pass"], lines
         wait_until(
-            lambda: any("recovered after" in r.getMessage() for r in records_of(caplog, "reconciler.loop")),
+            lambda: any("recovered after" in r.getMessage() for r in records_of(caplog, "reconciler")),
             timeout=60,
             what="the reconciler's recovery",
         )

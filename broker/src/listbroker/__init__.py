@@ -15,7 +15,8 @@ nothing: an application builds a `RedisListBroker` and sets it with `dramatiq.se
 - `AvailabilityGate` and `DependencyUnavailable` (gate.py, errors.py): hold messages
   while a dependency is down rather than spend attempts on it.
 - `RequeueOnShutdown` (shutdown.py), `debounce_worker_sigterm` (signals.py): graceful
-  shutdown under Procfile runners.
+  shutdown under Procfile runners; `default_middleware()` (middleware.py): Dramatiq's
+  defaults with ExactRetries, CurrentMessage and RequeueOnShutdown.
 - `queue_figures` (figures.py), `JobIndex` (jobindex.py), `DeadLetters`
   (deadletters.py) and `DelayedMessages` (delayed.py): what producers, operators and
   reconcilers need, on any Redis client, without a broker; a dead letter carries its
@@ -52,6 +53,7 @@ from listbroker.figures import QueueFigures, queue_figures
 from listbroker.gate import DEFAULT_MAX_BACKOFF_S, DEFAULT_MIN_BACKOFF_S, AvailabilityGate, Probe
 from listbroker.jobindex import JobIndex
 from listbroker.keys import HEARTBEATS_KEY, QueueKeys
+from listbroker.middleware import default_middleware
 from listbroker.retries import DeadLetterHook, ExactRetries
 from listbroker.scripts import DEAD_MARK, DELAYED_PREFIX_LEN
 from listbroker.shutdown import RequeueOnShutdown
@@ -97,6 +99,7 @@ __all__ = [
     "connection_errors",
     "dead_letter_option",
     "debounce_worker_sigterm",
+    "default_middleware",
     "job_key_pattern",
     "queue_figures",
     "run_on",
