@@ -52,7 +52,16 @@ def main(args: list[str]) -> int:
         python = str(folder / "bin" / "python")
         # The machine's pip settings (index, local wheel mirror) apply; no cache dir of its own.
         subprocess.run(
-            [python, "-m", "pip", "install", "-qq", "--no-compile", "--disable-pip-version-check", f"{BROKER}[test]"],
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "-qq",
+                "--no-compile",
+                "--disable-pip-version-check",
+                f"{BROKER}[test]",
+            ],
             check=True,
             timeout=600,
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from config.settings import configuration_table
+from config.variables import configuration_table
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SECTION = "## Configuration"

@@ -20,22 +20,11 @@ import pytest
 from sqlalchemy import Engine, text
 
 from config.settings import Settings
+from tests.support.packages import APPLICATION_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What setup.cfg needs to build the wheel.
-SOURCES = (
-    "setup.cfg",
-    "pyproject.toml",
-    "README.md",
-    "config",
-    "services",
-    "redis_adapters",
-    "observability",
-    "actors",
-    "hotpath",
-    "reconciler",
-    "web",
-)
+SOURCES = ("setup.cfg", "pyproject.toml", "README.md", *APPLICATION_PACKAGES)
 #: The schema of an empty database is built in a schema of its own, so the session's
 #: test schema (public) is left as the other tests expect it.
 SCHEMA = "mi_migrate_check"

@@ -13,8 +13,10 @@ from pathlib import Path
 import grimp
 import pytest
 
+from tests.support.packages import APPLICATION_PACKAGES
+
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("config", "services", "redis_adapters", "observability", "actors", "hotpath", "reconciler", "web")
+PACKAGES = APPLICATION_PACKAGES
 #: Modules whose import is meant to act: the worker's entry and `python -m` mains.
 ENTRY_MODULES = {"actors.worker", "hotpath.__main__", "reconciler.__main__"}
 #: Alembic's scripts (env.py, the revisions) run inside `alembic`'s context, never imported.

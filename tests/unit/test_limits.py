@@ -13,6 +13,7 @@ from sqlalchemy import CheckConstraint, Table
 from services.domain.limits import MAX_ID, is_id, is_strict_int
 from services.domain.status import MAX_STATUS, MIN_STATUS, RecordStatus
 from services.persistence.models import AssessmentRecord
+from tests.support.packages import APPLICATION_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Modules every process imports, the wire format among them: no database, no web or worker framework.
@@ -92,18 +93,7 @@ def test_no_module_restates_a_limit() -> None:
     """The id bound and the strict-int check are written once, in services/domain/limits.py."""
     found = [
         f"{path.relative_to(ROOT)}:{number}"
-        for folder in (
-            "config",
-            "services",
-            "redis_adapters",
-            "observability",
-            "actors",
-            "hotpath",
-            "reconciler",
-            "web",
-            "scripts",
-            "bench",
-        )
+        for folder in (*APPLICATION_PACKAGES, "scripts", "bench")
         for path in sorted((ROOT / folder).rglob("*.py"))
         if path != ROOT / "services" / "domain" / "limits.py"
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)

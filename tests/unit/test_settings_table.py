@@ -6,12 +6,14 @@ import re
 import subprocess
 from pathlib import Path
 
-from config.settings import VARIABLES, Settings, configuration_table, undocumented_fields
+from config.settings import Settings
+from config.variables import VARIABLES, configuration_table, undocumented_fields
 from scripts.settings_table import README, current_table
+from tests.support.packages import APPLICATION_PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The packages that must read no variable themselves (config/settings.py reads them all).
-PACKAGES = ("services", "redis_adapters", "observability", "actors", "hotpath", "reconciler", "web")
+PACKAGES = tuple(p for p in APPLICATION_PACKAGES if p != "config")
 
 
 def test_the_readme_table_is_the_generated_one() -> None:
