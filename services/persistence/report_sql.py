@@ -1,4 +1,5 @@
-"""The report aggregate's SQL (results, summary, the record's status 4): one set-based path.
+"""The report aggregate's SQL (results, summary, the record's status 4): one set-based write path,
+and the reads of a finished report (`ReportRepository`, `uow.reports`).
 
 Every generation, of one record or of a group, runs these statements on psycopg directly,
 inside the unit of work's transaction, in two pipelined round trips (issue 15: the ORM path
@@ -18,10 +19,12 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import psycopg
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from services.domain.scoring import ScoreReport
+from services.domain.scoring import DimensionScore, ScoreReport
 from services.domain.status import RecordStatus
-from services.persistence.uow import UnitOfWork
+from services.persistence.models import Dimension, DimensionResult, ReportSummary
 
 #: The latency of a report, read back by the write that completes it: from the moment the
 #: record was last put into status 3 to its report. That is its submission, or its last
@@ -87,14 +90,14 @@ class ReportReads:
     answers: dict[int, list[tuple[int, int]]]
 
 
-def connection(uow: UnitOfWork) -> psycopg.Connection[Any]:
-    """The psycopg connection of the unit of work's transaction."""
-    return cast("psycopg.Connection[Any]", uow.session.connection().connection.driver_connection)
+def connection(session: Session) -> psycopg.Connection[Any]:
+    """The psycopg connection of the session's transaction (a unit of work's)."""
+    return cast("psycopg.Connection[Any]", session.connection().connection.driver_connection)
 
 
-def read(uow: UnitOfWork, record_ids: Sequence[int], *, wait_for_locks: bool) -> ReportReads:
+def read(session: Session, record_ids: Sequence[int], *, wait_for_locks: bool) -> ReportReads:
     """Lock `record_ids` (sorted, unique) and read what their reports need: one round trip."""
-    conn = connection(uow)
+    conn = connection(session)
     ids = list(record_ids)
     with conn.pipeline():
         # The reads after the lock run once it is held (each statement takes a fresh snapshot).
@@ -113,10 +116,10 @@ def read(uow: UnitOfWork, record_ids: Sequence[int], *, wait_for_locks: bool) ->
     return ReportReads(locked, existing, question_rows, dimension_rows, by_record)
 
 
-def write(uow: UnitOfWork, reports: dict[int, ScoreReport]) -> dict[int, float | None]:
-    """Replace the results and summaries of `reports`' records, set them to 4 and commit: one
-    round trip. Returns each record's latency in seconds (LATENCY_SQL)."""
-    conn = connection(uow)
+def write(session: Session, reports: dict[int, ScoreReport]) -> dict[int, float | None]:
+    """Replace the results and summaries of `reports`' records, set them to 4 and commit the
+    session's transaction: one round trip. Returns each record's latency in seconds (LATENCY_SQL)."""
+    conn = connection(session)
     ids = list(reports)
     columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
     for rid, report in reports.items():
@@ -137,10 +140,43 @@ def write(uow: UnitOfWork, reports: dict[int, ScoreReport]) -> dict[int, float |
         conn.execute(INSERT_SUMMARIES, summaries)
         completed = conn.execute(COMPLETE, (RecordStatus.COMPLETED, ids))
         # Queued in the same round trip as the writes (psycopg syncs the pipeline here).
-        uow.commit()
+        session.commit()
     return {int(rid): latency_seconds(latency) for rid, latency in completed.fetchall()}
 
 
 def latency_seconds(value: object) -> float | None:
     """A `COMPLETE` RETURNING latency (epoch seconds, numeric or NULL) as seconds."""
     return None if value is None else max(0.0, float(cast("float", value)))
+
+
+class ReportRepository:
+    """A finished report's rows, on the unit of work's session (`uow.reports`)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def scores(self, record_id: int) -> list[DimensionScore]:
+        """The record's `dimension_results` with their dimensions' code and name, by rank."""
+        rows = self.session.execute(
+            select(
+                DimensionResult.dimension_id,
+                Dimension.code,
+                Dimension.name,
+                DimensionResult.raw_score,
+                DimensionResult.score,
+                DimensionResult.rank,
+                DimensionResult.level,
+            )
+            .join(Dimension, DimensionResult.dimension_id == Dimension.id)
+            .where(DimensionResult.record_id == record_id)
+            .order_by(DimensionResult.rank, Dimension.sort_order)
+        ).all()
+        return [
+            DimensionScore(
+                code=code, name=name, raw_score=raw, score=score, rank=rank, level=level, dimension_id=did
+            )
+            for did, code, name, raw, score, rank, level in rows
+        ]
+
+    def summary(self, record_id: int) -> ReportSummary | None:
+        return self.session.get(ReportSummary, record_id)

@@ -2,7 +2,8 @@
 
 Service functions receive a `UnitOfWork`, enter it, and commit explicitly; leaving the
 block without `commit()` rolls back. This keeps the transaction boundary visible in the
-service code and out of Flask and Dramatiq.
+service code and out of Flask and Dramatiq. Inside it, the repositories work on its
+session: `uow.records` (the assessment record and its answers), `uow.questions`, `uow.reports`.
 """
 
 from __future__ import annotations
@@ -13,10 +14,16 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.domain.errors import DatabaseUnavailable
+from services.persistence.questions import QuestionRepository
+from services.persistence.records import RecordRepository
+from services.persistence.report_sql import ReportRepository
 
 
 class UnitOfWork:
     session: Session
+    records: RecordRepository
+    questions: QuestionRepository
+    reports: ReportRepository
 
     def __init__(self, session_factory: sessionmaker[Session]) -> None:
         self._session_factory = session_factory
@@ -30,6 +37,9 @@ class UnitOfWork:
         except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
             self.session.close()
             raise DatabaseUnavailable(f"database unreachable: {exc.orig or exc}") from exc
+        self.records = RecordRepository(self.session)
+        self.questions = QuestionRepository(self.session)
+        self.reports = ReportRepository(self.session)
         return self
 
     def __exit__(

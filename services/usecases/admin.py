@@ -13,10 +13,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import BigInteger, ColumnElement, any_, bindparam, delete, func, select, update
-from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.orm import InstrumentedAttribute, Session
-
 from services.domain.errors import (
     MSG_EMPTY_ID_LIST,
     MSG_REGENERATE_NOT_ALLOWED,
@@ -30,7 +26,6 @@ from services.domain.limits import MAX_ID, is_id, is_strict_int
 from services.domain.opsmodel import REGENERATED, SKIPPED, AdminActor, AuditLog, ItemOutcome, QueueOperations
 from services.domain.status import REGENERATABLE, RecordStatus, status_text
 from services.domain.views import AdminRecordRow, BatchRegenerateResult, Page, RecordFilter
-from services.persistence.models import AssessmentRecord, DimensionResult, ReportSummary
 from services.persistence.uow import UnitOfWork
 from services.usecases.audit import assume_utc, begin_action, skipped_detail, summarize
 from services.usecases.ports import ReportQueue
@@ -40,11 +35,6 @@ logger = logging.getLogger(__name__)
 MAX_PAGE_SIZE = 100
 #: Statuses as plain ints, for SQL parameters.
 _REGENERATABLE = sorted(int(s) for s in REGENERATABLE)
-
-
-def _any(column: InstrumentedAttribute[int], ids: Sequence[int]) -> ColumnElement[bool]:
-    """``column = ANY(:ids)``: one array parameter, whatever the number of ids."""
-    return column == any_(bindparam(None, list(ids), type_=ARRAY(BigInteger)))
 
 
 def list_records(
@@ -59,36 +49,24 @@ def list_records(
         raise ParamError(f"分页参数错误：page 从 1 开始，page_size 取 1 到 {MAX_PAGE_SIZE}")
     if (page - 1) * page_size > MAX_ID:
         raise ParamError("分页参数错误：page 过大")
-    conditions: list[ColumnElement[bool]] = []
-    if filters.status is not None:
-        if filters.status not in {int(s) for s in RecordStatus}:
-            raise ParamError(f"状态取值错误：{filters.status!r}")
-        conditions.append(AssessmentRecord.status == filters.status)
-    if filters.user_id is not None:
-        if not is_id(filters.user_id):
-            raise ParamError("用户ID必须是正整数")
-        conditions.append(AssessmentRecord.user_id == filters.user_id)
-    if not filters.include_deleted:
-        conditions.append(AssessmentRecord.is_deleted.is_(False))
+    if filters.status is not None and filters.status not in {int(s) for s in RecordStatus}:
+        raise ParamError(f"状态取值错误：{filters.status!r}")
+    if filters.user_id is not None and not is_id(filters.user_id):
+        raise ParamError("用户ID必须是正整数")
     created_from = assume_utc(filters.created_from)
     created_to = assume_utc(filters.created_to)
     if created_from and created_to and created_from > created_to:
         raise ParamError("开始时间不能晚于结束时间")
-    if created_from:
-        conditions.append(AssessmentRecord.created_at >= created_from)
-    if created_to:
-        conditions.append(AssessmentRecord.created_at < created_to)
 
     with uow:
-        session = uow.session
-        total = session.scalar(select(func.count()).select_from(AssessmentRecord).where(*conditions)) or 0
-        records = session.scalars(
-            select(AssessmentRecord)
-            .where(*conditions)
-            .order_by(AssessmentRecord.id.desc())
-            .offset((page - 1) * page_size)
-            .limit(page_size)
-        ).all()
+        conditions = uow.records.admin_conditions(
+            status=filters.status,
+            user_id=filters.user_id,
+            include_deleted=filters.include_deleted,
+            created_from=created_from,
+            created_to=created_to,
+        )
+        records, total = uow.records.admin_page(conditions, (page - 1) * page_size, page_size)
         items = [
             AdminRecordRow(
                 id=r.id,
@@ -103,18 +81,6 @@ def list_records(
             for r in records
         ]
     return Page(items=items, total=total, page=page, page_size=page_size)
-
-
-def _reset_for_regeneration(session: Session, ids: Sequence[int]) -> None:
-    """Status 3, no completion time, no results, no summary: set-based, one statement each."""
-    session.execute(
-        update(AssessmentRecord)
-        .where(_any(AssessmentRecord.id, ids))
-        .values(status=RecordStatus.GENERATING, completed_at=None)
-        .execution_options(synchronize_session=False)
-    )
-    session.execute(delete(DimensionResult).where(_any(DimensionResult.record_id, ids)))
-    session.execute(delete(ReportSummary).where(_any(ReportSummary.record_id, ids)))
 
 
 def regenerate_report(
@@ -156,17 +122,12 @@ def _regenerate_one(
     if not is_id(record_id):
         raise RecordNotFound()
     with uow:
-        session = uow.session
-        status = session.execute(
-            select(AssessmentRecord.status)
-            .where(AssessmentRecord.id == record_id, AssessmentRecord.is_deleted.is_(False))
-            .with_for_update()
-        ).scalar_one_or_none()
+        status = uow.records.lock_live_status(record_id)
         if status is None:
             raise RecordNotFound()
         if status not in REGENERATABLE:
             raise InvalidOperation(MSG_REGENERATE_NOT_ALLOWED)
-        _reset_for_regeneration(session, [record_id])
+        uow.records.reset_for_regeneration([record_id])
         uow.commit()
     try:
         if dead_letters is None:
@@ -218,17 +179,10 @@ def reset_records(uow: UnitOfWork, record_ids: list[int]) -> dict[int, int]:
     if not record_ids:
         return {}
     with uow:
-        session = uow.session
-        rows = session.execute(
-            select(AssessmentRecord.id, AssessmentRecord.status)
-            .where(_any(AssessmentRecord.id, record_ids), AssessmentRecord.is_deleted.is_(False))
-            .order_by(AssessmentRecord.id)
-            .with_for_update()
-        ).all()
-        statuses = {row.id: row.status for row in rows}
+        statuses = uow.records.lock_live_statuses(record_ids)
         resettable = [i for i in record_ids if statuses.get(i) in REGENERATABLE]
         if resettable:
-            _reset_for_regeneration(session, resettable)
+            uow.records.reset_for_regeneration(resettable)
             uow.commit()
     return statuses
 
@@ -337,13 +291,6 @@ def _soft_delete(uow: UnitOfWork, record_id: int) -> None:
     if not is_id(record_id):
         raise RecordNotFound()
     with uow:
-        deleted = uow.session.execute(
-            update(AssessmentRecord)
-            .where(AssessmentRecord.id == record_id, AssessmentRecord.is_deleted.is_(False))
-            .values(is_deleted=True)
-            .returning(AssessmentRecord.id)
-            .execution_options(synchronize_session=False)
-        ).scalar_one_or_none()
-        if deleted is None:
+        if not uow.records.soft_delete(record_id):
             raise RecordNotFound()
         uow.commit()

@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime
-
-from sqlalchemy import ColumnElement, delete, func, insert, select, update
-from sqlalchemy.orm import Session
 
 from services.domain.errors import (
     InvalidOperation,
@@ -23,7 +19,7 @@ from services.domain.errors import (
 )
 from services.domain.limits import is_id
 from services.domain.questionnaire import Questionnaire, load_questionnaire
-from services.domain.saved_answers import MergedAnswers, SavedAnswer, from_epoch_ms, merge_submission
+from services.domain.saved_answers import MergedAnswers, SavedAnswer, merge_submission
 from services.domain.scoring import validate_answers
 from services.domain.status import SUBMITTABLE, RecordStatus, status_description, status_text
 from services.domain.views import (
@@ -36,15 +32,11 @@ from services.domain.views import (
     SubmitResult,
 )
 from services.persistence.models import (
-    Answer,
     AssessmentRecord,
-    Dimension,
-    Question,
-    ReportSummary,
 )
 from services.persistence.uow import UnitOfWork
 from services.usecases.autosave import AutosaveStore
-from services.usecases.interpretation import interpret, stored_scores
+from services.usecases.interpretation import interpret
 from services.usecases.ports import ReportQueue
 
 logger = logging.getLogger(__name__)
@@ -82,15 +74,7 @@ def _own_record(uow: UnitOfWork, user_id: int, record_id: int, *, lock: bool = F
     _check_id(user_id, "用户ID")
     if not is_id(record_id):
         raise RecordNotFound()
-    stmt = select(AssessmentRecord).where(
-        AssessmentRecord.id == record_id,
-        AssessmentRecord.user_id == user_id,
-        AssessmentRecord.is_deleted.is_(False),
-    )
-    if lock:
-        # populate_existing: the locked read must win over anything in the identity map.
-        stmt = stmt.with_for_update().execution_options(populate_existing=True)
-    record = uow.session.execute(stmt).scalar_one_or_none()
+    record = uow.records.own(user_id, record_id, lock=lock)
     if record is None:
         raise RecordNotFound()
     return record
@@ -100,10 +84,7 @@ def create_record(uow: UnitOfWork, user_id: int) -> RecordView:
     """A new record of `user_id` in status 1 (待测评)."""
     _check_id(user_id, "用户ID")
     with uow:
-        record = AssessmentRecord(user_id=user_id, status=RecordStatus.PENDING, is_deleted=False)
-        uow.session.add(record)
-        uow.session.flush()  # server defaults (id, created_at) come back through RETURNING
-        view = record_view(record)
+        view = record_view(uow.records.add(user_id))
         uow.commit()
     return view
 
@@ -113,14 +94,7 @@ def start_record(uow: UnitOfWork, user_id: int, record_id: int) -> RecordView:
     with uow:
         record = _own_record(uow, user_id, record_id, lock=True)
         if record.status == RecordStatus.PENDING:
-            # started_at from the database clock, like created_at.
-            record = uow.session.scalars(
-                update(AssessmentRecord)
-                .where(AssessmentRecord.id == record.id)
-                .values(status=RecordStatus.IN_PROGRESS, started_at=func.now())
-                .returning(AssessmentRecord),
-                execution_options={"populate_existing": True},
-            ).one()
+            record = uow.records.start(record.id)
         elif record.status != RecordStatus.IN_PROGRESS:
             raise InvalidOperation(MSG_START_NOT_ALLOWED)
         view = record_view(record)
@@ -146,14 +120,8 @@ def list_user_records(
         raise ParamError("cursor 必须是正整数")
     if not 1 <= size <= MAX_RECORDS_PAGE_SIZE:
         raise ParamError(f"size 取 1 到 {MAX_RECORDS_PAGE_SIZE}")
-    live = (AssessmentRecord.user_id == user_id, AssessmentRecord.is_deleted.is_(False))
     with uow:
-        stmt = select(AssessmentRecord).where(*live)
-        if cursor is not None:
-            stmt = stmt.where(AssessmentRecord.id < cursor)
-        # One more than asked: tells whether a next page exists without a second query.
-        records = uow.session.scalars(stmt.order_by(AssessmentRecord.id.desc()).limit(size + 1)).all()
-        total = uow.session.scalar(select(func.count()).select_from(AssessmentRecord).where(*live)) or 0
+        records, total = uow.records.user_page(user_id, cursor, size)
         items = [record_view(r) for r in records[:size]]
     next_cursor = items[-1].id if len(records) > size else None
     return RecordPage(items=items, total=int(total), size=size, next_cursor=next_cursor)
@@ -169,12 +137,7 @@ def list_questions(uow: UnitOfWork, questionnaire: Questionnaire | None = None) 
     """The active questions, in dimension order, then question order, each with the scale's labels."""
     options = scale_options(questionnaire)
     with uow:
-        rows = uow.session.execute(
-            select(Question.id, Dimension.code, Dimension.name, Question.text, Question.sort_order)
-            .join(Dimension, Question.dimension_id == Dimension.id)
-            .where(Question.is_active)
-            .order_by(Dimension.sort_order, Dimension.id, Question.sort_order, Question.id)
-        ).all()
+        rows = uow.questions.active_in_order()
     return [
         QuestionView(
             id=qid, dimension_code=code, dimension_name=name, text=text, sort_order=order, options=options
@@ -215,27 +178,19 @@ def submit_answers(
     sealed = False
     try:
         with uow:
-            session = uow.session
             record = _own_record(uow, user_id, record_id, lock=True)
             if record.status not in SUBMITTABLE:
                 raise InvalidOperation(MSG_SUBMIT_NOT_ALLOWED)
-            active_ids = session.scalars(select(Question.id).where(Question.is_active)).all()
+            active_ids = uow.questions.active_ids()
             if autosave is None:
                 values = validate_answers(active_ids, answers)
                 merged = MergedAnswers(values, {}, 0, None)
             else:
                 sealed = _seal(autosave, record.id, user_id)
                 autosaved = _load(autosave, record.id) if sealed else None
-                stored = {
-                    qid: (value, at)
-                    for qid, value, at in session.execute(
-                        select(Answer.question_id, Answer.value, Answer.answered_at).where(
-                            Answer.record_id == record.id
-                        )
-                    )
-                }
+                stored = uow.records.stored_answers(record.id)
                 merged = merge_submission(active_ids, stored, autosaved, answers)
-            _store_submission(session, record.id, merged)
+            uow.records.store_submission(record.id, merged)
             uow.commit()
     except BaseException:
         if sealed and autosave is not None:
@@ -256,44 +211,6 @@ def submit_answers(
             exc,
         )
     return SubmitResult(record_id=record_id, status=int(RecordStatus.GENERATING), enqueued=enqueued)
-
-
-def _store_submission(session: Session, record_id: int, merged: MergedAnswers) -> None:
-    """Replace the record's answers, set status 3 and its final progress (one transaction)."""
-    # Replace, not merge: a resubmission (status 2 after a failed attempt) leaves no stale rows.
-    session.execute(delete(Answer).where(Answer.record_id == record_id))
-    kept = [
-        {"record_id": record_id, "question_id": qid, "value": v, "answered_at": merged.answered_at[qid]}
-        for qid, v in merged.values.items()
-        if qid in merged.answered_at
-    ]
-    fresh = [
-        {"record_id": record_id, "question_id": qid, "value": v}
-        for qid, v in merged.values.items()
-        if qid not in merged.answered_at
-    ]
-    for rows in (kept, fresh):
-        if rows:
-            session.execute(insert(Answer), rows)
-    # The final progress state, stamped no earlier than the autosaves it includes, so a
-    # progress state of those saves still in Redis cannot overwrite it (services/persistence/progress.py).
-    stamp: ColumnElement[datetime] = func.now()
-    if merged.latest_saved_ms is not None:
-        stamp = func.greatest(stamp, from_epoch_ms(merged.latest_saved_ms))
-    session.execute(
-        update(AssessmentRecord)
-        .where(AssessmentRecord.id == record_id)
-        .values(
-            status=RecordStatus.GENERATING,
-            submitted_at=func.now(),
-            answered_count=len(merged.values),
-            last_activity_at=func.now(),
-            progress_updated_at=func.greatest(
-                func.coalesce(AssessmentRecord.progress_updated_at, stamp), stamp
-            ),
-        )
-        .execution_options(synchronize_session=False)
-    )
 
 
 def _seal(store: AutosaveStore, record_id: int, user_id: int) -> bool:
@@ -359,12 +276,11 @@ def get_report(
     """
     q = questionnaire or load_questionnaire()
     with uow:
-        session = uow.session
         record = _own_record(uow, user_id, record_id)
         if record.status != RecordStatus.COMPLETED:
             raise InvalidOperation(report_unavailable_message(record.status))
-        rows = stored_scores(session, record.id)
-        summary = session.get(ReportSummary, record.id)
+        rows = uow.reports.scores(record.id)
+        summary = uow.reports.summary(record.id)
         if summary is None or not rows:
             # Generation writes results, summary and status 4 in one transaction: this is damage.
             logger.error("record %s is completed but its report rows are missing", record.id)

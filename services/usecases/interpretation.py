@@ -13,13 +13,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from services.domain.questionnaire import LEVELS, Questionnaire
 from services.domain.scoring import DimensionScore, level_for
 from services.domain.views import DimensionRefView, DimensionScoreView
-from services.persistence.models import Dimension, DimensionResult
 
 logger = logging.getLogger(__name__)
 
@@ -27,30 +23,6 @@ logger = logging.getLogger(__name__)
 STRENGTH_LEVELS = frozenset(LEVELS[:2])
 #: At most this many strengths, and as many areas to develop.
 MAX_LISTED = 3
-
-
-def stored_scores(session: Session, record_id: int) -> list[DimensionScore]:
-    """The record's `dimension_results` with their dimensions' code and name, by rank."""
-    rows = session.execute(
-        select(
-            DimensionResult.dimension_id,
-            Dimension.code,
-            Dimension.name,
-            DimensionResult.raw_score,
-            DimensionResult.score,
-            DimensionResult.rank,
-            DimensionResult.level,
-        )
-        .join(Dimension, DimensionResult.dimension_id == Dimension.id)
-        .where(DimensionResult.record_id == record_id)
-        .order_by(DimensionResult.rank, Dimension.sort_order)
-    ).all()
-    return [
-        DimensionScore(
-            code=code, name=name, raw_score=raw, score=score, rank=rank, level=level, dimension_id=did
-        )
-        for did, code, name, raw, score, rank, level in rows
-    ]
 
 
 @dataclass(frozen=True)

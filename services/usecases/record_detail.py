@@ -17,9 +17,9 @@ from services.domain.limits import is_id
 from services.domain.questionnaire import load_questionnaire
 from services.domain.status import status_text
 from services.domain.views import DimensionScoreView
-from services.persistence.models import Answer, AssessmentRecord, Dimension, Question, ReportSummary
+from services.persistence.models import Answer, AssessmentRecord, Dimension, Question
 from services.persistence.uow import UnitOfWork
-from services.usecases.interpretation import interpret, stored_scores
+from services.usecases.interpretation import interpret
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,8 @@ def admin_record_detail(uow: UnitOfWork, record_id: int) -> AdminRecordDetail:
             .where(Answer.record_id == record_id)
             .order_by(Question.sort_order, Question.id)
         ).all()
-        scores = stored_scores(session, record_id)
-        summary = session.get(ReportSummary, record_id)
+        scores = uow.reports.scores(record_id)
+        summary = uow.reports.summary(record_id)
         return AdminRecordDetail(
             id=record.id,
             user_id=record.user_id,

@@ -155,7 +155,7 @@ def generate_reports(
         return []
     unique = sorted(set(record_ids))
     with uow:
-        reads = report_sql.read(uow, unique, wait_for_locks=wait_for_locks)
+        reads = report_sql.read(uow.session, unique, wait_for_locks=wait_for_locks)
         questionnaire = Questionnaire.of(reads.question_rows, reads.dimension_rows)
         results: dict[int, GroupResult] = {}
         reports: dict[int, ScoreReport] = {}
@@ -174,7 +174,7 @@ def generate_reports(
                 results[rid] = exc
         latencies: dict[int, float | None] = {}
         if reports:
-            latencies = report_sql.write(uow, reports)
+            latencies = report_sql.write(uow.session, reports)
     for rid in reports:
         results[rid] = Generation(GenerationOutcome.GENERATED, latencies.get(rid))
 

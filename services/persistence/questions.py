@@ -1,0 +1,27 @@
+"""The questionnaire's reads as the use cases need them (its seed is questionnaire_seed.py)."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from services.persistence.models import Dimension, Question
+
+
+class QuestionRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def active_ids(self) -> list[int]:
+        return list(self.session.scalars(select(Question.id).where(Question.is_active)).all())
+
+    def active_in_order(self) -> list[tuple[int, str, str, str, int]]:
+        """(id, dimension code, dimension name, text, sort order) of the active questions, in
+        dimension order, then question order."""
+        rows = self.session.execute(
+            select(Question.id, Dimension.code, Dimension.name, Question.text, Question.sort_order)
+            .join(Dimension, Question.dimension_id == Dimension.id)
+            .where(Question.is_active)
+            .order_by(Dimension.sort_order, Dimension.id, Question.sort_order, Question.id)
+        ).all()
+        return [(qid, code, name, text, order) for qid, code, name, text, order in rows]

@@ -1,0 +1,206 @@
+"""The assessment record aggregate's SQL: a record, its status and its answers.
+
+`RecordRepository` is what the use cases reach through the unit of work (`uow.records`),
+on the unit of work's session and so inside its transaction; it commits nothing. Each
+method is one or a few statements, set-based where it takes many ids (an id array, so
+a thousand ids cost the statements of one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import BigInteger, ColumnElement, any_, bindparam, delete, func, insert, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import InstrumentedAttribute, Session
+
+from services.domain.saved_answers import MergedAnswers, from_epoch_ms
+from services.domain.status import RecordStatus
+from services.persistence.models import Answer, AssessmentRecord, DimensionResult, ReportSummary
+
+
+def any_id(column: InstrumentedAttribute[int], ids: Sequence[int]) -> ColumnElement[bool]:
+    """``column = ANY(:ids)``: one array parameter, whatever the number of ids."""
+    return column == any_(bindparam(None, list(ids), type_=ARRAY(BigInteger)))
+
+
+class RecordRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    # -- a user's records ---------------------------------------------------------------
+
+    def own(self, user_id: int, record_id: int, *, lock: bool = False) -> AssessmentRecord | None:
+        """The live record `record_id` of `user_id`, optionally row-locked."""
+        stmt = select(AssessmentRecord).where(
+            AssessmentRecord.id == record_id,
+            AssessmentRecord.user_id == user_id,
+            AssessmentRecord.is_deleted.is_(False),
+        )
+        if lock:
+            # populate_existing: the locked read must win over anything in the identity map.
+            stmt = stmt.with_for_update().execution_options(populate_existing=True)
+        return self.session.execute(stmt).scalar_one_or_none()
+
+    def add(self, user_id: int) -> AssessmentRecord:
+        """A new record of `user_id` in status 1 (flushed: its id and created_at are set)."""
+        record = AssessmentRecord(user_id=user_id, status=RecordStatus.PENDING, is_deleted=False)
+        self.session.add(record)
+        self.session.flush()  # server defaults (id, created_at) come back through RETURNING
+        return record
+
+    def start(self, record_id: int) -> AssessmentRecord:
+        """Status 2 with started_at from the database clock, like created_at; the record as written."""
+        return self.session.scalars(
+            update(AssessmentRecord)
+            .where(AssessmentRecord.id == record_id)
+            .values(status=RecordStatus.IN_PROGRESS, started_at=func.now())
+            .returning(AssessmentRecord),
+            execution_options={"populate_existing": True},
+        ).one()
+
+    def user_page(self, user_id: int, cursor: int | None, size: int) -> tuple[list[AssessmentRecord], int]:
+        """Up to `size` + 1 live records of the user older than `cursor`, newest first (the extra
+        one tells a next page exists without a second query), and how many live records they have."""
+        live = (AssessmentRecord.user_id == user_id, AssessmentRecord.is_deleted.is_(False))
+        stmt = select(AssessmentRecord).where(*live)
+        if cursor is not None:
+            stmt = stmt.where(AssessmentRecord.id < cursor)
+        records = self.session.scalars(stmt.order_by(AssessmentRecord.id.desc()).limit(size + 1)).all()
+        total = self.session.scalar(select(func.count()).select_from(AssessmentRecord).where(*live)) or 0
+        return list(records), int(total)
+
+    # -- answers ------------------------------------------------------------------------
+
+    def stored_answers(self, record_id: int) -> dict[int, tuple[int, datetime]]:
+        """The record's stored answers: question id -> (value, answered_at)."""
+        return {
+            qid: (value, at)
+            for qid, value, at in self.session.execute(
+                select(Answer.question_id, Answer.value, Answer.answered_at).where(
+                    Answer.record_id == record_id
+                )
+            )
+        }
+
+    def store_submission(self, record_id: int, merged: MergedAnswers) -> None:
+        """Replace the record's answers, set status 3 and its final progress."""
+        session = self.session
+        # Replace, not merge: a resubmission (status 2 after a failed attempt) leaves no stale rows.
+        session.execute(delete(Answer).where(Answer.record_id == record_id))
+        kept = [
+            {"record_id": record_id, "question_id": qid, "value": v, "answered_at": merged.answered_at[qid]}
+            for qid, v in merged.values.items()
+            if qid in merged.answered_at
+        ]
+        fresh = [
+            {"record_id": record_id, "question_id": qid, "value": v}
+            for qid, v in merged.values.items()
+            if qid not in merged.answered_at
+        ]
+        for rows in (kept, fresh):
+            if rows:
+                session.execute(insert(Answer), rows)
+        # The final progress state, stamped no earlier than the autosaves it includes, so a
+        # progress state of those saves still in Redis cannot overwrite it (services/persistence/progress.py).
+        stamp: ColumnElement[datetime] = func.now()
+        if merged.latest_saved_ms is not None:
+            stamp = func.greatest(stamp, from_epoch_ms(merged.latest_saved_ms))
+        session.execute(
+            update(AssessmentRecord)
+            .where(AssessmentRecord.id == record_id)
+            .values(
+                status=RecordStatus.GENERATING,
+                submitted_at=func.now(),
+                answered_count=len(merged.values),
+                last_activity_at=func.now(),
+                progress_updated_at=func.greatest(
+                    func.coalesce(AssessmentRecord.progress_updated_at, stamp), stamp
+                ),
+            )
+            .execution_options(synchronize_session=False)
+        )
+
+    # -- the admin's side ---------------------------------------------------------------
+
+    def admin_page(
+        self, conditions: Sequence[ColumnElement[bool]], offset: int, limit: int
+    ) -> tuple[list[AssessmentRecord], int]:
+        """A page of the records matching `conditions` (see `admin_conditions`), newest first, and
+        how many match."""
+        total = (
+            self.session.scalar(select(func.count()).select_from(AssessmentRecord).where(*conditions)) or 0
+        )
+        records = self.session.scalars(
+            select(AssessmentRecord)
+            .where(*conditions)
+            .order_by(AssessmentRecord.id.desc())
+            .offset(offset)
+            .limit(limit)
+        ).all()
+        return list(records), int(total)
+
+    @staticmethod
+    def admin_conditions(
+        *,
+        status: int | None,
+        user_id: int | None,
+        include_deleted: bool,
+        created_from: datetime | None,
+        created_to: datetime | None,
+    ) -> list[ColumnElement[bool]]:
+        """The WHERE of the admin's record list (values already checked by the use case)."""
+        conditions: list[ColumnElement[bool]] = []
+        if status is not None:
+            conditions.append(AssessmentRecord.status == status)
+        if user_id is not None:
+            conditions.append(AssessmentRecord.user_id == user_id)
+        if not include_deleted:
+            conditions.append(AssessmentRecord.is_deleted.is_(False))
+        if created_from:
+            conditions.append(AssessmentRecord.created_at >= created_from)
+        if created_to:
+            conditions.append(AssessmentRecord.created_at < created_to)
+        return conditions
+
+    def lock_live_status(self, record_id: int) -> int | None:
+        """The status of the live record, row-locked; None when missing or soft-deleted."""
+        status: int | None = self.session.execute(
+            select(AssessmentRecord.status)
+            .where(AssessmentRecord.id == record_id, AssessmentRecord.is_deleted.is_(False))
+            .with_for_update()
+        ).scalar_one_or_none()
+        return status
+
+    def lock_live_statuses(self, record_ids: Sequence[int]) -> dict[int, int]:
+        """Each live record's status, row-locked in id order (concurrent batches cannot deadlock)."""
+        rows = self.session.execute(
+            select(AssessmentRecord.id, AssessmentRecord.status)
+            .where(any_id(AssessmentRecord.id, record_ids), AssessmentRecord.is_deleted.is_(False))
+            .order_by(AssessmentRecord.id)
+            .with_for_update()
+        ).all()
+        return {row.id: row.status for row in rows}
+
+    def reset_for_regeneration(self, ids: Sequence[int]) -> None:
+        """Status 3, no completion time, no results, no summary: set-based, one statement each."""
+        self.session.execute(
+            update(AssessmentRecord)
+            .where(any_id(AssessmentRecord.id, ids))
+            .values(status=RecordStatus.GENERATING, completed_at=None)
+            .execution_options(synchronize_session=False)
+        )
+        self.session.execute(delete(DimensionResult).where(any_id(DimensionResult.record_id, ids)))
+        self.session.execute(delete(ReportSummary).where(any_id(ReportSummary.record_id, ids)))
+
+    def soft_delete(self, record_id: int) -> bool:
+        """Mark the live record deleted; False when missing or already deleted."""
+        deleted = self.session.execute(
+            update(AssessmentRecord)
+            .where(AssessmentRecord.id == record_id, AssessmentRecord.is_deleted.is_(False))
+            .values(is_deleted=True)
+            .returning(AssessmentRecord.id)
+            .execution_options(synchronize_session=False)
+        ).scalar_one_or_none()
+        return deleted is not None
