@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, event, func, select, text
+from sqlalchemy import ColumnElement, Connection, Engine, event, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from config.settings import Settings
@@ -24,7 +24,7 @@ from services.domain.limits import is_id, is_strict_int
 from services.domain.views import EventView, Page
 from services.persistence.db import make_engine
 from services.persistence.isolation import write_isolating
-from services.persistence.models import AssessmentRecord, EventLogEntry
+from services.persistence.models import AUDIT_EVENTS, AssessmentRecord, EventLogEntry
 from services.persistence.partitions import PartitionManager
 from services.persistence.uow import UnitOfWork
 
@@ -244,3 +244,34 @@ def last_errors(uow: UnitOfWork, record_ids: Sequence[int]) -> dict[int, str]:
     with uow:
         rows = uow.session.execute(select(newest.c.record_id, newest.c.error).where(newest.c.n == 1)).all()
     return {int(rid): str(error) for rid, error in rows if rid is not None and error}
+
+
+def audit_page(
+    session: Session,
+    *,
+    event_type: str | None,
+    actor: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    offset: int,
+    limit: int,
+) -> tuple[list[EventLogEntry], int]:
+    """The audit events (`admin.*`) matching, newest first, a page of them and how many match."""
+    conditions: list[ColumnElement[bool]] = [text(AUDIT_EVENTS)]  # type: ignore[list-item]
+    if event_type:
+        conditions.append(EventLogEntry.event_type == event_type)
+    if actor:
+        conditions.append(EventLogEntry.actor == actor)
+    if since:
+        conditions.append(EventLogEntry.occurred_at >= since)
+    if until:
+        conditions.append(EventLogEntry.occurred_at < until)
+    total = session.scalar(select(func.count()).select_from(EventLogEntry).where(*conditions)) or 0
+    rows = session.scalars(
+        select(EventLogEntry)
+        .where(*conditions)
+        .order_by(EventLogEntry.occurred_at.desc(), EventLogEntry.id)
+        .offset(offset)
+        .limit(limit)
+    ).all()
+    return list(rows), int(total)

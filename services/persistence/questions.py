@@ -25,3 +25,14 @@ class QuestionRepository:
             .order_by(Dimension.sort_order, Dimension.id, Question.sort_order, Question.id)
         ).all()
         return [(qid, code, name, text, order) for qid, code, name, text, order in rows]
+
+    def active_ids_in_order(self) -> list[int]:
+        """The active questions' ids in questionnaire order (dimension, then question)."""
+        return list(
+            self.session.scalars(
+                select(Question.id)
+                .join(Dimension, Question.dimension_id == Dimension.id)
+                .where(Question.is_active)
+                .order_by(Dimension.sort_order, Dimension.id, Question.sort_order, Question.id)
+            ).all()
+        )

@@ -9,7 +9,7 @@ a thousand ids cost the statements of one).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import BigInteger, ColumnElement, any_, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -17,7 +17,14 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from services.domain.saved_answers import MergedAnswers, from_epoch_ms
 from services.domain.status import RecordStatus
-from services.persistence.models import Answer, AssessmentRecord, DimensionResult, ReportSummary
+from services.persistence.models import (
+    Answer,
+    AssessmentRecord,
+    Dimension,
+    DimensionResult,
+    Question,
+    ReportSummary,
+)
 
 
 def any_id(column: InstrumentedAttribute[int], ids: Sequence[int]) -> ColumnElement[bool]:
@@ -204,3 +211,131 @@ class RecordRepository:
             .execution_options(synchronize_session=False)
         ).scalar_one_or_none()
         return deleted is not None
+
+    # -- one record whoever owns it, and its owner's check ------------------------------
+
+    def get(self, record_id: int) -> AssessmentRecord | None:
+        return self.session.get(AssessmentRecord, record_id)
+
+    def owner_and_status(self, record_id: int) -> tuple[int, int, bool] | None:
+        """(user id, status, soft-deleted) of the record: one SELECT by primary key."""
+        row = self.session.execute(
+            select(AssessmentRecord.user_id, AssessmentRecord.status, AssessmentRecord.is_deleted).where(
+                AssessmentRecord.id == record_id
+            )
+        ).one_or_none()
+        return None if row is None else (int(row.user_id), int(row.status), bool(row.is_deleted))
+
+    def answer_lines(self, record_id: int) -> list[tuple[int, int, str, str, int, datetime]]:
+        """(question id, order, dimension name, text, value, answered_at) of the record's answers."""
+        rows = self.session.execute(
+            select(
+                Question.id,
+                Question.sort_order,
+                Dimension.name,
+                Question.text,
+                Answer.value,
+                Answer.answered_at,
+            )
+            .join(Question, Answer.question_id == Question.id)
+            .join(Dimension, Question.dimension_id == Dimension.id)
+            .where(Answer.record_id == record_id)
+            .order_by(Question.sort_order, Question.id)
+        ).all()
+        return [(qid, order, dim, text, value, at) for qid, order, dim, text, value, at in rows]
+
+    # -- the reconciler's -----------------------------------------------------------------
+
+    def owed(self, *, grace_ms: int, after_id: int, limit: int) -> list[tuple[int, datetime]]:
+        """(id, updated_at) of the records in status 3, not deleted, unchanged for `grace_ms`, with
+        id > `after_id`, by id: the partial index `ix_assessment_records_generating` serves it."""
+        rows = self.session.execute(
+            select(AssessmentRecord.id, AssessmentRecord.updated_at)
+            .where(
+                AssessmentRecord.status == RecordStatus.GENERATING,
+                AssessmentRecord.is_deleted.is_(False),
+                AssessmentRecord.id > after_id,
+                AssessmentRecord.updated_at < func.now() - timedelta(milliseconds=grace_ms),
+            )
+            .order_by(AssessmentRecord.id)
+            .limit(limit)
+        ).all()
+        return [(int(row.id), row.updated_at) for row in rows]
+
+    def fail_unless_changed(self, ids: Sequence[int], stamps: Sequence[datetime]) -> list[int]:
+        """Set each record from 3 to 5 if its updated_at is still `stamps`' one; the ids changed."""
+        pairs = (
+            select(
+                func.unnest(bindparam("ids", list(ids))).label("id"),
+                func.unnest(bindparam("stamps", list(stamps))).label("stamp"),
+            )
+        ).subquery("v")
+        return list(
+            self.session.scalars(
+                update(AssessmentRecord)
+                .where(
+                    AssessmentRecord.id == pairs.c.id,
+                    AssessmentRecord.updated_at == pairs.c.stamp,
+                    AssessmentRecord.status == RecordStatus.GENERATING,
+                )
+                .values(status=RecordStatus.FAILED)
+                .returning(AssessmentRecord.id)
+                .execution_options(synchronize_session=False)
+            ).all()
+        )
+
+    # -- the admin tasks' scope -------------------------------------------------------------
+
+    @staticmethod
+    def match_conditions(
+        status: int, submitted_from: datetime | None, submitted_to: datetime | None, user_id: int | None
+    ) -> list[ColumnElement[bool]]:
+        """The live records of `status`, submitted in [from, to), of `user_id` when given."""
+        r = AssessmentRecord
+        conditions = [r.status == status, r.is_deleted.is_(False)]
+        if user_id is not None:
+            conditions.append(r.user_id == user_id)
+        if submitted_from is not None:
+            conditions.append(r.submitted_at >= submitted_from)
+        if submitted_to is not None:
+            conditions.append(r.submitted_at < submitted_to)
+        return conditions
+
+    def count_matching(self, conditions: Sequence[ColumnElement[bool]], timeout_ms: int) -> tuple[int, int]:
+        """(the largest id now, the records matching `conditions` up to it), the transaction's
+        statements cancelled after `timeout_ms` (a DBAPIError with SQLSTATE 57014 then)."""
+        self.session.execute(select(func.set_config("statement_timeout", str(timeout_ms), True)))
+        max_id = self.session.scalar(select(func.coalesce(func.max(AssessmentRecord.id), 0))) or 0
+        matched = (
+            self.session.scalar(
+                select(func.count())
+                .select_from(AssessmentRecord)
+                .where(AssessmentRecord.id <= max_id, *conditions)
+            )
+            or 0
+        )
+        return int(max_id), int(matched)
+
+    def matching_page(
+        self, conditions: Sequence[ColumnElement[bool]], after_id: int, up_to_id: int, limit: int
+    ) -> list[int]:
+        """The ids matching `conditions` in (after_id, up_to_id], by id, at most `limit`."""
+        return list(
+            self.session.scalars(
+                select(AssessmentRecord.id)
+                .where(AssessmentRecord.id > after_id, AssessmentRecord.id <= up_to_id, *conditions)
+                .order_by(AssessmentRecord.id)
+                .limit(limit)
+            )
+        )
+
+    def fail_generating(self, record_id: int) -> bool:
+        """Set the record from 3 to 5 (生成失败); False when it was not in 3."""
+        changed = self.session.execute(
+            update(AssessmentRecord)
+            .where(AssessmentRecord.id == record_id, AssessmentRecord.status == RecordStatus.GENERATING)
+            .values(status=RecordStatus.FAILED)
+            .returning(AssessmentRecord.id)
+            .execution_options(synchronize_session=False)
+        ).scalar_one_or_none()
+        return changed is not None

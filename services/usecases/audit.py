@@ -17,7 +17,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -33,8 +32,8 @@ from services.domain.opsmodel import (
     ItemOutcome,
     Page,
 )
-from services.persistence.event_store import DirectEventWriter
-from services.persistence.models import AUDIT_EVENTS, EventLogEntry
+from services.persistence.event_store import DirectEventWriter, audit_page
+from services.persistence.models import EventLogEntry
 from services.persistence.uow import UnitOfWork
 
 logger = logging.getLogger(__name__)
@@ -202,25 +201,16 @@ def list_audit(
     until = assume_utc(until)
     if since and until and since > until:
         raise ParamError("开始时间不能晚于结束时间")
-    conditions: list[ColumnElement[bool]] = [text(AUDIT_EVENTS)]  # type: ignore[list-item]
-    if action:
-        conditions.append(EventLogEntry.event_type == AUDIT_PREFIX + action)
-    if actor:
-        conditions.append(EventLogEntry.actor == actor[:MAX_ACTOR_LENGTH])
-    if since:
-        conditions.append(EventLogEntry.occurred_at >= since)
-    if until:
-        conditions.append(EventLogEntry.occurred_at < until)
     with uow:
-        session = uow.session
-        total = session.scalar(select(func.count()).select_from(EventLogEntry).where(*conditions)) or 0
-        rows = session.scalars(
-            select(EventLogEntry)
-            .where(*conditions)
-            .order_by(EventLogEntry.occurred_at.desc(), EventLogEntry.id)
-            .offset(offset)
-            .limit(limit)
-        ).all()
+        rows, total = audit_page(
+            uow.session,
+            event_type=AUDIT_PREFIX + action if action else None,
+            actor=actor[:MAX_ACTOR_LENGTH] if actor else None,
+            since=since,
+            until=until,
+            offset=offset,
+            limit=limit,
+        )
         items = [_entry(row) for row in rows]
     return Page(items=items, total=total, offset=offset, limit=limit)
 

@@ -24,15 +24,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from sqlalchemy import select
-
 from services.domain.errors import AutosaveUnavailable, InvalidOperation, ParamError, RecordNotFound
 from services.domain.limits import is_id
 from services.domain.saved_answers import SavedAnswer, SaveOutcome, SaveResponse, from_epoch_ms
 from services.domain.scoring import validate_partial_answers
 from services.domain.status import RecordStatus
 from services.domain.views import SaveAnswersResult
-from services.persistence.models import AssessmentRecord, Question
 from services.persistence.uow import UnitOfWork
 
 logger = logging.getLogger(__name__)
@@ -85,7 +82,7 @@ class ActiveQuestions:
             if self._ids is not None and self.clock() - self._read_at < self.ttl_s:
                 return self._ids
         with uow:
-            ids = frozenset(uow.session.scalars(select(Question.id).where(Question.is_active)).all())
+            ids = frozenset(uow.questions.active_ids())
         with self._lock:
             self._ids, self._read_at = ids, self.clock()
         return ids
@@ -98,14 +95,10 @@ class ActiveQuestions:
 def _record_status(uow: UnitOfWork, user_id: int, record_id: int) -> int:
     """The status of the caller's live record (one SELECT by primary key); else RecordNotFound."""
     with uow:
-        row = uow.session.execute(
-            select(AssessmentRecord.user_id, AssessmentRecord.status, AssessmentRecord.is_deleted).where(
-                AssessmentRecord.id == record_id
-            )
-        ).one_or_none()
-    if row is None or row.is_deleted or row.user_id != user_id:
+        row = uow.records.owner_and_status(record_id)
+    if row is None or row[2] or row[0] != user_id:
         raise RecordNotFound()
-    return int(row.status)
+    return row[1]
 
 
 def save_answers(

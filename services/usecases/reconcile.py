@@ -11,12 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from sqlalchemy import bindparam, func, select, update
-
-from services.domain.status import RecordStatus
-from services.persistence.models import AssessmentRecord
 from services.persistence.uow import UnitOfWork
 
 
@@ -34,18 +30,8 @@ def records_owed(uow: UnitOfWork, *, grace_ms: int, after_id: int, limit: int) -
     AND NOT is_deleted): a page costs the same with ten or a million records owed.
     """
     with uow:
-        rows = uow.session.execute(
-            select(AssessmentRecord.id, AssessmentRecord.updated_at)
-            .where(
-                AssessmentRecord.status == RecordStatus.GENERATING,
-                AssessmentRecord.is_deleted.is_(False),
-                AssessmentRecord.id > after_id,
-                AssessmentRecord.updated_at < func.now() - timedelta(milliseconds=grace_ms),
-            )
-            .order_by(AssessmentRecord.id)
-            .limit(limit)
-        ).all()
-    return [OwedRecord(row.id, row.updated_at) for row in rows]
+        rows = uow.records.owed(grace_ms=grace_ms, after_id=after_id, limit=limit)
+    return [OwedRecord(record_id, updated_at) for record_id, updated_at in rows]
 
 
 def mark_failed_unless_changed(uow: UnitOfWork, records: Sequence[OwedRecord]) -> list[int]:
@@ -56,23 +42,7 @@ def mark_failed_unless_changed(uow: UnitOfWork, records: Sequence[OwedRecord]) -
     """
     if not records:
         return []
-    pairs = (
-        select(
-            func.unnest(bindparam("ids", [r.id for r in records])).label("id"),
-            func.unnest(bindparam("stamps", [r.updated_at for r in records])).label("stamp"),
-        )
-    ).subquery("v")
     with uow:
-        changed = uow.session.scalars(
-            update(AssessmentRecord)
-            .where(
-                AssessmentRecord.id == pairs.c.id,
-                AssessmentRecord.updated_at == pairs.c.stamp,
-                AssessmentRecord.status == RecordStatus.GENERATING,
-            )
-            .values(status=RecordStatus.FAILED)
-            .returning(AssessmentRecord.id)
-            .execution_options(synchronize_session=False)
-        ).all()
+        changed = uow.records.fail_unless_changed([r.id for r in records], [r.updated_at for r in records])
         uow.commit()
     return sorted(changed)

@@ -10,14 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
-
 from services.domain.errors import RecordNotFound
 from services.domain.limits import is_id
 from services.domain.questionnaire import load_questionnaire
 from services.domain.status import status_text
 from services.domain.views import DimensionScoreView
-from services.persistence.models import Answer, AssessmentRecord, Dimension, Question
 from services.persistence.uow import UnitOfWork
 from services.usecases.interpretation import interpret
 
@@ -56,24 +53,10 @@ def admin_record_detail(uow: UnitOfWork, record_id: int) -> AdminRecordDetail:
     if not is_id(record_id):
         raise RecordNotFound()
     with uow:
-        session = uow.session
-        record = session.get(AssessmentRecord, record_id)
+        record = uow.records.get(record_id)
         if record is None:
             raise RecordNotFound()
-        answers = session.execute(
-            select(
-                Question.id,
-                Question.sort_order,
-                Dimension.name,
-                Question.text,
-                Answer.value,
-                Answer.answered_at,
-            )
-            .join(Question, Answer.question_id == Question.id)
-            .join(Dimension, Question.dimension_id == Dimension.id)
-            .where(Answer.record_id == record_id)
-            .order_by(Question.sort_order, Question.id)
-        ).all()
+        answers = uow.records.answer_lines(record_id)
         scores = uow.reports.scores(record_id)
         summary = uow.reports.summary(record_id)
         return AdminRecordDetail(

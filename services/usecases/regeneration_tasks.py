@@ -27,9 +27,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session
 
 from services.domain.errors import (
     InvalidOperation,
@@ -41,7 +40,7 @@ from services.domain.errors import (
 from services.domain.limits import is_id, is_strict_int
 from services.domain.opsmodel import AdminActor, AuditLog, QueueOperations
 from services.domain.status import RecordStatus
-from services.persistence.models import AssessmentRecord
+from services.persistence.records import RecordRepository
 from services.persistence.uow import UnitOfWork
 from services.usecases.admin import batch_regenerate
 from services.usecases.audit import begin_action
@@ -112,15 +111,10 @@ class MatchFilter:
             raise ParamError("开始时间不能晚于结束时间")
 
     def conditions(self) -> list[ColumnElement[bool]]:
-        r = AssessmentRecord
-        conditions = [r.status == self.status, r.is_deleted.is_(False)]
-        if self.user_id is not None:
-            conditions.append(r.user_id == self.user_id)
-        if self.submitted_from is not None:
-            conditions.append(r.submitted_at >= self.submitted_from)
-        if self.submitted_to is not None:
-            conditions.append(r.submitted_at < self.submitted_to)
-        return conditions
+        """The filter as the records repository's WHERE (services/persistence/records.py)."""
+        return RecordRepository.match_conditions(
+            self.status, self.submitted_from, self.submitted_to, self.user_id
+        )
 
 
 @dataclass(frozen=True)
@@ -233,18 +227,8 @@ def _start(uow: UnitOfWork, store: TaskStore, match: MatchFilter, actor: AdminAc
 def _count(uow: UnitOfWork, match: MatchFilter) -> tuple[int, int]:
     """(the largest id now, the matches up to it), under COUNT_TIMEOUT_MS."""
     with uow:
-        session = uow.session
-        session.execute(select(func.set_config("statement_timeout", str(COUNT_TIMEOUT_MS), True)))
         try:
-            max_id = session.scalar(select(func.coalesce(func.max(AssessmentRecord.id), 0))) or 0
-            matched = (
-                session.scalar(
-                    select(func.count())
-                    .select_from(AssessmentRecord)
-                    .where(AssessmentRecord.id <= max_id, *match.conditions())
-                )
-                or 0
-            )
+            max_id, matched = uow.records.count_matching(match.conditions(), COUNT_TIMEOUT_MS)
         except DBAPIError as exc:
             if getattr(exc.orig, "sqlstate", None) == _QUERY_CANCELED:
                 # The scope is too large to count in time: the admin narrows the filter.
@@ -263,19 +247,7 @@ def get_task(store: TaskStore, task_id: str) -> Task:
 
 def _page(uow: UnitOfWork, task: Task, cursor: int, page_size: int) -> list[int]:
     with uow:
-        session: Session = uow.session
-        return list(
-            session.scalars(
-                select(AssessmentRecord.id)
-                .where(
-                    AssessmentRecord.id > cursor,
-                    AssessmentRecord.id <= task.max_id,
-                    *task.filter.conditions(),
-                )
-                .order_by(AssessmentRecord.id)
-                .limit(page_size)
-            )
-        )
+        return uow.records.matching_page(task.filter.conditions(), cursor, task.max_id, page_size)
 
 
 def run_task(

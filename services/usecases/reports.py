@@ -19,14 +19,11 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Any
 
-from sqlalchemy import update
-
 from services.domain.errors import ParamError, ServiceError
 from services.domain.limits import MAX_ID
 from services.domain.scoring import DimensionSpec, QuestionSpec, ScoreReport, format_ids, score_answers
 from services.domain.status import RecordStatus
 from services.persistence import report_sql
-from services.persistence.models import AssessmentRecord
 from services.persistence.uow import UnitOfWork
 
 logger = logging.getLogger(__name__)
@@ -194,12 +191,6 @@ def mark_generation_failed(uow: UnitOfWork, record_id: int) -> bool:
     if not 1 <= record_id <= MAX_ID:
         return False
     with uow:
-        changed = uow.session.execute(
-            update(AssessmentRecord)
-            .where(AssessmentRecord.id == record_id, AssessmentRecord.status == RecordStatus.GENERATING)
-            .values(status=RecordStatus.FAILED)
-            .returning(AssessmentRecord.id)
-            .execution_options(synchronize_session=False)
-        ).scalar_one_or_none()
+        changed = uow.records.fail_generating(record_id)
         uow.commit()
-    return changed is not None
+    return changed

@@ -12,14 +12,11 @@ import logging
 from dataclasses import fields
 from datetime import datetime
 
-from sqlalchemy import select
-
 from services.domain.errors import AutosaveUnavailable, RecordNotFound
 from services.domain.limits import is_id
 from services.domain.saved_answers import SavedAnswer, from_epoch_ms
 from services.domain.status import RecordStatus
 from services.domain.views import AnswerView, RecordDetailView
-from services.persistence.models import Answer, AssessmentRecord, Dimension, Question
 from services.persistence.uow import UnitOfWork
 from services.usecases.assessment import record_view
 from services.usecases.autosave import AutosaveStore
@@ -39,33 +36,14 @@ def get_record_detail(
     if not is_id(user_id) or not is_id(record_id):
         raise RecordNotFound()
     with uow:
-        session = uow.session
-        record = session.execute(
-            select(AssessmentRecord).where(
-                AssessmentRecord.id == record_id,
-                AssessmentRecord.user_id == user_id,
-                AssessmentRecord.is_deleted.is_(False),
-            )
-        ).scalar_one_or_none()
+        record = uow.records.own(user_id, record_id)
         if record is None:
             raise RecordNotFound()
         base = record_view(record)
         current = record.current_question_id
         in_progress = record.status == RecordStatus.IN_PROGRESS
-        order = session.scalars(
-            select(Question.id)
-            .join(Dimension, Question.dimension_id == Dimension.id)
-            .where(Question.is_active)
-            .order_by(Dimension.sort_order, Dimension.id, Question.sort_order, Question.id)
-        ).all()
-        stored: dict[int, tuple[int, datetime]] = {
-            qid: (value, at)
-            for qid, value, at in session.execute(
-                select(Answer.question_id, Answer.value, Answer.answered_at).where(
-                    Answer.record_id == record.id
-                )
-            )
-        }
+        order = uow.questions.active_ids_in_order()
+        stored: dict[int, tuple[int, datetime]] = uow.records.stored_answers(record.id)
 
     autosaved: dict[int, SavedAnswer] = {}
     available = True
