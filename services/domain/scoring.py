@@ -50,7 +50,7 @@ class QuestionSpec:
 @dataclass(frozen=True)
 class DimensionScore:
     """One dimension's score: computed by `score_answers`, stored in `dimension_results`, read
-    back to be explained (services/usecases/interpretation.py)."""
+    back to be explained (services/domain/interpretation.py)."""
 
     code: str
     name: str

@@ -17,6 +17,7 @@ from services.domain.errors import (
     RecordNotFound,
     ServiceError,
 )
+from services.domain.interpretation import interpret
 from services.domain.limits import is_id
 from services.domain.questionnaire import Questionnaire, load_questionnaire
 from services.domain.saved_answers import MergedAnswers, SavedAnswer, merge_submission
@@ -36,7 +37,6 @@ from services.persistence.models import (
 )
 from services.persistence.uow import UnitOfWork
 from services.usecases.autosave import AutosaveStore
-from services.usecases.interpretation import interpret
 from services.usecases.ports import ReportQueue
 
 logger = logging.getLogger(__name__)

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from services.domain.errors import RecordNotFound
+from services.domain.interpretation import interpret
 from services.domain.limits import is_id
 from services.domain.questionnaire import load_questionnaire
 from services.domain.status import status_text
 from services.domain.views import DimensionScoreView
 from services.persistence.uow import UnitOfWork
-from services.usecases.interpretation import interpret
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,13 @@
-"""services/usecases/interpretation.py: texts by level from the data, strengths and areas to develop."""
+"""services/domain/interpretation.py: texts by level from the data, strengths and areas to develop."""
 
 from __future__ import annotations
 
 import pytest
 
+from services.domain.interpretation import MAX_LISTED, interpret
 from services.domain.questionnaire import LEVELS, load_questionnaire
 from services.domain.scoring import DimensionScore as StoredScore
 from services.domain.scoring import level_for
-from services.usecases.interpretation import MAX_LISTED, interpret
 
 QUESTIONNAIRE = load_questionnaire()
 CODES = [d.code for d in QUESTIONNAIRE.dimensions]
