@@ -456,8 +456,13 @@ def test_the_cli_in_another_shell_talks_to_this_stack_never_to_another_redis(
     stack: Stack, redis_conn: redis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
     assert "CRIT" not in stack.current.output()  # supervisord's socket has its password
+    # The stack is the module's: earlier tests may have quarantined payloads already, so wait
+    # for this one's own (a figure read before the worker moved it would be one short).
+    invalid_before = redis_conn.llen(INVALID_QUEUE_KEY)
     redis_conn.lpush(REPORT_QUEUE_KEY, b"garbage for the CLI")
-    stack.wait_until(lambda: redis_conn.llen(INVALID_QUEUE_KEY) >= 1, timeout=30, what="quarantined")
+    stack.wait_until(
+        lambda: redis_conn.llen(INVALID_QUEUE_KEY) >= invalid_before + 1, timeout=30, what="quarantined"
+    )
     ours = queue_figures(redis_conn)
     wrapper = tmp_path / "flask_with_defaults.py"
     wrapper.write_text(WITH_DEFAULTS)
