@@ -26,15 +26,15 @@ parameter given twice is refused rather than folded; and a validation error beco
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from http import HTTPStatus
-from typing import Any, TypeVar, get_type_hints
+from typing import Any, TypeVar
 
 from flask import Blueprint, Flask, Request, Response, current_app, jsonify
-from flask.typing import ResponseReturnValue
 from pydantic import BaseModel, ValidationError
 from spectree import Response as Responses
 from spectree import SecurityScheme, SecuritySchemeData, SpecTree, Tag
@@ -52,8 +52,10 @@ from web.response_models import Error, Ok
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: What a view returns: `success(...)`, the envelope its operation's model reads.
-Answer = ResponseReturnValue
+#: What a view returns: `success(...)`, the envelope its operation's model reads (or a
+#: Response it wrote itself, e.g. a probe's 503). No forward reference in it: SpecTree
+#: resolves the views' annotations.
+Answer = Response | dict[str, object] | tuple[dict[str, object], int]
 
 # -- reading a request ------------------------------------------------------------------
 
@@ -87,9 +89,17 @@ def _parameter_names(model: type[BaseModel]) -> tuple[str, ...]:
     return tuple(field.alias or name for name, field in model.model_fields.items())
 
 
-def _context() -> dict[str, object]:
-    """What the validators may need: the zone of a time given without an offset."""
-    return {ZONE: deps.current().settings.admin_zone}
+@cache
+def _reads_times(model: type[BaseModel]) -> bool:
+    return "date-time" in json.dumps(model.model_json_schema())
+
+
+def _context(*models: type[BaseModel] | None) -> dict[str, object] | None:
+    """What the validators may need: the zone of a time given without an offset (only
+    looked up for a model that reads times)."""
+    if any(model is not None and _reads_times(model) for model in models):
+        return {ZONE: deps.current().settings.admin_zone}
+    return None
 
 
 class _Adapter(PydanticModelAdapter):
@@ -102,7 +112,7 @@ class _Plugin(FlaskPlugin):
     def request_validation(  # noqa: PLR0917 (SpecTree's signature)
         self, request: Request, query: Any, json: Any, form: Any, headers: Any, cookies: Any
     ) -> None:
-        context = _context()
+        context = _context(query, json)
         request.context = Context(  # type: ignore[attr-defined]
             query.model_validate(query_values(request.args, _parameter_names(query)), context=context)
             if query
@@ -223,7 +233,7 @@ def operation(
     strings add their refusals by themselves; an authenticated endpoint reads the database."""
 
     def decorate(view: F) -> F:
-        reads = get_type_hints(view)
+        reads = inspect.signature(view).parameters
         statuses = set(errors)
         if "json" in reads:
             statuses.update(BODY_ERRORS)
