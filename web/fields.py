@@ -321,11 +321,13 @@ def _single(value: object) -> str:
 
 @dataclass(frozen=True)
 class QueryInt(GroupedMetadata):
-    """A plain decimal integer parameter in minimum..maximum."""
+    """A plain decimal integer parameter in minimum..maximum (the document states the maximum
+    unless `state_maximum` is false)."""
 
     minimum: int
     maximum: int
     int64: bool = False
+    state_maximum: bool = True
 
     def __iter__(self) -> Iterator[object]:
         in_range = _int_in_range(self.minimum, self.maximum)
@@ -336,7 +338,8 @@ class QueryInt(GroupedMetadata):
                 raise refuse("参数 {name} 必须是整数")
             return in_range(int(raw))
 
-        yield Field(ge=self.minimum, le=self.maximum, json_schema_extra=_INT64 if self.int64 else None)
+        maximum = self.maximum if self.state_maximum else None
+        yield Field(ge=self.minimum, le=maximum, json_schema_extra=_INT64 if self.int64 else None)
         yield BeforeValidator(check)
 
 
