@@ -278,7 +278,10 @@ def delete_delayed_retries(json: HandlesRequest) -> Answer:
 @bp.get("/drill")
 @admin_operation(DrilledRecords)
 def drill_records() -> Answer:
-    """The fault drill: records whose generation is made to fail now, with the drill's end"""
+    """The fault drill: records whose generation is made to fail now
+
+    Each with the drill's end.
+    """
     return success({"items": drill.list_fault_drill(fault_drill())})
 
 

@@ -143,6 +143,7 @@ def dimensions_chart(dimensions: Sequence[DimensionScoreView]) -> Markup:
     },
     tag=REPORT,
     parameters={"record_id": "the record"},
+    query={"s": "the signed link's parameter; without it, the user token is required"},
 )
 def report_page(record_id: int) -> Response:
     """The report as an HTML page (radar chart, levels, interpretations, suggestions)

@@ -169,9 +169,8 @@ class KeysRequest(Body):
 
 
 class _IdsOrAll(Body):
-    """Either ``{"ids": [...]}`` or ``{"all": true}``; with neither, `ids` is refused as empty."""
-
-    all: Literal[True] | None = None
+    """Either ``{"ids": [...]}`` or ``{"all": true}``; with neither, `ids` is refused as empty
+    (each subclass declares `ids`, then `all`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -189,6 +188,7 @@ class RequeueRequest(_IdsOrAll):
     """{"ids": [...]} for some dead letters (or delayed retries), or {"all": true} for all of them."""
 
     ids: Handles | None = None
+    all: Literal[True] | None = None
 
 
 class DrillStartRequest(Body):
@@ -202,6 +202,7 @@ class DrillStopRequest(_IdsOrAll):
     """{"ids": [...]} for some records, or {"all": true} for every drilled record."""
 
     ids: Annotated[list[IdItem], IdList(MSG_EMPTY_ID_LIST)] | None = None
+    all: Literal[True] | None = None
 
 
 class EmptyRequest(Body):

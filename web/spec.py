@@ -202,6 +202,8 @@ BODY_ERRORS = (400, 413, 415)
 
 #: Media types of the routes that answer something else than the envelope, by view.
 _MEDIA: dict[Callable[..., Any], dict[int, tuple[str, ...]]] = {}
+#: The query parameters such a view reads by itself (name: description), by view.
+_QUERY: dict[Callable[..., Any], Mapping[str, str]] = {}
 
 
 def responses(
@@ -266,13 +268,16 @@ def media_operation(
     tag: Tag,
     security: str | None = None,
     parameters: Mapping[str, str] | None = None,
+    query: Mapping[str, str] | None = None,
 ) -> Callable[[F], F]:
     """Document a view that answers other media than the envelope (a page, an icon, the
     metrics): `answers` maps a status to its description and media types (an error with no
-    media type is the JSON envelope); `parameters` describes the path's."""
+    media type is the JSON envelope); `parameters` describes the path's, `query` the optional
+    query parameters the view reads itself."""
 
     def decorate(view: F) -> F:
         _MEDIA[view] = {code: media for code, (_, media) in answers.items() if media}
+        _QUERY[view] = query or {}
         documented = {
             f"HTTP_{code}": (None if media else Error, description)
             for code, (description, media) in answers.items()
@@ -351,13 +356,23 @@ def _completed(spec: dict[str, Any]) -> dict[str, Any]:
         return spec
     views = current_app.view_functions
     for rule in current_app.url_map.iter_rules():
-        media = _MEDIA.get(_unwrapped(views[rule.endpoint]))
+        view = _unwrapped(views[rule.endpoint])
         path = re.sub(r"<(?:[a-z]+:)?([a-z_]+)>", r"{\1}", rule.rule)
         for method, op in spec["paths"].get(path, {}).items():
             if method.upper() not in (rule.methods or ()):
                 continue
-            for code, types in (media or {}).items():
+            for code, types in _MEDIA.get(view, {}).items():
                 op["responses"][str(code)]["content"] = {media_type: {} for media_type in types}
+            for name, description in _QUERY.get(view, {}).items():
+                op["parameters"].append(
+                    {
+                        "name": name,
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "string"},
+                        "description": description,
+                    }
+                )
     spec["components"]["responses"] = {
         name: _error_response(code) for code, name in ERROR_RESPONSE_NAMES.items()
     }
@@ -396,7 +411,7 @@ def _unwrapped(view: Callable[..., Any]) -> Callable[..., Any]:
 
 @bp.get("/openapi.json")
 def openapi_json() -> Response:
-    """This document."""
+    """This document"""
     return jsonify(document())
 
 

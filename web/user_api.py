@@ -163,7 +163,10 @@ def record(query: RecordIdQuery) -> Answer:
 @bp.get("/records")
 @user_operation(RecordPage)
 def records(query: RecordsQuery) -> Answer:
-    """A page of the caller's records, newest first; `cursor` is the previous page's `nextCursor`"""
+    """A page of the caller's records, newest first
+
+    `cursor` is the previous page's `nextCursor`.
+    """
     return success(
         assessment.list_user_records(new_uow(), current_user_id(), cursor=query.cursor, size=query.size)
     )

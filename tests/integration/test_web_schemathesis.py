@@ -30,7 +30,7 @@ EXAMPLES = int(os.environ.get("MI_SCHEMATHESIS_EXAMPLES", "25"))
 #: Probes that answer 503 by design when what they watch is absent.
 PROBES_ANSWERING_503 = frozenset({"/healthz/workers"})
 
-# The document is what GET /openapi.json serves (tests/unit/test_web_openapi.py checks it);
+# The document is what GET /openapi.json serves (tests/unit/test_web_spec.py checks it);
 # the app under test is the per-test fixture, passed to each call.
 schema = schemathesis.openapi.from_dict(document(make_app()))
 
