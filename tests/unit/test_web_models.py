@@ -18,7 +18,7 @@ from web import create_app
 from web.fields import Time
 from web.response_models import AdminRecordPage, Ok
 from web.response_models import BatchRegenerateResult as BatchModel
-from web.spec import ASSESSMENT, operation, success
+from web.spec import ASSESSMENT, Answer, operation, success
 
 TIME = TypeAdapter(Time)
 
@@ -65,13 +65,13 @@ def app() -> Flask:
 
     @bp.get("/broken")
     @operation(BatchModel, tag=ASSESSMENT)
-    def broken() -> object:
+    def broken() -> Answer:
         """A view whose result lacks a field of its model"""
         return success({"successCount": 1})
 
     @bp.get("/fine")
     @operation(BatchModel, tag=ASSESSMENT)
-    def fine() -> object:
+    def fine() -> Answer:
         """A view whose result is its model's"""
         return success(BatchRegenerateResult(2, 0))
 
