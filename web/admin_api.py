@@ -66,7 +66,7 @@ from web.response_models import (
     Task,
     TaskStarted,
 )
-from web.spec import Answer, admin_operation, success
+from web.spec import Reply, admin_operation, success
 
 bp = Blueprint("admin_api", __name__, url_prefix="/api/admin")
 bp.before_request(require_admin)
@@ -78,7 +78,7 @@ log = logging.getLogger(__name__)
 
 @bp.post("/assessmentRecord/regenerateReport")
 @admin_operation(None, 404, 409, 503)
-def regenerate_report(json: IdRequest) -> Answer:
+def regenerate_report(json: IdRequest) -> Reply:
     """Regenerate the report of a record in status 3 or 5
 
     Resets the record to 3, clears its results and summary, and queues a job with RetryCount
@@ -99,7 +99,7 @@ def regenerate_report(json: IdRequest) -> Answer:
 
 @bp.post("/assessmentRecord/batchRegenerateReport")
 @admin_operation(BatchRegenerateResult)
-def batch_regenerate_report(json: IdsRequest) -> Answer:
+def batch_regenerate_report(json: IdsRequest) -> Reply:
     """Regenerate the reports of the records in status 3 or 5 among `ids`
 
     Every other id (missing, soft-deleted, wrong status) is skipped; successCount +
@@ -120,7 +120,7 @@ def batch_regenerate_report(json: IdsRequest) -> Answer:
 
 @bp.post("/assessmentRecord/regenerateMatching")
 @admin_operation(TaskStarted, status=202)
-def regenerate_matching(json: RegenerateMatchingRequest) -> Answer:
+def regenerate_matching(json: RegenerateMatchingRequest) -> Reply:
     """Regenerate every record matching a filter, in the background (202)
 
     Counts the matching live records (status 3 or 5, optionally submitted in [submittedFrom,
@@ -144,14 +144,14 @@ def regenerate_matching(json: RegenerateMatchingRequest) -> Answer:
 
 @bp.get("/tasks/<task_id>")
 @admin_operation(Task, 404)
-def task(task_id: str) -> Answer:
+def task(task_id: str) -> Reply:
     """An admin task's progress (kept 7 days after its last change)"""
     return success(regeneration_tasks.get_task(task_store(), task_id))
 
 
 @bp.get("/assessmentRecord/list")
 @admin_operation(AdminRecordPage)
-def list_records(query: RecordListQuery) -> Answer:
+def list_records(query: RecordListQuery) -> Reply:
     """A page of records, newest first"""
     filters = RecordFilter(
         status=query.status,
@@ -165,7 +165,7 @@ def list_records(query: RecordListQuery) -> Answer:
 
 @bp.post("/assessmentRecord/delete")
 @admin_operation(None, 404)
-def delete_record(json: IdRequest) -> Answer:
+def delete_record(json: IdRequest) -> Reply:
     """Soft-delete a record (3241 if missing or already deleted)
 
     The record disappears from users and from regeneration; rows are kept.
@@ -182,7 +182,7 @@ def delete_record(json: IdRequest) -> Answer:
 
 @bp.get("/assessmentRecord/events")
 @admin_operation(EventPage, 404)
-def record_events(query: EventsQuery) -> Answer:
+def record_events(query: EventsQuery) -> Reply:
     """The event log of a record, oldest first
 
     User, admin and worker actions on the record (created, started, answers saved, submitted,
@@ -195,7 +195,7 @@ def record_events(query: EventsQuery) -> Answer:
 
 @bp.get("/queue/stats")
 @admin_operation(QueueStats)
-def queue_stats() -> Answer:
+def queue_stats() -> Reply:
     """Figures of the report queue (and of every queue, under `queues`)"""
     try:
         figures = {
@@ -208,7 +208,7 @@ def queue_stats() -> Answer:
 
 @bp.get("/queue/dead")
 @admin_operation(DeadLetterPage)
-def dead_letters(query: OffsetLimit) -> Answer:
+def dead_letters(query: OffsetLimit) -> Reply:
     """Dead letters of report:queue:dead, newest first
 
     Each with its RecordId, attempts, last error and time (older ones may lack them).
@@ -218,7 +218,7 @@ def dead_letters(query: OffsetLimit) -> Answer:
 
 @bp.post("/queue/dead/requeue")
 @admin_operation(ItemOutcomes)
-def requeue_dead_letters(json: RequeueRequest) -> Answer:
+def requeue_dead_letters(json: RequeueRequest) -> Reply:
     """Requeue dead letters: RetryCount 0, record back to 3
 
     ``{"ids": [...]}`` or ``{"all": true}``. Per dead letter: its record (status 3 or 5) is
@@ -235,7 +235,7 @@ def requeue_dead_letters(json: RequeueRequest) -> Answer:
 
 @bp.post("/queue/dead/delete")
 @admin_operation(ItemOutcomes)
-def delete_dead_letters(json: HandlesRequest) -> Answer:
+def delete_dead_letters(json: HandlesRequest) -> Reply:
     """Delete dead letters (their records keep their status); audited"""
     items = operations.delete_dead_letters(queue_operations(), audit_log(), current_admin(), json.ids)
     return success({"items": items})
@@ -243,7 +243,7 @@ def delete_dead_letters(json: HandlesRequest) -> Answer:
 
 @bp.get("/queue/delayed")
 @admin_operation(DelayedRetryPage)
-def delayed_retries(query: OffsetLimit) -> Answer:
+def delayed_retries(query: OffsetLimit) -> Reply:
     """Delayed retries of the report queue, soonest due first
 
     Each with its RecordId, attempts made, due time and the record's last error.
@@ -255,7 +255,7 @@ def delayed_retries(query: OffsetLimit) -> Answer:
 
 @bp.post("/queue/delayed/retryNow")
 @admin_operation(ItemOutcomes)
-def retry_delayed_now(json: RequeueRequest) -> Answer:
+def retry_delayed_now(json: RequeueRequest) -> Reply:
     """Queue delayed retries now (the job and its RetryCount unchanged); audited
 
     ``{"ids": [...]}`` or ``{"all": true}`` (the next 1,000 due). Skipped with a code: 3241
@@ -267,7 +267,7 @@ def retry_delayed_now(json: RequeueRequest) -> Answer:
 
 @bp.post("/queue/delayed/delete")
 @admin_operation(ItemOutcomes)
-def delete_delayed_retries(json: HandlesRequest) -> Answer:
+def delete_delayed_retries(json: HandlesRequest) -> Reply:
     """Delete delayed retries: no further attempt; their records set to 5 (生成失败); audited"""
     items = operations.delete_delayed_retries(
         new_uow(), queue_operations(), audit_log(), current_admin(), json.ids
@@ -277,7 +277,7 @@ def delete_delayed_retries(json: HandlesRequest) -> Answer:
 
 @bp.get("/drill")
 @admin_operation(DrilledRecords)
-def drill_records() -> Answer:
+def drill_records() -> Reply:
     """The fault drill: records whose generation is made to fail now
 
     Each with the drill's end.
@@ -287,7 +287,7 @@ def drill_records() -> Answer:
 
 @bp.post("/drill/start")
 @admin_operation(DrilledRecords)
-def start_drill(json: DrillStartRequest) -> Answer:
+def start_drill(json: DrillStartRequest) -> Reply:
     """Make these records' report generation fail (for `minutes`, default 60, at most a day); audited
 
     For rehearsing failures: each attempt of a drilled record fails with a fault-drill error and
@@ -301,21 +301,21 @@ def start_drill(json: DrillStartRequest) -> Answer:
 
 @bp.post("/drill/stop")
 @admin_operation(DrillStopped)
-def stop_drill(json: DrillStopRequest) -> Answer:
+def stop_drill(json: DrillStopRequest) -> Reply:
     """End the fault drill of these records (or of all); audited"""
     return success({"stopped": drill.stop_fault_drill(fault_drill(), audit_log(), current_admin(), json.ids)})
 
 
 @bp.get("/queue/invalid")
 @admin_operation(InvalidPayloadPage)
-def invalid_payloads(query: OffsetLimit) -> Answer:
+def invalid_payloads(query: OffsetLimit) -> Reply:
     """Quarantined payloads of report:queue:invalid, verbatim, newest first"""
     return success(operations.list_invalid(queue_operations(), offset=query.offset, limit=query.limit))
 
 
 @bp.post("/queue/invalid/delete")
 @admin_operation(ItemOutcomes)
-def delete_invalid(json: KeysRequest) -> Answer:
+def delete_invalid(json: KeysRequest) -> Reply:
     """Delete quarantined payloads; audited"""
     items = operations.delete_invalid(queue_operations(), audit_log(), current_admin(), json.keys)
     return success({"items": items})
@@ -323,7 +323,7 @@ def delete_invalid(json: KeysRequest) -> Answer:
 
 @bp.post("/queue/invalid/purge")
 @admin_operation(Purged)
-def purge_invalid(json: EmptyRequest) -> Answer:
+def purge_invalid(json: EmptyRequest) -> Reply:
     """Drop every quarantined payload; audited
 
     The body is any JSON object: no purge by a stray form post.
@@ -333,7 +333,7 @@ def purge_invalid(json: EmptyRequest) -> Answer:
 
 @bp.get("/audit")
 @admin_operation(AuditPage)
-def audit(query: AuditQuery) -> Answer:
+def audit(query: AuditQuery) -> Reply:
     """The audit trail of admin actions, newest first
 
     Every admin action (API, CLI, console): who, which credential, what, which ids, outcome,

@@ -143,8 +143,8 @@ class Body(Wire):
     @model_validator(mode="before")
     @classmethod
     def _absent_is_null(cls, data: Any) -> Any:
-        if cls.null_when_absent and isinstance(data, dict):
-            return {**{name: None for name in cls.null_when_absent}, **data}
+        if isinstance(data, dict) and any(name not in data for name in cls.null_when_absent):
+            return {**dict.fromkeys(cls.null_when_absent), **data}
         return data
 
 
@@ -192,16 +192,19 @@ class BodyInt(GroupedMetadata):
     int64: bool = False
 
     def __iter__(self) -> Iterator[object]:
-        check = _int_in_range(self.minimum, self.maximum)
+        minimum, maximum, required = self.minimum, self.maximum, self.required
+        out_of_range = f"参数 {{name}} 必须在 {minimum} 到 {maximum} 之间"
 
-        def check_present(value: object) -> int:
-            if value is None and self.required:
-                raise refuse("缺少参数 {name}")
-            return check(value)
+        def check(value: object) -> int:
+            if not is_strict_int(value):
+                raise refuse("缺少参数 {name}" if value is None and required else "参数 {name} 必须是整数")
+            if not minimum <= value <= maximum:
+                raise refuse(out_of_range)
+            return value
 
         yield Strict()
-        yield Field(ge=self.minimum, le=self.maximum, json_schema_extra=_INT64 if self.int64 else None)
-        yield BeforeValidator(check_present)
+        yield Field(ge=minimum, le=maximum, json_schema_extra=_INT64 if self.int64 else None)
+        yield BeforeValidator(check)
 
 
 #: A record or user id where it is required (a null one is missing).

@@ -18,7 +18,7 @@ from web.deps import current
 from web.envelope import envelope
 from web.errors import RETRY_AFTER_S
 from web.response_models import Envelope, Health, Processes, Readiness
-from web.spec import HEALTH, Answer, operation, success
+from web.spec import HEALTH, Reply, operation, success
 
 bp = Blueprint("health", __name__)
 
@@ -28,7 +28,7 @@ NOT_READY_CODE = QueueUnavailable.code
 
 @bp.get("/healthz")
 @operation(Health, tag=HEALTH)
-def healthz() -> Answer:
+def healthz() -> Reply:
     """Liveness: the process answers (no I/O)
 
     Deliberately no I/O, so a slow database never kills it.
@@ -58,7 +58,7 @@ def _redis_ok() -> bool:
     tag=HEALTH,
     others={503: (Envelope[Readiness], "5003: a dependency is unavailable; data names which")},
 )
-def readyz() -> Answer:
+def readyz() -> Reply:
     """Readiness: PostgreSQL SELECT 1 and Redis PING"""
     checks = {"database": _database_ok(), "redis": _redis_ok()}
     data = {name: "ok" if passed else "unavailable" for name, passed in checks.items()}
@@ -85,7 +85,7 @@ def readyz() -> Answer:
         )
     },
 )
-def healthz_workers() -> Answer:
+def healthz_workers() -> Reply:
     """Processes in the registry, per kind (alive, gone, stopped); counts only
 
     503 when no worker or no hotpath process is alive. A process that exited cleanly is

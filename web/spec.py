@@ -6,7 +6,7 @@ An endpoint says what it reads and answers once::
 
     @bp.post("/startAssessment")
     @user_operation(Record, 404, 409)
-    def start_assessment(json: RecordIdRequest) -> Answer:
+    def start_assessment(json: RecordIdRequest) -> Reply:
         \"\"\"Summary line of the document.
 
         Its description (every paragraph after the first).\"\"\"
@@ -34,7 +34,7 @@ from functools import cache
 from http import HTTPStatus
 from typing import Any, TypeVar
 
-from flask import Blueprint, Flask, Request, Response, current_app, jsonify
+from flask import Blueprint, Flask, Request, Response, current_app, jsonify, make_response
 from pydantic import BaseModel, ValidationError
 from spectree import Response as Responses
 from spectree import SecurityScheme, SecuritySchemeData, SpecTree, Tag
@@ -42,6 +42,7 @@ from spectree.model_adapter.pydantic_adapter import PydanticModelAdapter
 from spectree.models import SecureType
 from spectree.plugins.base import Context
 from spectree.plugins.flask_plugin import FlaskPlugin
+from spectree.plugins.werkzeug_utils import flask_response_unpack
 from werkzeug.exceptions import RequestEntityTooLarge, UnsupportedMediaType
 
 from services.errors import ParamError
@@ -55,7 +56,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: What a view returns: `success(...)`, the envelope its operation's model reads (or a
 #: Response it wrote itself, e.g. a probe's 503). No forward reference in it: SpecTree
 #: resolves the views' annotations.
-Answer = Response | dict[str, object] | tuple[dict[str, object], int]
+Reply = Response | dict[str, object] | tuple[dict[str, object], int]
 
 # -- reading a request ------------------------------------------------------------------
 
@@ -122,6 +123,24 @@ class _Plugin(FlaskPlugin):
             None,
             None,
         )
+
+    def validate_response(
+        self, resp: Any, resp_model: Responses | None, skip_validation: bool, force_resp_serialize: bool
+    ) -> tuple[Response, Exception | None]:
+        """The success's envelope, written by its model: `success(...)` gives the data, the
+        model reads them and writes the body once (SpecTree's own would go through
+        `make_response` twice). A Response the view wrote itself (a probe's 503) goes as it is."""
+        payload, status, headers = flask_response_unpack(resp)
+        model = resp_model.find_model(status) if resp_model is not None else None
+        if model is None or isinstance(payload, Response):
+            return make_response(resp), None
+        try:
+            body = self.model_adapter.dump_json(self.model_adapter.validate_obj(model, payload))
+        except ValidationError as error:
+            return Response(status=500), error
+        return current_app.response_class(
+            body, status=status, headers=headers, mimetype="application/json"
+        ), None
 
 
 def _refuse(req: Any, resp: Any, error: Exception | None, instance: Any, adapter: Any) -> None:
@@ -293,7 +312,7 @@ def media_operation(
     return decorate
 
 
-def success(data: object = None, status: int = 200) -> Answer:
+def success(data: object = None, status: int = 200) -> Reply:
     """A success: the operation's model reads `data` (a service view, a dict of them)."""
     envelope: dict[str, object] = {"code": 0, "message": "success", "data": data}
     return envelope if status == 200 else (envelope, status)

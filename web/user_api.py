@@ -38,7 +38,7 @@ from web.response_models import (
     SaveAnswersResult,
     SubmitResult,
 )
-from web.spec import Answer, success, user_operation
+from web.spec import Reply, success, user_operation
 
 bp = Blueprint("user_api", __name__, url_prefix="/api/assessment")
 bp.before_request(require_user)
@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 @bp.post("/createRecord")
 @user_operation(Record)
-def create_record() -> Answer:
+def create_record() -> Reply:
     """Create a record (status 1, 待测评); any body is ignored"""
     user_id = current_user_id()
     record = assessment.create_record(new_uow(), user_id)
@@ -58,7 +58,7 @@ def create_record() -> Answer:
 
 @bp.post("/startAssessment")
 @user_operation(Record, 404, 409)
-def start_assessment(json: RecordIdRequest) -> Answer:
+def start_assessment(json: RecordIdRequest) -> Reply:
     """Start a record: 1 → 2 (测评中); a record already in 2 is returned unchanged"""
     user_id = current_user_id()
     record = assessment.start_record(new_uow(), user_id, json.record_id)
@@ -73,14 +73,14 @@ def start_assessment(json: RecordIdRequest) -> Answer:
 
 @bp.get("/questions")
 @user_operation(list[Question])
-def questions() -> Answer:
+def questions() -> Reply:
     """The active questions, in dimension order then question order, each with the scale's labels"""
     return success(assessment.list_questions(new_uow()))
 
 
 @bp.post("/saveAnswers")
 @user_operation(SaveAnswersResult, 404, 409)
-def save_answers(json: SaveAnswersRequest) -> Answer:
+def save_answers(json: SaveAnswersRequest) -> Reply:
     """Autosave some answers of a record in status 2 (测评中)
 
     Stores the answers in Redis and returns without touching the database; a background
@@ -110,7 +110,7 @@ def save_answers(json: SaveAnswersRequest) -> Answer:
 
 @bp.post("/submitAnswers")
 @user_operation(SubmitResult, 404, 409)
-def submit_answers(json: SubmitAnswersRequest) -> Answer:
+def submit_answers(json: SubmitAnswersRequest) -> Reply:
     """Submit the answers of a record in status 1 or 2
 
     The answers stored are the record's saved answers (saveAnswers) overlaid by the body,
@@ -133,14 +133,14 @@ def submit_answers(json: SubmitAnswersRequest) -> Answer:
 
 @bp.get("/resultStatus")
 @user_operation(ResultStatus, 404)
-def result_status(query: RecordIdQuery) -> Answer:
+def result_status(query: RecordIdQuery) -> Reply:
     """The status of a record's result"""
     return success(assessment.get_result_status(new_uow(), current_user_id(), query.record_id))
 
 
 @bp.get("/report")
 @user_operation(Report, 404, 409)
-def report(query: RecordIdQuery) -> Answer:
+def report(query: RecordIdQuery) -> Reply:
     """The report of a completed record (status 4), with interpretations and suggestions
 
     Per dimension its score, level, what the level means and 2-3 suggestions; the strengths
@@ -155,14 +155,14 @@ def report(query: RecordIdQuery) -> Answer:
 
 @bp.get("/record")
 @user_operation(RecordDetail, 404)
-def record(query: RecordIdQuery) -> Answer:
+def record(query: RecordIdQuery) -> Reply:
     """One of the caller's records, with its answers so far and where to go on (resume)"""
     return success(resume.get_record_detail(new_uow(), autosave_store(), current_user_id(), query.record_id))
 
 
 @bp.get("/records")
 @user_operation(RecordPage)
-def records(query: RecordsQuery) -> Answer:
+def records(query: RecordsQuery) -> Reply:
     """A page of the caller's records, newest first
 
     `cursor` is the previous page's `nextCursor`.

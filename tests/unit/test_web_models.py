@@ -18,7 +18,7 @@ from web import create_app
 from web.fields import Time
 from web.response_models import AdminRecordPage, Ok
 from web.response_models import BatchRegenerateResult as BatchModel
-from web.spec import ASSESSMENT, Answer, operation, success
+from web.spec import ASSESSMENT, Reply, operation, success
 
 TIME = TypeAdapter(Time)
 
@@ -65,13 +65,13 @@ def app() -> Flask:
 
     @bp.get("/broken")
     @operation(BatchModel, tag=ASSESSMENT)
-    def broken() -> Answer:
+    def broken() -> Reply:
         """A view whose result lacks a field of its model"""
         return success({"successCount": 1})
 
     @bp.get("/fine")
     @operation(BatchModel, tag=ASSESSMENT)
-    def fine() -> Answer:
+    def fine() -> Reply:
         """A view whose result is its model's"""
         return success(BatchRegenerateResult(2, 0))
 
