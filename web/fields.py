@@ -74,6 +74,7 @@ _BUILTIN_MESSAGES = {
     "dict_type": "参数 {name} 必须是对象",
 }
 _INVALID = "参数 {name} 不合法"
+_NOT_AN_INTEGER = "参数 {name} 必须是整数"
 
 #: A plain decimal integer: int() alone would also take "1_000", " 7 " and non-ASCII digits.
 _INTEGER = re.compile(r"-?[0-9]{1,25}")
@@ -96,10 +97,16 @@ def refuse(message: str) -> PydanticCustomError:
 def error_message(error: ValidationError) -> str:
     """The first error, in the API's words, naming the parameter where it is."""
     first = error.errors(include_url=False, include_context=False, include_input=False)[0]
-    name = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"])
-    template = (
-        first["msg"] if first["type"] == PARAM_ERROR else _BUILTIN_MESSAGES.get(first["type"], _INVALID)
-    )
+    loc = first["loc"]
+    name = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
+    if first["type"] == PARAM_ERROR:
+        template = first["msg"]
+    elif first["type"] == "missing" and any(isinstance(part, int) for part in loc):
+        # A field missing from an item of a list (an answer's questionId or value): the
+        # original API read it as null, which is no integer.
+        template = _NOT_AN_INTEGER
+    else:
+        template = _BUILTIN_MESSAGES.get(first["type"], _INVALID)
     return template.replace("{name}", name.removeprefix("."))
 
 
@@ -130,14 +137,18 @@ class Wire(BaseModel):
         return super().model_json_schema(by_alias, ref_template, schema_generator, mode, **kwargs)
 
 
-class Body(Wire):
-    """A request body: only the camelCase names count, unknown fields are ignored.
-
-    `null_when_absent` names the fields an absent key reads as null (``body.get(name)``): their
-    validators then say what is wrong with the value, rather than that it is missing.
-    """
+class Object(Wire):
+    """A JSON object of a request: only the camelCase names count, unknown fields are ignored."""
 
     model_config = ConfigDict(strict=True, validate_by_name=False)
+
+
+class Body(Object):
+    """A request body. `null_when_absent` names the fields an absent key reads as null
+    (``body.get(name)``): their validators then say what is wrong with the value, rather
+    than that it is missing.
+    """
+
     null_when_absent: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="before")
@@ -197,13 +208,15 @@ class BodyInt(GroupedMetadata):
 
         def check(value: object) -> int:
             if not is_strict_int(value):
-                raise refuse("缺少参数 {name}" if value is None and required else "参数 {name} 必须是整数")
+                raise refuse("缺少参数 {name}" if value is None and required else _NOT_AN_INTEGER)
             if not minimum <= value <= maximum:
                 raise refuse(out_of_range)
             return value
 
+        # The bounds are `check`'s: stated for the document only, not checked twice.
+        bounds: JsonDict = {"minimum": minimum, "maximum": maximum}
         yield Strict()
-        yield Field(ge=minimum, le=maximum, json_schema_extra=_INT64 if self.int64 else None)
+        yield Field(json_schema_extra={**bounds, **_INT64} if self.int64 else bounds)
         yield BeforeValidator(check)
 
 

@@ -30,6 +30,7 @@ from web.fields import (
     IdItem,
     IdList,
     Label,
+    Object,
     OptionalId,
     Query,
     QueryBool,
@@ -77,9 +78,8 @@ class IdsRequest(Body):
     ]
 
 
-class Answer(Body):
-    null_when_absent = ("questionId", "value")
-
+class Answer(Object):
+    # A field missing here reads as "not an integer" (web/fields.py `error_message`).
     question_id: Annotated[int, BodyInt(1, MAX_QUESTION_ID)]
     value: Annotated[int, BodyInt(MIN_VALUE, MAX_VALUE)]
 
