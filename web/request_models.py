@@ -249,9 +249,7 @@ class EventsQuery(Query):
 
 
 class OffsetLimit(Query):
-    # The maximum left out of the document, as before: an offset near it makes Redis refuse
-    # the range (503), a bug of the queue's listing to fix on its own.
-    offset: Annotated[int, QueryInt(0, MAX_ID, state_maximum=False)] = 0
+    offset: Annotated[int, QueryInt(0, MAX_ID)] = 0
     """Entries to skip."""
     limit: Annotated[int, QueryInt(1, OPS_PAGE_SIZE)] = DEFAULT_LIMIT
     """Entries."""

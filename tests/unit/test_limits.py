@@ -90,6 +90,9 @@ def test_no_module_restates_a_limit() -> None:
         for folder in ("services", "actors", "web", "scripts", "bench")
         for path in sorted((ROOT / folder).rglob("*.py"))
         if path != ROOT / "services" / "limits.py"
+        # The broker library imports nothing of the application (an import-linter contract):
+        # Redis's own 64-bit range limit is its own to state.
+        and ROOT / "actors" / "broker" not in path.parents
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
         if RESTATED.search(line)
     ]
