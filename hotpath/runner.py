@@ -46,8 +46,9 @@ LOOP_NAMES = ("answers", "progress", "events", "retention")
 MIN_PAUSE_S = 0.01
 #: Longest sleep between two looks at the settings (and lease renewals) while idle.
 MAX_IDLE_STEP_S = 1.0
-#: After a failed cycle a loop pauses at least this long, doubling while its cycles fail,
-#: at most FAILED_MAX_PAUSE_S (its own interval when longer).
+#: After a failed cycle a loop pauses this long, doubling while its cycles fail, at most
+#: FAILED_MAX_PAUSE_S, whatever its interval: a loop of a long interval (retention) that
+#: failed tries again within seconds, not an interval later, and a fast loop does not spin.
 FAILED_FIRST_PAUSE_S = 1.0
 FAILED_MAX_PAUSE_S = 15.0
 
@@ -116,12 +117,13 @@ class Loop(threading.Thread):
         return more
 
     def _pause(self, settings: HotpathSettings, *, at_least_s: float = 0.0) -> None:
-        """Sleep one interval (at least `at_least_s`: a failing loop's backoff) in short steps:
-        renew the lease (it must not lapse while idle) and re-read the settings at each step,
-        so a shortened interval takes effect at once."""
+        """Sleep one interval, or `at_least_s` instead when it is set (a failing loop's
+        backoff), in short steps: renew the lease (it must not lapse while idle) and re-read
+        the settings at each step, so a shortened interval takes effect at once."""
         started = time.monotonic()
         while not self.stop.is_set():
-            pause = max(MIN_PAUSE_S, self.spec.interval_ms(settings) / 1000, at_least_s)
+            wanted = at_least_s if at_least_s else self.spec.interval_ms(settings) / 1000
+            pause = max(MIN_PAUSE_S, wanted)
             remaining = started + pause - time.monotonic()
             if remaining <= 0:
                 return

@@ -1,18 +1,20 @@
-"""Run the test suite as two shards at once, each with servers of its own.
+"""Run the test suite as three shards at once, each with servers of its own.
 
     python -m scripts.test_shards [pytest arguments]
 
 The tests marked `slow` spend most of their time waiting (the real 10/30/60 s retry
 schedule, outages held for seconds, processes killed and restarted), so they run beside
-the rest instead of after it: the suite takes about the time of its longer shard. Each
+the rest instead of after it, as two parts of about equal time (tests/support/slow_parts.py):
+the suite takes about the time of its longest shard. Each
 shard runs under `scripts.with_test_services`, which claims a test database and a Redis
 db index of its own, so the shards share no data. Each output line is prefixed with its
-shard's name; the exit status is the first failing shard's (0 when both pass).
+shard's name; the exit status is the first failing shard's (0 when all pass; a shard to
+which a narrow selection leaves no test passes).
 
 The shards, and what they start, end when this process ends, however it ends (killed
 included): scripts/lifeline.py.
 
-When TEST_DATABASE_URL or TEST_REDIS_URL is set, the two shards would share those
+When TEST_DATABASE_URL or TEST_REDIS_URL is set, the shards would share those
 servers' data, so the suite runs as one shard, as `make pytest` runs it.
 """
 
@@ -30,13 +32,24 @@ from typing import IO
 
 from scripts import lifeline
 
-#: Name and marker expression of each shard; together they select every test once.
-SHARDS: tuple[tuple[str, str], ...] = (("slow", "slow"), ("rest", "not slow"))
+#: Name, marker expression and pytest options of each shard; together they select every test
+#: once. The slow tests (they mostly wait) run as two parts of about equal time beside the
+#: CPU-bound rest (tests/support/slow_parts.py).
+SLOW_PARTS = ("-p", "tests.support.slow_parts", "--slow-part")
+SHARDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("slow-1", "slow", (*SLOW_PARTS, "1/2")),
+    ("slow-2", "slow", (*SLOW_PARTS, "2/2")),
+    ("rest", "not slow", ()),
+)
+#: pytest's exit status when a run selects no test (a shard's share of a narrow selection).
+NO_TESTS_COLLECTED = 5
 
 _print_lock = threading.Lock()
 
 
-def _pytest(marker: str | None, args: list[str], basetemp: Path | None = None) -> list[str]:
+def _pytest(
+    marker: str | None, args: list[str], basetemp: Path | None = None, options: tuple[str, ...] = ()
+) -> list[str]:
     selection = ["-m", marker] if marker else []
     # Each shard's temporary folders apart: pytest's shared /tmp/pytest-of-USER keeps only the
     # last three runs' folders, so a run starting elsewhere (the other shard, a nested run of
@@ -53,6 +66,7 @@ def _pytest(marker: str | None, args: list[str], basetemp: Path | None = None) -
         # Two runs at once must not both rewrite .pytest_cache.
         *(["-p", "no:cacheprovider"] if marker else []),
         *selection,
+        *options,
         *temp,
         *args,
     ]
@@ -71,9 +85,9 @@ def run_shards(args: list[str]) -> int:
     own_temp = not any(arg.startswith("--basetemp") for arg in args)
     temp_root = Path(tempfile.mkdtemp(prefix="mi-pytest-")) if own_temp else None
     running: list[tuple[str, subprocess.Popen[str], threading.Thread]] = []
-    for name, marker in SHARDS:
+    for name, marker, options in SHARDS:
         process = subprocess.Popen(
-            _pytest(marker, args, temp_root / name if temp_root else None),
+            _pytest(marker, args, temp_root / name if temp_root else None, options),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -89,6 +103,8 @@ def run_shards(args: list[str]) -> int:
         for name, process, relay in running:
             code = process.wait()
             relay.join()
+            if code == NO_TESTS_COLLECTED:
+                code = 0  # nothing of a narrow selection fell to this shard
             summary.append(f"shard {name}: exit {code}")
             if code and not outcome:
                 outcome = code

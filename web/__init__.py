@@ -40,8 +40,8 @@ from web import (
     hosts,
     http_metrics,
     metrics,
-    openapi,
     report_page,
+    spec,
     user_api,
 )
 from web.auth import issue_user_token
@@ -55,10 +55,10 @@ from web.cli import (
     regenerate_matching_command,
     task_command,
 )
+from web.envelope import JSONProvider
 from web.errors import register_error_handlers
-from web.jsonify import JSONProvider
+from web.fields import MAX_CONTENT_LENGTH
 from web.redis_guard import guarded_redis
-from web.validation import MAX_CONTENT_LENGTH
 
 __all__ = ["create_app", "issue_user_token"]
 
@@ -176,7 +176,7 @@ def create_app(
     )
     http_metrics.install(app)
     hosts.install(app, trusted_proxies=settings.trusted_proxies)
-    for blueprint in (user_api.bp, admin_api.bp, health.bp, home.bp, metrics.bp, openapi.bp, report_page.bp):
+    for blueprint in (user_api.bp, admin_api.bp, health.bp, home.bp, metrics.bp, spec.bp, report_page.bp):
         app.register_blueprint(blueprint)
     console.init_app(app, production=environment == PRODUCTION)
     app.cli.add_command(issue_user_token_command)

@@ -1,7 +1,9 @@
 """The response envelope of every endpoint: ``{"code": int, "message": str, "data": ...}``.
 
 Code 0 and message "success" mean success (the original .NET API's convention); any
-other code is an error, with the HTTP status chosen by web/errors.py.
+other code is an error, with the HTTP status chosen by web/errors.py. The API's successes
+are written by their operation's model (web/spec.py); `envelope` writes the rest (errors,
+a probe's 503), whose data are plain JSON values.
 """
 
 from __future__ import annotations
@@ -9,11 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from flask import Response, jsonify
-
-from web.jsonify import to_json
+from flask.json.provider import DefaultJSONProvider
 
 SUCCESS_CODE = 0
 SUCCESS_MESSAGE = "success"
+
+
+class JSONProvider(DefaultJSONProvider):
+    """Chinese texts readable as they are; keys in the order they were written."""
+
+    ensure_ascii = False
+    sort_keys = False
 
 
 def envelope(
@@ -24,7 +32,7 @@ def envelope(
     status: int = 200,
     headers: Mapping[str, str] | None = None,
 ) -> Response:
-    response = jsonify({"code": code, "message": message, "data": to_json(data)})
+    response = jsonify({"code": code, "message": message, "data": data})
     response.status_code = status
     if headers:
         response.headers.update(headers)
@@ -32,4 +40,5 @@ def envelope(
 
 
 def ok(data: object = None) -> Response:
+    """A success whose data are plain JSON values (the home page's links, a probe's checks)."""
     return envelope(SUCCESS_CODE, SUCCESS_MESSAGE, data)

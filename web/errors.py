@@ -35,7 +35,7 @@ from services.domain.errors import (
     ServiceError,
 )
 from web.envelope import envelope
-from web.validation import MAX_CONTENT_LENGTH
+from web.fields import MAX_CONTENT_LENGTH
 
 log = logging.getLogger(__name__)
 

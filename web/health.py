@@ -9,14 +9,16 @@ process without workers still serves the API, and must stay in its load balancer
 from __future__ import annotations
 
 import redis
-from flask import Blueprint, Response
+from flask import Blueprint
 from sqlalchemy import text
 
 from observability.liveness import KINDS, REQUIRED_KINDS, ProcessState, live_processes
 from services.domain.errors import QueueUnavailable
 from web.deps import current
-from web.envelope import envelope, ok
+from web.envelope import envelope
 from web.errors import RETRY_AFTER_S
+from web.response_models import Envelope, Health, Processes, Readiness
+from web.spec import HEALTH, Reply, operation, success
 
 bp = Blueprint("health", __name__)
 
@@ -25,9 +27,13 @@ NOT_READY_CODE = QueueUnavailable.code
 
 
 @bp.get("/healthz")
-def healthz() -> Response:
-    """The process answers; deliberately no I/O, so a slow database never kills it."""
-    return ok({"status": "ok"})
+@operation(Health, tag=HEALTH)
+def healthz() -> Reply:
+    """Liveness: the process answers (no I/O)
+
+    Deliberately no I/O, so a slow database never kills it.
+    """
+    return success({"status": "ok"})
 
 
 def _database_ok() -> bool:
@@ -47,8 +53,13 @@ def _redis_ok() -> bool:
 
 
 @bp.get("/readyz")
-def readyz() -> Response:
-    """Ready when PostgreSQL answers ``SELECT 1`` and Redis answers PING."""
+@operation(
+    Readiness,
+    tag=HEALTH,
+    others={503: (Envelope[Readiness], "5003: a dependency is unavailable; data names which")},
+)
+def readyz() -> Reply:
+    """Readiness: PostgreSQL SELECT 1 and Redis PING"""
     checks = {"database": _database_ok(), "redis": _redis_ok()}
     data = {name: "ok" if passed else "unavailable" for name, passed in checks.items()}
     failed = [name for name, passed in checks.items() if not passed]
@@ -60,14 +71,27 @@ def readyz() -> Response:
             status=503,
             headers={"Retry-After": str(RETRY_AFTER_S)},
         )
-    return ok(data)
+    return success(data)
 
 
 @bp.get("/healthz/workers")
-def healthz_workers() -> Response:
-    """Alive, gone and stopped processes per kind; 503 when no worker or no hotpath process is
-    alive. A process that exited cleanly is `stopped`, not `gone`: an alert on `gone > 0`
-    fires for crashes and lost hosts, not for every restart."""
+@operation(
+    Processes,
+    tag=HEALTH,
+    others={
+        503: (
+            Envelope[Processes | None],
+            "5003: no live worker or hotpath process (data: the counts) or Redis down",
+        )
+    },
+)
+def healthz_workers() -> Reply:
+    """Processes in the registry, per kind (alive, gone, stopped); counts only
+
+    503 when no worker or no hotpath process is alive. A process that exited cleanly is
+    `stopped`, not `gone`: an alert on `gone > 0` fires for crashes and lost hosts, not for
+    every restart.
+    """
     try:
         beats = live_processes(current().redis)
     except (redis.RedisError, OSError):
@@ -94,4 +118,4 @@ def healthz_workers() -> Response:
             status=503,
             headers={"Retry-After": str(RETRY_AFTER_S)},
         )
-    return ok(data)
+    return success(data)

@@ -12,6 +12,7 @@ from importlib import resources
 from flask import Blueprint, Response, render_template, request, url_for
 
 from web.envelope import ok
+from web.spec import META, media_operation
 
 bp = Blueprint("home", __name__, template_folder="templates")
 
@@ -25,7 +26,14 @@ LINKS = (
 
 
 @bp.get("/")
+@media_operation(
+    {200: ("the page, or the links as JSON (the envelope)", ("text/html", "application/json"))}, tag=META
+)
 def home() -> Response | str:
+    """What this server is, and links to the console, this document and the probes
+
+    An HTML page for a browser; the envelope (data: service, links) for JSON.
+    """
     accepted = request.accept_mimetypes
     if accepted.best_match(["text/html", "application/json"]) == "application/json":
         return ok({"service": "mi-assessment", "links": {path: text for path, text in LINKS}})
@@ -33,7 +41,11 @@ def home() -> Response | str:
 
 
 @bp.get("/favicon.ico")
+@media_operation({200: ("the icon", ("image/svg+xml",))}, tag=META)
 def favicon() -> Response:
-    """The console's icon (browsers ask for /favicon.ico by themselves)."""
+    """The site's icon (SVG)
+
+    The console's icon (browsers ask for /favicon.ico by themselves).
+    """
     icon = resources.files("web.console").joinpath("static", "favicon.svg").read_bytes()
     return Response(icon, mimetype="image/svg+xml", headers={"Cache-Control": "public, max-age=86400"})

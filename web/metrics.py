@@ -30,6 +30,7 @@ from redis_adapters.queue_figures import queue_figures
 from redis_adapters.queues import REPORT_QUEUE_NAME
 from web.auth import bearer_token, is_admin_token, require_admin
 from web.deps import current, keyspace, redis_client
+from web.spec import ERROR_DESCRIPTIONS, HEALTH, media_operation
 
 bp = Blueprint("metrics", __name__)
 
@@ -103,7 +104,17 @@ def process_metrics() -> bytes:
 
 
 @bp.get("/metrics")
+@media_operation(
+    {
+        200: ("the metrics", ("text/plain",)),
+        401: (ERROR_DESCRIPTIONS[401], ()),
+        403: (ERROR_DESCRIPTIONS[403], ()),
+    },
+    tag=HEALTH,
+    security="adminToken",
+)
 def metrics() -> Response:
+    """Prometheus metrics (text format); an admin token or a METRICS_TOKENS token"""
     queue = CollectorRegistry()
     queue.register(QueueCollector(redis_client(), keyspace()))
     return Response(process_metrics() + generate_latest(queue), content_type=CONTENT_TYPE)

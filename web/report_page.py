@@ -29,6 +29,7 @@ from web import deps
 from web.auth import MSG_INVALID_USER, bearer_token, is_admin_token, verify_user_token
 from web.errors import DATABASE_UNREACHABLE, REDIS_UNREACHABLE, SERVICE_ERROR_STATUS, UNAVAILABLE_MESSAGE
 from web.radar import radar_svg
+from web.spec import REPORT, media_operation
 
 bp = Blueprint("report_page", __name__, template_folder="templates")
 log = logging.getLogger(__name__)
@@ -132,7 +133,25 @@ def dimensions_chart(dimensions: Sequence[DimensionScoreView]) -> Markup:
 
 
 @bp.get("/reports/<int:record_id>")
+@media_operation(
+    {
+        200: ("the report page", ("text/html",)),
+        401: ("no valid link nor the owner's user token", ("text/html",)),
+        404: ("no such record of the link's user (or the token's)", ("text/html",)),
+        409: ("no report: generating (3), failed (5) or not submitted", ("text/html",)),
+        503: ("a server the page needs is unreachable", ("text/html",)),
+    },
+    tag=REPORT,
+    parameters={"record_id": "the record"},
+    query={"s": "the signed link's parameter; without it, the user token is required"},
+)
 def report_page(record_id: int) -> Response:
+    """The report as an HTML page (radar chart, levels, interpretations, suggestions)
+
+    For the record's owner: with the signed link of the report's pageUrl (`s`), or with the
+    user token. Readable on a phone, printable on A4; times in DISPLAY_TIMEZONE. Every answer
+    is a page, a refusal too.
+    """
     if not 1 <= record_id <= MAX_ID:
         raise NotFound()
     user_id = _viewer(record_id)

@@ -2,7 +2,9 @@
 
 Every record id is resolved among the caller's own live records: another user's
 record answers 3241 like a missing one (the services guarantee it). Successful actions
-are logged to the event log (web/event_logging.py).
+are logged to the event log (web/event_logging.py). What each endpoint reads and answers is its
+models' (web/request_models.py, web/response_models.py); its docstring is its description
+in the OpenAPI document (web/spec.py).
 """
 
 from __future__ import annotations
@@ -10,18 +12,33 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from flask import Blueprint, Response, request
+from flask import Blueprint
 
 from services.domain.events import EventType
-from services.domain.limits import MAX_ID
 from services.domain.status import RecordStatus
 from services.usecases import assessment, autosave, resume
 from web.auth import current_user_id, require_user
 from web.deps import active_questions, autosave_store, new_uow, report_queue
-from web.envelope import ok
 from web.event_logging import log_event
 from web.report_page import report_page_url
-from web.validation import answer_list, body_id, json_object, optional_query_int, query_id, query_int
+from web.request_models import (
+    RecordIdQuery,
+    RecordIdRequest,
+    RecordsQuery,
+    SaveAnswersRequest,
+    SubmitAnswersRequest,
+)
+from web.response_models import (
+    Question,
+    Record,
+    RecordDetail,
+    RecordPage,
+    Report,
+    ResultStatus,
+    SaveAnswersResult,
+    SubmitResult,
+)
+from web.spec import Reply, success, user_operation
 
 bp = Blueprint("user_api", __name__, url_prefix="/api/assessment")
 bp.before_request(require_user)
@@ -30,94 +47,126 @@ log = logging.getLogger(__name__)
 
 
 @bp.post("/createRecord")
-def create_record() -> Response:
-    """A new record in status 1 (待测评); the body, if any, is ignored."""
+@user_operation(Record)
+def create_record() -> Reply:
+    """Create a record (status 1, 待测评); any body is ignored"""
     user_id = current_user_id()
     record = assessment.create_record(new_uow(), user_id)
     log_event(EventType.RECORD_CREATED, record_id=record.id, user_id=user_id)
-    return ok(record)
+    return success(record)
 
 
 @bp.post("/startAssessment")
-def start_assessment() -> Response:
-    record_id = body_id(json_object(request), "recordId")
+@user_operation(Record, 404, 409)
+def start_assessment(json: RecordIdRequest) -> Reply:
+    """Start a record: 1 → 2 (测评中); a record already in 2 is returned unchanged"""
     user_id = current_user_id()
-    record = assessment.start_record(new_uow(), user_id, record_id)
+    record = assessment.start_record(new_uow(), user_id, json.record_id)
     try:
         # Saves of this record will not need the database to check owner and status.
         autosave_store().prime(record.id, user_id, RecordStatus.IN_PROGRESS)
     except Exception:
         log.warning("could not cache record %s for autosave; its first save will look it up", record.id)
     log_event(EventType.RECORD_STARTED, record_id=record.id, user_id=user_id)
-    return ok(record)
+    return success(record)
 
 
 @bp.get("/questions")
-def questions() -> Response:
-    return ok(assessment.list_questions(new_uow()))
+@user_operation(list[Question])
+def questions() -> Reply:
+    """The active questions, in dimension order then question order, each with the scale's labels"""
+    return success(assessment.list_questions(new_uow()))
 
 
 @bp.post("/saveAnswers")
-def save_answers() -> Response:
-    """Autosave some answers of a record in status 2: Redis only, flushed in the background."""
-    body = json_object(request)
-    record_id = body_id(body, "recordId")
-    answers = answer_list(body)
+@user_operation(SaveAnswersResult, 404, 409)
+def save_answers(json: SaveAnswersRequest) -> Reply:
+    """Autosave some answers of a record in status 2 (测评中)
+
+    Stores the answers in Redis and returns without touching the database; a background
+    process persists them within about a second. Validated like a submission except that
+    questions may be left out. 3241 if the record is not the caller's, 2005 unless it is
+    in status 2, 5003 if the autosave store (Redis) is down.
+    """
+    answers = [(a.question_id, a.value) for a in json.answers]
     user_id = current_user_id()
     result = autosave.save_answers(
-        new_uow(), autosave_store(), active_questions(), user_id=user_id, record_id=record_id, answers=answers
+        new_uow(),
+        autosave_store(),
+        active_questions(),
+        user_id=user_id,
+        record_id=json.record_id,
+        answers=answers,
     )
     log_event(
         EventType.ANSWERS_SAVED,
-        record_id=record_id,
+        record_id=json.record_id,
         user_id=user_id,
         questionIds=[q for q, _ in answers],
         answeredCount=result.answered_count,
     )
-    return ok(result)
+    return success(result)
 
 
 @bp.post("/submitAnswers")
-def submit_answers() -> Response:
-    """Saves the answers (with the autosaved ones) and queues the report; returns before it exists."""
-    body = json_object(request)
-    record_id = body_id(body, "recordId")
-    answers = answer_list(body, allow_empty=True)
+@user_operation(SubmitResult, 404, 409)
+def submit_answers(json: SubmitAnswersRequest) -> Reply:
+    """Submit the answers of a record in status 1 or 2
+
+    The answers stored are the record's saved answers (saveAnswers) overlaid by the body,
+    which may therefore be partial or empty; every active question must end up answered.
+    Saves the answers, sets the record to 3 (生成中) and queues the report job; returns as
+    soon as both are done, before the report exists. If the queue (Redis) is down the call
+    still succeeds with enqueued=false and the record stays in 3, provided the body answers
+    every question (otherwise 5003: the saved answers cannot be read).
+    """
+    answers = [(a.question_id, a.value) for a in json.answers]
     user_id = current_user_id()
     result = assessment.submit_answers(
-        new_uow(), report_queue(), user_id, record_id, answers, autosave=autosave_store()
+        new_uow(), report_queue(), user_id, json.record_id, answers, autosave=autosave_store()
     )
-    log_event(EventType.ANSWERS_SUBMITTED, record_id=record_id, user_id=user_id, enqueued=result.enqueued)
-    return ok(result)
+    log_event(
+        EventType.ANSWERS_SUBMITTED, record_id=json.record_id, user_id=user_id, enqueued=result.enqueued
+    )
+    return success(result)
 
 
 @bp.get("/resultStatus")
-def result_status() -> Response:
-    record_id = query_id(request.args, "recordId")
-    return ok(assessment.get_result_status(new_uow(), current_user_id(), record_id))
+@user_operation(ResultStatus, 404)
+def result_status(query: RecordIdQuery) -> Reply:
+    """The status of a record's result"""
+    return success(assessment.get_result_status(new_uow(), current_user_id(), query.record_id))
 
 
 @bp.get("/report")
-def report() -> Response:
-    """The report with its interpretations, and a signed link to it as a page (`pageUrl`)."""
-    record_id = query_id(request.args, "recordId")
+@user_operation(Report, 404, 409)
+def report(query: RecordIdQuery) -> Reply:
+    """The report of a completed record (status 4), with interpretations and suggestions
+
+    Per dimension its score, level, what the level means and 2-3 suggestions; the strengths
+    and areas to develop; a signed link to the report as a page (`pageUrl`). Other statuses
+    answer 2005: "报告生成中，请稍后查看" in 3, "报告生成失败，请联系客服" in 5, "报告尚未生成"
+    before submission.
+    """
     user_id = current_user_id()
-    view = assessment.get_report(new_uow(), user_id, record_id)
-    return ok(replace(view, page_url=report_page_url(user_id, record_id)))
+    view = assessment.get_report(new_uow(), user_id, query.record_id)
+    return success(replace(view, page_url=report_page_url(user_id, query.record_id)))
 
 
 @bp.get("/record")
-def record() -> Response:
-    """The record with its answers so far and where to go on (resuming an assessment)."""
-    record_id = query_id(request.args, "recordId")
-    return ok(resume.get_record_detail(new_uow(), autosave_store(), current_user_id(), record_id))
+@user_operation(RecordDetail, 404)
+def record(query: RecordIdQuery) -> Reply:
+    """One of the caller's records, with its answers so far and where to go on (resume)"""
+    return success(resume.get_record_detail(new_uow(), autosave_store(), current_user_id(), query.record_id))
 
 
 @bp.get("/records")
-def records() -> Response:
-    """A page of the caller's live records, newest first; `cursor` is the previous page's `nextCursor`."""
-    cursor = optional_query_int(request.args, "cursor", 1, MAX_ID)
-    size = query_int(
-        request.args, "size", assessment.DEFAULT_RECORDS_PAGE_SIZE, 1, assessment.MAX_RECORDS_PAGE_SIZE
+@user_operation(RecordPage)
+def records(query: RecordsQuery) -> Reply:
+    """A page of the caller's records, newest first
+
+    `cursor` is the previous page's `nextCursor`.
+    """
+    return success(
+        assessment.list_user_records(new_uow(), current_user_id(), cursor=query.cursor, size=query.size)
     )
-    return ok(assessment.list_user_records(new_uow(), current_user_id(), cursor=cursor, size=size))

@@ -1,7 +1,7 @@
 """The operations tooling's value objects and ports: who acted, per-id outcomes, dead letters,
 quarantined payloads, audit entries, and what the services need from Redis and the audit log.
 
-Frozen dataclasses (the web tier camelCases them, web/jsonify.py); the Protocols are
+Frozen dataclasses (web/response_models.py writes them camelCased); the Protocols are
 implemented in redis_adapters/ (Redis) and services/usecases/audit.py (PostgreSQL).
 """
 

@@ -1,8 +1,7 @@
 """What the services return: frozen dataclasses, so ORM objects never leave a session.
 
 The web tier serialises these; the worker side only looks at outcomes. Field names are
-the HTTP API's, camelCased by web/jsonify.py; tests/unit/test_web_openapi.py checks that
-the OpenAPI document lists exactly these fields.
+the HTTP API's, camelCased by the response models that read them (web/response_models.py).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from bench.web_edge import ADMIN_TOKEN, SECRET_KEY, Records, SlowClients, call, 
 from config.settings import Settings
 from scripts.faults import FaultProxy
 from web.errors import RETRY_AFTER_S
-from web.validation import MAX_CONTENT_LENGTH
+from web.fields import MAX_CONTENT_LENGTH
 
 #: How long a request may take before it fails: far beyond any answer on a loaded machine,
 #: short of gunicorn's worker timeout (30 s), after which a blocked worker would be replaced.

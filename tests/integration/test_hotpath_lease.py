@@ -90,8 +90,11 @@ def test_the_event_consumer_keeps_its_lease_through_a_slow_batch(
     sent = [Event.new(EventType.ANSWERS_SAVED, record_id=1 + n % 50) for n in range(BACKLOG)]
     RedisEventSink(redis_client).emit_many(sent)
     consumer = EventLogConsumer(redis_client, session_factory)
+    # The batch outlasts the lease (4.5 s against 3 s): only renewals keep it. A 1 s lease
+    # renewed every 0.33 s expired when a loaded machine left the renewing thread unscheduled
+    # for 0.7 s; 3 s leaves it 2 s.
     report = consumer.run_once(
-        batch=BACKLOG, lock_ttl_ms=1_000, hook=lambda step: time.sleep(1.5) if step == "moved" else None
+        batch=BACKLOG, lock_ttl_ms=3_000, hook=lambda step: time.sleep(4.5) if step == "moved" else None
     )
     consumer.close()
     assert (report.owner, report.taken, report.inserted) == (True, BACKLOG, BACKLOG)

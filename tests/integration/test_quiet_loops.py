@@ -20,10 +20,11 @@ from listbroker import AvailabilityGate, DependencyUnavailable, RedisListBroker
 from sqlalchemy.orm import Session, sessionmaker
 
 from config.settings import Settings
-from hotpath.runner import Loop, build_loops
+from hotpath.runner import Loop, LoopSpec, build_loops
 from hotpath.runtime_settings import SettingsSource
 from observability.heartbeat import Heartbeat
 from reconciler.loop import STATS_KEY, Reconciler, ReconcilerSettings, run
+from redis_adapters.lock import RedisLock
 from scripts.faults import FaultProxy
 from services.persistence.db import database_answers, make_engine, make_session_factory
 from tests.support.actors import declare_actor
@@ -215,6 +216,41 @@ def test_the_hot_path_loops_back_off_and_say_so_once(
         for loop in loops:
             loop.join(timeout=30)
         client.close()
+
+
+def test_a_loop_of_a_long_interval_that_failed_tries_again_on_its_backoff_not_an_interval_later(
+    redis_client: redis.Redis,
+) -> None:
+    """Retention runs an hour apart: a cycle that failed (Redis cut off at that moment) must be
+    tried again within the backoff (1 s, doubling to 15 s), not an hour later; the quiet test
+    saw it stay failed past its outage whenever retention's cycle fell inside it."""
+    outcomes = iter([ConnectionError("Redis cut off"), None])
+    done = threading.Event()
+
+    def cycle(_settings: object) -> bool:
+        outcome = next(outcomes, None)
+        if outcome is not None:
+            raise redis.ConnectionError(str(outcome))
+        done.set()
+        return False
+
+    spec = LoopSpec(
+        name="long",
+        cycle=cycle,
+        interval_ms=lambda _settings: 3_600_000,
+        lock=RedisLock(redis_client, "hotpath:test-long:lock"),
+        close=lambda: None,
+    )
+    stop = threading.Event()
+    loop = Loop(spec, SettingsSource(redis_client, env={}), stop)
+    loop.start()
+    try:
+        # Bounded far below the interval: the second cycle is the backoff's retry.
+        assert done.wait(timeout=60), "the failed cycle was not tried again within a minute"
+        assert (loop.cycles, loop.failures) == (2, 0)
+    finally:
+        stop.set()
+        loop.join(timeout=30)
 
 
 def test_the_reconciler_backs_off_while_its_passes_fail(

@@ -23,7 +23,7 @@ from services.domain.errors import MSG_EMPTY_ID_LIST
 from tests.support.envelope import json_body
 from tests.support.records import RecordSpec
 from tests.support.web_app import ADMIN_PATH, USER_PATH, Records
-from web.validation import MAX_BATCH_IDS, MAX_CONTENT_LENGTH
+from web.fields import MAX_BATCH_IDS, MAX_CONTENT_LENGTH
 
 Headers = Callable[[int], dict[str, str]]
 BIG = 2**63  # one past the largest bigint

@@ -21,7 +21,8 @@ from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from tests.support.records import RecordSpec
 from tests.support.web_app import ADMIN_PATH, Records
-from web.openapi import document
+from tests.support.web_unit import make_app
+from web.spec import document
 
 OWNER = 1
 #: Examples per operation; raise it for a deeper hunt (MI_SCHEMATHESIS_EXAMPLES=500).
@@ -29,9 +30,9 @@ EXAMPLES = int(os.environ.get("MI_SCHEMATHESIS_EXAMPLES", "25"))
 #: Probes that answer 503 by design when what they watch is absent.
 PROBES_ANSWERING_503 = frozenset({"/healthz/workers"})
 
-# The document is what GET /openapi.json serves (tests/unit/test_web_openapi.py checks it);
+# The document is what GET /openapi.json serves (tests/unit/test_web_spec.py checks it);
 # the app under test is the per-test fixture, passed to each call.
-schema = schemathesis.openapi.from_dict(document())
+schema = schemathesis.openapi.from_dict(document(make_app()))
 
 
 @pytest.fixture

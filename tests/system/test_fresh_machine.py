@@ -1,7 +1,7 @@
 """`make test`'s start on a new machine, both cases CI can meet, in CI itself.
 
 A new machine of this kind has PostgreSQL and Redis on the default ports but no test
-database yet; a user's machine has no servers at all. Either way the two shards of
+database yet; a user's machine has no servers at all. Either way the three shards of
 `scripts.test_shards` (what `make test` runs after lint) start at the same moment and
 must each get servers, a database and a Redis db index of their own. The bug this guards
 against: both shards found no `mi_assessment_test`, both ran CREATE DATABASE, and the
@@ -72,16 +72,21 @@ def _shards(*extra: str) -> list[str]:
 def _claims(output: str) -> dict[str, tuple[str, str]]:
     """Each shard's database and Redis, from the lines scripts.with_test_services prints."""
     found: dict[str, dict[str, str]] = {}
-    for shard, kind, url in re.findall(r"^\[(\w+)\] \[servers\] (database|redis) +(\S+)$", output, re.M):
+    for shard, kind, url in re.findall(r"^\[([\w-]+)\] \[servers\] (database|redis) +(\S+)$", output, re.M):
         found.setdefault(shard, {})[kind] = url
     return {shard: (urls["database"], urls["redis"]) for shard, urls in found.items()}
 
 
-def _assert_both_shards_passed(result: subprocess.CompletedProcess[str]) -> None:
+SHARDS = ("slow-1", "slow-2", "rest")
+
+
+def _assert_every_shard_passed(result: subprocess.CompletedProcess[str]) -> None:
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
-    assert "shard slow: exit 0; shard rest: exit 0" in output, output[-3000:]
-    assert re.search(r"^\[slow\] =+ 1 passed", output, re.M), output[-3000:]
+    assert "shard slow-1: exit 0; shard slow-2: exit 0; shard rest: exit 0" in output, output[-3000:]
+    # The one slow test ran in one of the two slow parts, the other part had none.
+    slow_passed = re.findall(r"^\[slow-[12]\] =+ 1 passed", output, re.M)
+    assert len(slow_passed) == 1, output[-3000:]
     assert re.search(r"^\[rest\] =+ 2 passed", output, re.M), output[-3000:]
 
 
@@ -89,14 +94,14 @@ def _assert_both_shards_passed(result: subprocess.CompletedProcess[str]) -> None
 @pytest.mark.timeout(600)
 def test_make_test_with_servers_on_the_default_ports_and_no_test_database_yet() -> None:
     result = _in_empty_network(sys.executable, "-m", "tests.support.default_port_servers", "--", *_shards())
-    _assert_both_shards_passed(result)
+    _assert_every_shard_passed(result)
     claims = _claims(result.stdout)
-    assert set(claims) == {"slow", "rest"}, result.stdout[-3000:]
+    assert set(claims) == set(SHARDS), result.stdout[-3000:]
     databases = {database for database, _ in claims.values()}
     redis_dbs = {redis_url for _, redis_url in claims.values()}
-    # Both on the default ports' servers, each in a database and a db index of its own.
-    assert len(databases) == 2, claims
-    assert len(redis_dbs) == 2, claims
+    # All on the default ports' servers, each in a database and a db index of its own.
+    assert len(databases) == len(SHARDS), claims
+    assert len(redis_dbs) == len(SHARDS), claims
     assert all("@127.0.0.1:5432/mi_assessment_test" in database for database in databases), claims
     assert all(redis_url.startswith("redis://127.0.0.1:6379/") for redis_url in redis_dbs), claims
 
@@ -105,12 +110,12 @@ def test_make_test_with_servers_on_the_default_ports_and_no_test_database_yet() 
 @pytest.mark.timeout(600)
 def test_make_test_on_a_machine_without_any_server_starts_private_ones() -> None:
     result = _in_empty_network(*_shards())
-    _assert_both_shards_passed(result)
+    _assert_every_shard_passed(result)
     output = result.stdout
-    for shard in ("slow", "rest"):
+    for shard in SHARDS:
         assert f"[{shard}] [servers] starting a private PostgreSQL" in output, output[-3000:]
         assert f"[{shard}] [servers] starting a private Redis" in output, output[-3000:]
     claims = _claims(output)
     ports = {database.split("@127.0.0.1:")[1].split("/")[0] for database, _ in claims.values()}
-    assert len(ports) == 2, claims
+    assert len(ports) == len(SHARDS), claims
     assert "5432" not in ports, claims

@@ -67,7 +67,7 @@ def test_the_models_check_constraint_uses_the_bounds() -> None:
 
 def test_the_api_schema_and_the_wire_format_use_the_same_limits() -> None:
     from redis_adapters.report_message import MAX_RECORD_ID
-    from web.openapi import ID, STATUS
+    from web.fields import ID, STATUS
 
     assert MAX_RECORD_ID == MAX_ID
     assert ID["maximum"] == MAX_ID

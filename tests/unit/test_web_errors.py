@@ -1,12 +1,9 @@
-"""web/errors.py, web/envelope.py, web/jsonify.py: every outcome is the JSON envelope."""
+"""web/errors.py, web/envelope.py: every outcome is the JSON envelope."""
 
 from __future__ import annotations
 
 import io
 import logging
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone
-from zoneinfo import ZoneInfo
 
 import pytest
 import redis
@@ -22,12 +19,10 @@ from services.domain.errors import (
     RecordNotFound,
     ServiceError,
 )
-from services.domain.views import BatchRegenerateResult, Page, ResultStatusView
 from tests.support.web_unit import UNIT_SETTINGS, make_app, user_auth
 from web import create_app
 from web.errors import RETRY_AFTER_S, UNAVAILABLE_CODE, UNAVAILABLE_MESSAGE
-from web.jsonify import camel_case, to_json
-from web.validation import MAX_CONTENT_LENGTH
+from web.fields import MAX_CONTENT_LENGTH
 
 
 @pytest.fixture
@@ -233,54 +228,3 @@ def test_readyz_names_what_is_down() -> None:
     assert response.json["data"] == {"database": "unavailable", "redis": "unavailable"}
     assert "database" in response.json["message"]
     assert "redis" in response.json["message"]
-
-
-# -- JSON conversion --------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("name", "camel"),
-    [
-        ("id", "id"),
-        ("record_id", "recordId"),
-        ("status_text", "statusText"),
-        ("success_count", "successCount"),
-    ],
-)
-def test_camel_case(name: str, camel: str) -> None:
-    assert camel_case(name) == camel
-
-
-@dataclass(frozen=True)
-class Nested:
-    created_at: datetime
-    items: list[BatchRegenerateResult]
-
-
-def test_to_json_converts_views() -> None:
-    moment = datetime(2025, 1, 15, 10, 30, tzinfo=timezone(timedelta(hours=8)))
-    assert to_json(Nested(moment, [BatchRegenerateResult(1, 2)])) == {
-        "createdAt": "2025-01-15T10:30:00+08:00",
-        "items": [{"successCount": 1, "skippedCount": 2, "items": []}],
-    }
-    assert to_json(
-        Page(
-            items=[ResultStatusView(3, 5, "生成失败", "报告生成失败，请联系客服")],
-            total=1,
-            page=1,
-            page_size=20,
-        )
-    ) == {
-        "items": [
-            {"recordId": 3, "status": 5, "statusText": "生成失败", "description": "报告生成失败，请联系客服"}
-        ],
-        "total": 1,
-        "page": 1,
-        "pageSize": 20,
-    }
-    assert to_json(None) is None
-    assert to_json(datetime(2025, 1, 1, tzinfo=UTC)) == "2025-01-01T00:00:00+00:00"
-    # Every time carries an offset: a naive one is UTC, an aware one keeps its own.
-    assert to_json(datetime(2025, 1, 1, 8, 30)) == "2025-01-01T08:30:00+00:00"
-    shanghai = ZoneInfo("Asia/Shanghai")
-    assert to_json(datetime(2025, 1, 1, 8, 30, tzinfo=shanghai)) == "2025-01-01T08:30:00+08:00"

@@ -137,6 +137,8 @@ class Backoff:
             if not self._attempts:
                 return False
             attempts, lasted = self._attempts, self._clock() - self._since
+            # Logged before the count is reset: whoever sees the step working again (a
+            # health check, a test) finds the recovery already said.
+            self.log.warning("%s: recovered after %d failed attempt(s) / %.1f s", self.what, attempts, lasted)
             self._attempts, self._delay = 0, 0.0
-        self.log.warning("%s: recovered after %d failed attempt(s) / %.1f s", self.what, attempts, lasted)
         return True

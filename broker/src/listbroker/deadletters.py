@@ -38,6 +38,16 @@ def dead_letter_option(error: BaseException | str | None, attempts: int | None) 
     }
 
 
+#: The largest index Redis accepts in a range (a signed 64-bit integer).
+MAX_RANGE_INDEX = 2**63 - 1
+
+
+def range_stop(offset: int, limit: int) -> int:
+    """The last index of a page of `limit` from `offset`, within what Redis accepts: near
+    2**63 `offset + limit - 1` does not fit, and Redis refused the whole range."""
+    return min(offset + limit - 1, MAX_RANGE_INDEX)
+
+
 class DeadLetters:
     """The dead-letter list `Q:dead` and the quarantine `Q:invalid` of one queue.
 
@@ -113,7 +123,7 @@ class DeadLetters:
     def _page(self, key: str, offset: int, limit: int) -> tuple[int, list[bytes]]:
         pipe = self.client.pipeline(transaction=True)
         pipe.llen(key)
-        pipe.lrange(key, offset, offset + limit - 1)
+        pipe.lrange(key, offset, range_stop(offset, limit))
         total, raws = pipe.execute()
         return int(total), _raw_list(raws)
 

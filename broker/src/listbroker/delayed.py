@@ -19,6 +19,7 @@ from typing import cast
 
 import redis
 
+from listbroker.deadletters import range_stop
 from listbroker.keys import QueueKeys
 from listbroker.scripts import DELAYED_PREFIX_LEN, source
 
@@ -77,7 +78,7 @@ class DelayedMessages:
         """(messages delayed in all, up to `limit` of them from `offset`), soonest due first."""
         pipe = self.client.pipeline(transaction=True)
         pipe.zcard(self.keys.delayed)
-        pipe.zrange(self.keys.delayed, offset, offset + limit - 1, withscores=True)
+        pipe.zrange(self.keys.delayed, offset, range_stop(offset, limit), withscores=True)
         total, members = pipe.execute()
         return int(total), [entry(bytes(m), float(s)) for m, s in members]
 
