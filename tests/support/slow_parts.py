@@ -22,6 +22,7 @@ import pytest
 FILE_SECONDS: dict[str, float] = {
     "tests/integration/test_report_worker.py": 100.3,
     "tests/system/test_topology.py": 96.7,
+    "tests/system/test_deploy_install.py": 120.0,
     "tests/e2e/test_quiet_faults.py": 74.7,
     "tests/e2e/test_operator.py": 44.8,
     "tests/integration/test_worker_processes.py": 30.7,
