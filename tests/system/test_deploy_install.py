@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.source_files import project_files
+
 pytestmark = [pytest.mark.slow, pytest.mark.system]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,20 +39,9 @@ def install_line() -> str:
 
 
 def checkout_copy(target: Path) -> None:
-    """The files a clone has: tracked ones and new ones not ignored, as they are in the working tree."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    ).stdout.split(b"\0")
-    for raw in listed:
-        if not raw:
-            continue
-        source = ROOT / os.fsdecode(raw)
-        if not source.is_file():  # deleted in the working tree, not yet committed
-            continue
-        destination = target / os.fsdecode(raw)
+    """The project's files as a clone holds them (without git: a new host may have none)."""
+    for source in project_files(ROOT):
+        destination = target / source.relative_to(ROOT)
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, destination)
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
+import re
 from importlib import resources
-from pathlib import Path
 
 import pytest
 
 from redis_adapters.lua_scripts import lua_source
+from tests.support.source_files import grep, python_files
 
-ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("redis_adapters", "hotpath", "web.console")
 
 
@@ -34,11 +33,7 @@ def test_each_script_loads_with_its_prologues(package: str, name: str) -> None:
 
 
 def test_no_python_module_holds_lua() -> None:
-    found = subprocess.run(
-        ["git", "grep", "-n", "redis.call(", "--", "*.py", ":!broker", ":!tests"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    assert found == "", "move the script to a .lua file:\n" + found
+    files = python_files(exclude=("broker", "tests"))
+    assert files, "no Python files found: the check would pass for nothing"
+    found = grep(re.escape("redis.call("), files)
+    assert found == [], "move the script to a .lua file:\n" + "\n".join(found)

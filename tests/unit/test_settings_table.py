@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import re
-import subprocess
-from pathlib import Path
 
 from config.settings import Settings
 from config.variables import VARIABLES, configuration_table, undocumented_fields
 from scripts.settings_table import README, current_table
 from tests.support.packages import APPLICATION_PACKAGES
+from tests.support.source_files import grep, python_files
 
-ROOT = Path(__file__).resolve().parents[2]
 #: The packages that must read no variable themselves (config/settings.py reads them all).
 PACKAGES = tuple(p for p in APPLICATION_PACKAGES if p != "config")
 
@@ -26,12 +24,8 @@ def test_every_field_of_the_settings_is_documented() -> None:
 
 
 def test_no_package_reads_the_environment_itself() -> None:
-    found = subprocess.run(
-        ["git", "grep", "-nE", r"os\.environ|getenv\(", "--", *(f"{p}/*.py" for p in PACKAGES)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.splitlines()
+    files = python_files(*PACKAGES)
+    assert files, "no Python files found: the check would pass for nothing"
+    found = grep(r"os\.environ|getenv\(", files)
     code = [line for line in found if not re.match(r"^[^:]+:\d+:\s*#", line)]
     assert code == [], "read it in config/settings.py:\n" + "\n".join(code)
