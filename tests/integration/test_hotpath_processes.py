@@ -70,11 +70,19 @@ def test_consumer_killed_between_move_and_insert_loses_and_duplicates_nothing(
         with psycopg.connect(database_url.replace("+psycopg", "")) as conn:
             # The insert will block on this lock: the consumer is stopped mid-batch.
             conn.execute("LOCK TABLE event_log IN ACCESS EXCLUSIVE MODE")
+            # The garbage goes first: the consumer may take it alone (it is set aside at once,
+            # nothing to insert) or with the 50 events the sink pushes in one step; pushed
+            # last, a consumer that took the events first would leave it in the queue.
+            redis_client.lpush(EVENTS.queue, b"garbage")
             sent = events(50)
             RedisEventSink(redis_client).emit_many(sent)
-            redis_client.lpush(EVENTS.queue, b"garbage")
             wait_until(
-                lambda: redis_client.llen(EVENTS.backup) == 51, timeout=20, what="the batch in the backup"
+                lambda: (
+                    redis_client.llen(EVENTS.queue) == 0
+                    and redis_client.llen(EVENTS.backup) + redis_client.llen(EVENTS.invalid) == 51
+                ),
+                timeout=20,
+                what="the batch in the backup",
             )
             wait_until(
                 lambda: sessions_waiting_for_a_lock(database_url) >= 1, timeout=20, what="a blocked insert"
