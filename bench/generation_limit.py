@@ -154,6 +154,40 @@ def run_sql(engine: Engine, database_url: str, ids: list[int], args: Any, *, bat
     return {"seconds": elapsed, "pg_cpu_s": pg_cpu, "client_cpu_s": sum(float(r["cpu_s"]) for r in results)}
 
 
+def check_baselines(engine: Engine, database_url: str, args: Any) -> None:
+    """The loops (sql: one record per transaction; sql100: --batch) write what the product's
+    generator writes: each generates fresh records, then the records go back to status 3 and
+    `services.usecases.reports.generate_reports` (the worker's path) generates them again;
+    every record's status, results and summary must be the same. Raises if not."""
+    from services.persistence.db import make_session_factory
+    from services.persistence.uow import UnitOfWork
+    from services.usecases.reports import generate_reports
+
+    size = min(args.n, 200)
+    for batch in sorted({1, args.batch}):
+        ids = db.insert_records(engine, size, status=3)
+        try:
+            run_sql(engine, database_url, ids, args, batch=batch)
+            theirs = db.outputs(engine, ids)
+            db.set_status(engine, ids, 3)
+            factory = make_session_factory(engine)
+            for start in range(0, size, 50):
+                generate_reports(UnitOfWork(factory), ids[start : start + 50])
+            ours = db.outputs(engine, ids)
+        finally:
+            db.delete_bench_records(engine)
+        differing = [rid for rid in ids if theirs[rid] != ours[rid] or ours[rid][0] != 4]
+        if differing:
+            rid = differing[0]
+            raise RuntimeError(
+                f"bench.sql_generate (batch {batch}) wrote other reports than the product for"
+                f" {len(differing)} of {size} records; e.g. record {rid}: {theirs[rid]} vs {ours[rid]}"
+            )
+        output.log(
+            f"  check: bench.sql_generate (batch {batch}) writes what the product writes ({size} records)"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         prog="python -m bench.generation_limit", description=__doc__.split("\n")[0]
@@ -190,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             shapes[mode] = (args.processes, args.threads)
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in shapes}
     try:
+        if any(not mode.startswith("pipeline") for mode in shapes):
+            check_baselines(engine, database_url, args)
         for round_no in range(1, args.runs + 1):
             for mode, shape in shapes.items():
                 stores.delete_own_keys(stores.redis_client(redis_url))
