@@ -7,8 +7,8 @@ made 12 and spent most of a report's CPU building statements): `read` (lock the 
 read the questionnaire and the answers), then `write` (replace results and summaries, set
 status 4, commit). A single record is the set of one id. Each text is the same for any
 number of records (arrays and JSON documents, not lists of placeholders), so psycopg
-prepares each once per connection. Written for the tables of services/persistence/models.py (the schema test keeps
-those in step with the migrations).
+prepares each once per connection. Written for the tables of services/persistence/models.py
+(the schema test keeps those in step with the migrations).
 """
 
 from __future__ import annotations
