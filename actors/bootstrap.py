@@ -51,6 +51,7 @@ from redis_adapters.task_store import RedisTaskStore
 from services.persistence.db import build_session_factory, database_answers
 from services.persistence.event_store import DirectEventWriter
 from services.persistence.uow import UnitOfWork
+from services.usecases.grouped_events import GroupedEventSink
 from services.usecases.report_groups import ReportGroups
 
 
@@ -62,8 +63,9 @@ class WorkerServices:
     session_factory: sessionmaker[Session]
     #: The group generator shared by the process's worker threads (services/usecases/report_groups.py).
     report_groups: ReportGroups
-    #: The event sink (Redis, falling back to PostgreSQL) and the fault drill, on one connection pool.
-    events: RedisEventSink
+    #: The event sink (Redis, falling back to PostgreSQL; the events of concurrent jobs in one
+    #: call: services/usecases/grouped_events.py) and the fault drill, on one connection pool.
+    events: GroupedEventSink
     drill: RedisFaultDrill
     #: The admin tasks' adapters (actors/admin_tasks.py), on a client with a longer reply timeout.
     report_queue: RedisReportQueue
@@ -83,17 +85,21 @@ def build_services(settings: Settings) -> WorkerServices:
     tasks_client = redis_client(settings.redis_url, socket_connect_timeout=5, socket_timeout=30)
     fallback = DirectEventWriter(settings.database_url, transaction_pooling=settings.db_transaction_pooling)
 
+    drill = RedisFaultDrill(events_client, keys.drill)
+
     def uow() -> UnitOfWork:
         return UnitOfWork(factory)
 
     return WorkerServices(
         settings=settings,
         session_factory=factory,
-        report_groups=ReportGroups(uow, on_group=prometheus.report_group_size.observe),
-        events=RedisEventSink(
-            events_client, keys.eventlog, fallback=fallback, max_queue=settings.event_log_queue_max
+        report_groups=ReportGroups(uow, on_group=prometheus.report_group_size.observe, drilled=drill.held),
+        events=GroupedEventSink(
+            RedisEventSink(
+                events_client, keys.eventlog, fallback=fallback, max_queue=settings.event_log_queue_max
+            )
         ),
-        drill=RedisFaultDrill(events_client, keys.drill),
+        drill=drill,
         report_queue=RedisReportQueue(tasks_client, key=keys.report.queue, jobs_key=keys.report.jobs),
         dead_letters=RedisQueueOperations(tasks_client, keys.report),
         tasks=RedisTaskStore(tasks_client, keys),

@@ -28,7 +28,6 @@ from redis_adapters.queues import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUE
 from services.domain.errors import DatabaseUnavailable
 from services.domain.events import Event, EventSink, EventType, emit
 from services.usecases import reports
-from services.usecases.drill import DRILL_ERROR, FaultDrillFailure
 
 logger = logging.getLogger(__name__)
 
@@ -39,15 +38,6 @@ GENERATION_TIME_LIMIT_MS = 5 * 60_000
 WORKER_ACTOR = "worker"
 #: Longest error text kept in a failure event.
 MAX_ERROR_CHARS = 500
-
-
-def _drilled(record_id: int) -> bool:
-    """Is the record in the fault drill (services/usecases/drill.py)? One Redis call; never raises."""
-    try:
-        drill = bootstrap.services().drill
-    except Exception:
-        return False
-    return drill.fails(record_id)
 
 
 def _log_event(event_type: EventType, record_id: int, **data: object) -> None:
@@ -101,8 +91,7 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> None:
 def generate_report(record_id: int) -> None:
     """Generate the report; a record that is not in status 3 is acknowledged and skipped."""
     try:
-        if _drilled(record_id):
-            raise FaultDrillFailure(DRILL_ERROR.format(record_id=record_id))
+        # Raises FaultDrillFailure for a record in the fault drill (asked once per group).
         generation = bootstrap.services().report_groups.generate(record_id)
     except DatabaseUnavailable as exc:
         # Nothing was done: no attempt is spent while the database is down (broker/src/listbroker/gate.py).

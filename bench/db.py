@@ -7,6 +7,7 @@ deleted afterwards (answers, results and summaries cascade). Nothing else is tou
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Engine, text
 
@@ -57,7 +58,9 @@ def insert_records(engine: Engine, count: int, *, status: int, user_id: int | No
             conn.execute(
                 text(
                     "INSERT INTO answers (record_id, question_id, value)"
-                    " SELECT r, q.id, (q.id * 7 % 5) + 1"
+                    # Answers differ from record to record (so do their reports): the
+                    # baselines' output is checked against the product's on them.
+                    " SELECT r, q.id, ((q.id * 7 + r * (q.id % 3 + 1)) % 5) + 1"
                     " FROM unnest(CAST(:ids AS bigint[])) AS r, questions q WHERE q.is_active"
                 ),
                 {"ids": ids},
@@ -73,6 +76,37 @@ def statuses(engine: Engine, ids: Sequence[int]) -> dict[int, int]:
             {"ids": list(ids)},
         )
         return {int(s): int(c) for s, c in rows}
+
+
+def outputs(engine: Engine, ids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+    """What generation wrote for each of `ids`: its status, results (by dimension) and summary."""
+    with engine.connect() as conn:
+        status = {
+            int(rid): int(value)
+            for rid, value in conn.execute(
+                text("SELECT id, status FROM assessment_records WHERE id = ANY(:ids)"), {"ids": list(ids)}
+            )
+        }
+        results: dict[int, list[tuple[Any, ...]]] = {}
+        for row in conn.execute(
+            text(
+                "SELECT record_id, dimension_id, raw_score, score, rank, level FROM dimension_results"
+                " WHERE record_id = ANY(:ids) ORDER BY record_id, dimension_id"
+            ),
+            {"ids": list(ids)},
+        ):
+            results.setdefault(row[0], []).append(tuple(row[1:]))
+        summaries = {
+            row[0]: (row[1], row[2])
+            for row in conn.execute(
+                text(
+                    "SELECT record_id, top_dimensions, summary FROM report_summaries"
+                    " WHERE record_id = ANY(:ids)"
+                ),
+                {"ids": list(ids)},
+            )
+        }
+    return {rid: (status.get(rid), results.get(rid), summaries.get(rid)) for rid in ids}
 
 
 def set_status(engine: Engine, ids: Sequence[int], status: int) -> None:

@@ -17,6 +17,12 @@ run), modes interleaved round by round:
 
 `--worker-shapes PxT ...` runs the pipeline once per worker shape in every round (named
 `pipeline PxT`), to choose the Procfile's WORKER_PROCESSES × WORKER_THREADS by measurement.
+`--base DIR` runs the pipeline a second time in every round from the code in DIR (an export
+of another commit: `git archive <commit> | tar -x -C DIR`), named `base pipeline ...`: before
+and after a change, side by side in one run.
+
+Before the rounds, the loops' output is checked against the product's generator (each record's
+status, results and summary must be the same; see `check_baselines`).
 
 Besides reports/s, the CPU seconds of the clients (the worker's processes, or the loop's)
 and of the PostgreSQL backends serving this database (psutil on the pids of
@@ -35,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import psutil  # type: ignore[import-untyped]
@@ -47,7 +54,13 @@ MODES = ("pipeline", "sql", "sql100")
 
 
 def run_pipeline(
-    engine: Engine, redis_url: str, database_url: str, ids: list[int], shape: tuple[int, int]
+    engine: Engine,
+    redis_url: str,
+    database_url: str,
+    ids: list[int],
+    shape: tuple[int, int],
+    *,
+    cwd: Path = ROOT,
 ) -> dict[str, Any]:
     from redis_adapters.report_queue import RedisReportQueue
 
@@ -59,6 +72,7 @@ def run_pipeline(
         processes=shape[0],
         threads=shape[1],
         env={"PROMETHEUS_MULTIPROC_DIR": metrics_dir.name},
+        cwd=cwd,
     )
     try:
         pg0, client0 = backend_cpu(engine), tree_cpu(worker.pid)
@@ -154,6 +168,54 @@ def run_sql(engine: Engine, database_url: str, ids: list[int], args: Any, *, bat
     return {"seconds": elapsed, "pg_cpu_s": pg_cpu, "client_cpu_s": sum(float(r["cpu_s"]) for r in results)}
 
 
+def check_baselines(engine: Engine, database_url: str, args: Any) -> None:
+    """The loops (sql: one record per transaction; sql100: --batch) write what the product's
+    generator writes: each generates fresh records, then the records go back to status 3 and
+    `services.usecases.reports.generate_reports` (the worker's path) generates them again;
+    every record's status, results and summary must be the same. Raises if not."""
+    from services.persistence.db import make_session_factory
+    from services.persistence.uow import UnitOfWork
+    from services.usecases.reports import generate_reports
+
+    size = min(args.n, 200)
+    for batch in sorted({1, args.batch}):
+        ids = db.insert_records(engine, size, status=3)
+        try:
+            run_sql(engine, database_url, ids, args, batch=batch)
+            theirs = db.outputs(engine, ids)
+            db.set_status(engine, ids, 3)
+            factory = make_session_factory(engine)
+            for start in range(0, size, 50):
+                generate_reports(UnitOfWork(factory), ids[start : start + 50])
+            ours = db.outputs(engine, ids)
+        finally:
+            db.delete_bench_records(engine)
+        differing = [rid for rid in ids if theirs[rid] != ours[rid] or ours[rid][0] != 4]
+        if differing:
+            rid = differing[0]
+            raise RuntimeError(
+                f"bench.sql_generate (batch {batch}) wrote other reports than the product for"
+                f" {len(differing)} of {size} records; e.g. record {rid}: {theirs[rid]} vs {ours[rid]}"
+            )
+        output.log(
+            f"  check: bench.sql_generate (batch {batch}) writes what the product writes ({size} records)"
+        )
+
+
+def plan(args: Any) -> dict[str, tuple[int, int]]:
+    """Each mode of a round, by name, with its processes × threads."""
+    shapes: dict[str, tuple[int, int]] = {}
+    for mode in args.modes:
+        if mode == "pipeline" and args.worker_shapes:
+            pipelines = {f"pipeline {p}x{t}": (p, t) for p, t in args.worker_shapes}
+        else:
+            pipelines = {mode: (args.processes, args.threads)}
+        if mode == "pipeline" and args.base:
+            pipelines = {**{f"base {name}": shape for name, shape in pipelines.items()}, **pipelines}
+        shapes.update(pipelines)
+    return shapes
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         prog="python -m bench.generation_limit", description=__doc__.split("\n")[0]
@@ -172,6 +234,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         metavar="PxT",
         help="run the pipeline with each of these worker shapes (default: --processes × --threads)",
     )
+    parser.add_argument(
+        "--base",
+        type=Path,
+        metavar="DIR",
+        help="also run the pipeline from the code in DIR (an export of another commit), side by side",
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: --n 40 --runs 1")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.quick:
@@ -182,21 +250,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         f" modes={args.modes} batch={args.batch}"
     )
     engine = db.prepare(database_url)
-    shapes: dict[str, tuple[int, int]] = {}
-    for mode in args.modes:
-        if mode == "pipeline" and args.worker_shapes:
-            shapes.update({f"pipeline {p}x{t}": (p, t) for p, t in args.worker_shapes})
-        else:
-            shapes[mode] = (args.processes, args.threads)
+    shapes = plan(args)
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in shapes}
     try:
+        if any("pipeline" not in mode for mode in shapes):
+            check_baselines(engine, database_url, args)
         for round_no in range(1, args.runs + 1):
             for mode, shape in shapes.items():
                 stores.delete_own_keys(stores.redis_client(redis_url))
                 ids = db.insert_records(engine, args.n, status=3)
                 try:
-                    if mode.startswith("pipeline"):
-                        run = run_pipeline(engine, redis_url, database_url, ids, shape)
+                    if "pipeline" in mode:
+                        cwd = args.base if mode.startswith("base ") else ROOT
+                        run = run_pipeline(engine, redis_url, database_url, ids, shape, cwd=cwd)
                     else:
                         batch = args.batch if mode == "sql100" else 1
                         run = run_sql(engine, database_url, ids, args, batch=batch)

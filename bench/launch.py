@@ -61,13 +61,15 @@ class Service(SessionProcess):
     """A process of the stack in a session of its own, logging to a temporary file
     (deleted by stop())."""
 
-    def __init__(self, name: str, argv: Sequence[str], env: dict[str, str]) -> None:
+    def __init__(self, name: str, argv: Sequence[str], env: dict[str, str], *, cwd: Path = ROOT) -> None:
         import tempfile
 
         self.name = name
         fd, log_name = tempfile.mkstemp(prefix=f"mi-bench-{name}-", suffix=".log")
         os.close(fd)
-        super().__init__(argv, env={**os.environ, "PYTHONUNBUFFERED": "1", **env}, log_path=Path(log_name))
+        super().__init__(
+            argv, env={**os.environ, "PYTHONUNBUFFERED": "1", **env}, log_path=Path(log_name), cwd=cwd
+        )
 
     def stop(self, timeout: float = 30.0, *, graceful: bool = True) -> int:
         """SIGTERM (SIGKILL after `timeout`), or SIGKILL at once when not `graceful`:
@@ -109,13 +111,15 @@ def start_worker(
     env: dict[str, str] | None = None,
     queues: int = 1,
     via: Sequence[str] = (),
+    cwd: Path = ROOT,
 ) -> Service:
     """The Procfile's worker line (for `module` actors.worker; a benchmark's own worker module,
     e.g. bench.workers.slow, runs as `dramatiq MODULE` with the same options), shaped by
     WORKER_PROCESSES / WORKER_THREADS; returns once its consumers beat (`queues` per process).
     `via` prefixes the command (e.g. `ip netns exec NAME`); `env` may then point REDIS_URL /
     DATABASE_URL at addresses seen from there, while `redis` is where this process watches
-    the heartbeats."""
+    the heartbeats. `cwd` runs the code of another tree (an export of another commit: before
+    and after in one run); the virtualenv, and so the broker library, stay this one's."""
     client = redis_client(redis)
     before = set(client.zrange("broker:heartbeats", 0, -1))
     shape = {"WORKER_PROCESSES": str(processes), "WORKER_THREADS": str(threads)}
@@ -133,7 +137,7 @@ def start_worker(
             "--threads",
             str(threads),
         ]
-    service = Service("worker", [*via, *argv], full_env)
+    service = Service("worker", [*via, *argv], full_env, cwd=cwd)
 
     def ready() -> bool:
         if not service.alive():

@@ -21,7 +21,8 @@ from services.usecases.drill import DrilledRecord
 
 log = logging.getLogger(__name__)
 
-#: HGET the record's end and TIME, in one call: the drill holds while end > now (server clock).
+#: HMGET the records' ends and TIME, in one call: the drill holds a record while its end > now
+#: (server clock); returns the ids it holds. ARGV: the record ids (at least one).
 _CHECK = lua_source("redis_adapters", "drill_check")
 
 #: Drop ended entries; expire the hash with its last entry. KEYS: drill hash.
@@ -71,14 +72,21 @@ class RedisFaultDrill:
         return list(zip(flat[::2], flat[1::2], strict=True))
 
     def fails(self, record_id: int) -> bool:
-        """Is the record in the drill now? The worker asks before each generation; Redis
+        """Is the record in the drill now? (`held` of one record.)"""
+        return record_id in self.held([record_id])
+
+    def held(self, record_ids: Sequence[int]) -> set[int]:
+        """Which of the records are in the drill now, in one call: the worker asks before each
+        generation (for a group's records at once, services/usecases/report_groups.py). Redis
         unreachable means no drill (logged once): a drill must never fail a job by accident."""
+        if not record_ids:
+            return set()
         try:
-            held = bool(self._check(keys=[self.key], args=[record_id]))
+            held = {int(r) for r in self._check(keys=[self.key], args=list(record_ids))}
         except (redis.RedisError, OSError) as exc:
             if not self._warned:
                 log.warning("fault drill not readable (%s): no record is drilled meanwhile", exc)
                 self._warned = True
-            return False
+            return set()
         self._warned = False
         return held

@@ -176,37 +176,66 @@ def score_answers(
     answers: Mapping[int, int] | Iterable[tuple[int, int]],
 ) -> ScoreReport:
     """Score one record: every question answered exactly once, every dimension has questions."""
-    _check_definition(dimensions, questions)
-    pairs = answers.items() if isinstance(answers, Mapping) else answers
-    values = validate_answers([q.id for q in questions], pairs)
+    return Scorer.of(dimensions, questions).score(answers)
 
-    raw: dict[int, int] = {d.id: 0 for d in dimensions}
-    count: Counter[int] = Counter()
-    for q in questions:
-        raw[q.dimension_id] += counted_value(values[q.id], q.reverse_scored)
-        count[q.dimension_id] += 1
 
-    scored = [(d, raw[d.id], dimension_score(raw[d.id], count[d.id])) for d in dimensions]
-    # Highest score first; equal scores by the questionnaire's own order: deterministic.
-    scored.sort(key=lambda item: (-item[2], item[0].sort_order, item[0].id))
-    ranked = tuple(
-        DimensionScore(
-            dimension_id=d.id,
-            code=d.code,
-            name=d.name,
-            raw_score=raw_score,
-            score=score,
-            rank=rank,
-            level=level_for(score),
+@dataclass(frozen=True)
+class Scorer:
+    """`score_answers` for many records of one questionnaire: the questionnaire is checked once
+    (a generation group scores each of its records against the same one). A questionnaire that
+    fails the check fails each `score` with the same `ParamError`, as `score_answers` would."""
+
+    dimensions: tuple[DimensionSpec, ...]
+    questions: tuple[QuestionSpec, ...]
+    question_ids: tuple[int, ...]
+    #: The check's message when the questionnaire is not usable.
+    problem: str | None
+
+    @classmethod
+    def of(cls, dimensions: Sequence[DimensionSpec], questions: Sequence[QuestionSpec]) -> Scorer:
+        try:
+            _check_definition(dimensions, questions)
+        except ParamError as exc:
+            problem: str | None = exc.message
+        else:
+            problem = None
+        return cls(tuple(dimensions), tuple(questions), tuple(q.id for q in questions), problem)
+
+    def score(self, answers: Mapping[int, int] | Iterable[tuple[int, int]]) -> ScoreReport:
+        """Score one record (see `score_answers`)."""
+        if self.problem is not None:
+            raise ParamError(self.problem)
+        dimensions, questions = self.dimensions, self.questions
+        pairs = answers.items() if isinstance(answers, Mapping) else answers
+        values = validate_answers(self.question_ids, pairs)
+
+        raw: dict[int, int] = {d.id: 0 for d in dimensions}
+        count: Counter[int] = Counter()
+        for q in questions:
+            raw[q.dimension_id] += counted_value(values[q.id], q.reverse_scored)
+            count[q.dimension_id] += 1
+
+        scored = [(d, raw[d.id], dimension_score(raw[d.id], count[d.id])) for d in dimensions]
+        # Highest score first; equal scores by the questionnaire's own order: deterministic.
+        scored.sort(key=lambda item: (-item[2], item[0].sort_order, item[0].id))
+        ranked = tuple(
+            DimensionScore(
+                dimension_id=d.id,
+                code=d.code,
+                name=d.name,
+                raw_score=raw_score,
+                score=score,
+                rank=rank,
+                level=level_for(score),
+            )
+            for rank, (d, raw_score, score) in enumerate(scored, start=1)
         )
-        for rank, (d, raw_score, score) in enumerate(scored, start=1)
-    )
-    descriptions = {d.id: d.description for d in dimensions}
-    return ScoreReport(
-        dimensions=ranked,
-        top_dimensions=tuple(s.code for s in ranked[:TOP_COUNT]),
-        summary=build_summary(ranked, descriptions),
-    )
+        descriptions = {d.id: d.description for d in dimensions}
+        return ScoreReport(
+            dimensions=ranked,
+            top_dimensions=tuple(s.code for s in ranked[:TOP_COUNT]),
+            summary=build_summary(ranked, descriptions),
+        )
 
 
 def build_summary(ranked: Sequence[DimensionScore], descriptions: Mapping[int, str] | None = None) -> str:

@@ -6,9 +6,9 @@ inside the unit of work's transaction, in two pipelined round trips (issue 15: t
 made 12 and spent most of a report's CPU building statements): `read` (lock the records,
 read the questionnaire and the answers), then `write` (replace results and summaries, set
 status 4, commit). A single record is the set of one id. Each text is the same for any
-number of records (arrays, not lists of placeholders), so psycopg prepares each once per
-connection. Written for the tables of services/persistence/models.py (the schema test keeps
-those in step with the migrations).
+number of records (arrays and JSON documents, not lists of placeholders), so psycopg
+prepares each once per connection. Written for the tables of services/persistence/models.py
+(the schema test keeps those in step with the migrations).
 """
 
 from __future__ import annotations
@@ -56,14 +56,18 @@ DIMENSIONS_SQL = "SELECT id, code, name, sort_order, description FROM dimensions
 ANSWERS = "SELECT record_id, question_id, value FROM answers WHERE record_id = ANY(%s)"
 DELETE_RESULTS = "DELETE FROM dimension_results WHERE record_id = ANY(%s)"
 DELETE_SUMMARIES = "DELETE FROM report_summaries WHERE record_id = ANY(%s)"
+# The group's rows go as one JSON document each (json.dumps is C; psycopg adapts an array
+# element by element in Python, which was the largest part of a group's parameters, issue 24).
+# Each JSON number is read back as the column's type exactly (a float's repr round-trips).
 INSERT_RESULTS = (
     "INSERT INTO dimension_results (record_id, dimension_id, raw_score, score, rank, level)"
-    " SELECT * FROM unnest(%s::bigint[], %s::smallint[], %s::integer[], %s::float8[],"
-    " %s::smallint[], %s::text[])"
+    " SELECT r, d, raw, score, rank, level"
+    " FROM json_to_recordset(%s::json) AS x(r bigint, d smallint, raw integer, score float8,"
+    " rank smallint, level text)"
 )
 INSERT_SUMMARIES = (
     "INSERT INTO report_summaries (record_id, top_dimensions, summary)"
-    " SELECT r, t::jsonb, s FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS x(r, t, s)"
+    " SELECT r, t, s FROM json_to_recordset(%s::json) AS x(r bigint, t jsonb, s text)"
 )
 # clock_timestamp(), not now(): now() is when the transaction began, which for a generation
 # that waited on a row lock is long before the report existed. updated_at = now() is what
@@ -121,23 +125,31 @@ def write(session: Session, reports: dict[int, ScoreReport]) -> dict[int, float 
     session's transaction: one round trip. Returns each record's latency in seconds (LATENCY_SQL)."""
     conn = connection(session)
     ids = list(reports)
-    columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
-    for rid, report in reports.items():
-        for score in report.dimensions:
-            row = (rid, score.dimension_id, score.raw_score, score.score, score.rank, score.level)
-            for column, value in zip(columns, row, strict=True):
-                column.append(value)
-    summaries = (
-        ids,
-        [json.dumps(list(r.top_dimensions)) for r in reports.values()],
-        [r.summary for r in reports.values()],
+    results = json.dumps(
+        [
+            {
+                "r": rid,
+                "d": s.dimension_id,
+                "raw": s.raw_score,
+                "score": s.score,
+                "rank": s.rank,
+                "level": s.level,
+            }
+            for rid, report in reports.items()
+            for s in report.dimensions
+        ],
+        ensure_ascii=False,
+    )
+    summaries = json.dumps(
+        [{"r": rid, "t": list(r.top_dimensions), "s": r.summary} for rid, r in reports.items()],
+        ensure_ascii=False,
     )
     with conn.pipeline():
         # Delete-then-insert keeps a regeneration from leaving rows of an older questionnaire.
         conn.execute(DELETE_RESULTS, (ids,))
         conn.execute(DELETE_SUMMARIES, (ids,))
-        conn.execute(INSERT_RESULTS, columns)
-        conn.execute(INSERT_SUMMARIES, summaries)
+        conn.execute(INSERT_RESULTS, (results,))
+        conn.execute(INSERT_SUMMARIES, (summaries,))
         completed = conn.execute(COMPLETE, (RecordStatus.COMPLETED, ids))
         # Queued in the same round trip as the writes (psycopg syncs the pipeline here).
         session.commit()

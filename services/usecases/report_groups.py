@@ -20,17 +20,23 @@ When the group's transaction fails as a whole (a database error), nothing of it 
 committed, and each job runs again alone on the single-record path
 (`services.usecases.reports.generate_one`), so the failure is that record's own; a database that
 cannot be reached at all is `DatabaseUnavailable` for every job (nothing was done).
+
+The fault drill (services/usecases/drill.py) is asked once per group too, before its
+transaction (`drilled`: which of these records are in the drill now, one Redis call instead
+of one per job): a drilled record's job raises `FaultDrillFailure` in its own thread, before
+anything of it was read or written, as when each job asked alone; the others run as a group.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from services.domain.errors import DatabaseUnavailable, ServiceError
 from services.domain.limits import MAX_ID
 from services.persistence.group_commit import DEFAULT_MAX_GROUP, GroupCommit, GroupFailed, GroupStats
 from services.persistence.uow import UnitOfWork
+from services.usecases.drill import DRILL_ERROR, FaultDrillFailure
 from services.usecases.reports import (
     DUPLICATE,
     Deferred,
@@ -54,7 +60,8 @@ class ReportGroups:
     """Generates reports for any number of threads, the requests in hand as one group.
 
     `uow_factory` gives a fresh unit of work per group (and per fallback run); `on_group(size)`
-    is told each group's size before it runs (a metric; it must not raise).
+    is told each group's size before it runs (a metric; it must not raise); `drilled(ids)` says
+    which of the ids are in the fault drill now (it must not raise; None: no drill).
     """
 
     def __init__(
@@ -63,8 +70,10 @@ class ReportGroups:
         *,
         max_group: int = DEFAULT_MAX_GROUP,
         on_group: Callable[[int], None] | None = None,
+        drilled: Callable[[Sequence[int]], Collection[int]] | None = None,
     ) -> None:
         self._uow_factory = uow_factory
+        self._drilled = drilled
         self._groups: GroupCommit[int, GroupResult] = GroupCommit(
             self._run, max_group=max_group, on_group=on_group
         )
@@ -86,6 +95,9 @@ class ReportGroups:
         try:
             result = self._groups.submit(record_id)
         except GroupFailed as exc:
+            # The drill first, as the group asked it before its transaction (one call, rare path).
+            if self._drilled is not None and record_id in self._drilled([record_id]):
+                raise _drill_failure(record_id) from None
             cause = exc.__cause__
             if isinstance(cause, DatabaseUnavailable):
                 # Nothing was done; a fresh instance per thread (an exception carries its traceback).
@@ -104,7 +116,18 @@ class ReportGroups:
             logger.info("report of record %s skipped: %s", record_id, result.detail)
         return result
 
-    def _run(self, record_ids: Sequence[int]) -> list[GroupResult]:
+    def _run(self, record_ids: Sequence[int]) -> list[GroupResult | FaultDrillFailure]:
+        """The group's results; a drilled record's is its `FaultDrillFailure` (raised in its thread)."""
+        held = self._drilled(record_ids) if self._drilled is not None else ()
+        if held:
+            rest = [rid for rid in record_ids if rid not in held]
+            generated = iter(self._generate(rest))
+            return [_drill_failure(rid) if rid in held else next(generated) for rid in record_ids]
+        return list(self._generate(record_ids))
+
+    def _generate(self, record_ids: Sequence[int]) -> list[GroupResult]:
+        if not record_ids:
+            return []
         try:
             return generate_reports(self._uow_factory(), record_ids)
         except DatabaseUnavailable:
@@ -117,3 +140,7 @@ class ReportGroups:
                 exc,
             )
             raise
+
+
+def _drill_failure(record_id: int) -> FaultDrillFailure:
+    return FaultDrillFailure(DRILL_ERROR.format(record_id=record_id))

@@ -21,7 +21,7 @@ from typing import Any
 
 from services.domain.errors import ParamError, ServiceError
 from services.domain.limits import MAX_ID
-from services.domain.scoring import DimensionSpec, QuestionSpec, ScoreReport, format_ids, score_answers
+from services.domain.scoring import DimensionSpec, QuestionSpec, Scorer, ScoreReport, format_ids
 from services.domain.status import RecordStatus
 from services.persistence import report_sql
 from services.persistence.uow import UnitOfWork
@@ -54,6 +54,8 @@ class Questionnaire:
     questions: list[QuestionSpec]
     dimensions: list[DimensionSpec]
     active: frozenset[int]
+    #: Checked once for the group's records (`score` of each).
+    scorer: Scorer
 
     @classmethod
     def of(
@@ -69,7 +71,9 @@ class Questionnaire:
             for did, code, name, order, description in dimension_rows
             if did in used
         ]
-        return cls(questions, dimensions, frozenset(q.id for q in questions))
+        return cls(
+            questions, dimensions, frozenset(q.id for q in questions), Scorer.of(dimensions, questions)
+        )
 
     def score(self, record_id: int, answer_values: Iterable[Sequence[Any]]) -> ScoreReport:
         """The report of a record's (question id, value) answers; `ServiceError` when an active
@@ -81,7 +85,7 @@ class Questionnaire:
                 f"测评记录 {record_id} 的答案不完整，缺少题目：{format_ids(missing)}，无法生成报告"
             )
         try:
-            return score_answers(self.dimensions, self.questions, answers)
+            return self.scorer.score(answers)
         except ParamError as exc:
             raise ServiceError(f"测评记录 {record_id} 无法生成报告：{exc.message}") from exc
 

@@ -143,6 +143,9 @@ def test_a_drill_ends_by_itself(
     drill.start_fault_drill(fault_drill, audit, ACTOR, [8], minutes=5)
     assert not fault_drill.fails(7)
     assert fault_drill.fails(8)
+    # A group's records in one call: only those whose drill still runs.
+    assert fault_drill.held([7, 8, 9]) == {8}
+    assert fault_drill.held([]) == set()
     assert [d.record_id for d in drill.list_fault_drill(fault_drill)] == [8]
     # The hash expires with its last entry: nothing is left behind.
     assert 0 < redis_client.pttl(Keyspace.of().drill) <= 5 * 60_000

@@ -22,6 +22,7 @@ from services.domain.errors import DatabaseUnavailable, ServiceError
 from services.domain.questionnaire import load_questionnaire
 from services.persistence.db import make_engine, make_session_factory
 from services.persistence.uow import UnitOfWork
+from services.usecases.drill import FaultDrillFailure
 from services.usecases.report_groups import Deferred, ReportGroups, generate_reports
 from services.usecases.reports import Generation, GenerationOutcome, generate_one
 from tests.integration.test_report_generation import expected_scores, snapshot
@@ -367,3 +368,56 @@ def test_two_processes_racing_on_the_same_records_write_each_report_once(
         outcomes = sorted(found[0][record_id] + found[1][record_id])
         assert outcomes == ["generated", "skipped"], (record_id, outcomes)
         assert_generated(session_factory, record_id)
+
+
+def test_drilled_records_of_a_group_fail_alone_and_are_not_touched(
+    session_factory: sessionmaker[Session], make_record: MakeRecord
+) -> None:
+    drilled, *free = (good_record(make_record, seed) for seed in range(3))
+    asked: list[list[int]] = []
+
+    def in_drill(record_ids: Sequence[int]) -> set[int]:
+        asked.append(sorted(record_ids))
+        return {drilled} & set(record_ids)
+
+    held = HeldFirstGroup(session_factory)
+    groups = ReportGroups(held, drilled=in_drill)
+    first = good_record(make_record, 5)
+    _, results = gathered_behind_a_first_group(groups, held, first, [drilled, *free])
+
+    # The drilled job raises the drill's failure in its own thread; the others are generated.
+    assert isinstance(results[0], FaultDrillFailure)
+    assert str(drilled) in str(results[0])
+    assert [outcome(r) for r in results[1:]] == [GENERATED, GENERATED]
+    assert_untouched(session_factory, drilled)
+    for record_id in [first, *free]:
+        assert_generated(session_factory, record_id)
+    # Asked once per group (the first group, then the three gathered behind it), not per job.
+    assert asked == [[first], sorted([drilled, *free])]
+
+
+def test_a_drilled_record_of_a_failed_group_still_fails_by_the_drill(
+    session_factory: sessionmaker[Session],
+    make_record: MakeRecord,
+    refused_insert: int,
+) -> None:
+    bad = make_record(3, user_id=refused_insert, answers=varied_answers(1))
+    drilled = good_record(make_record, 2)
+    asked: list[list[int]] = []
+
+    def in_drill(record_ids: Sequence[int]) -> set[int]:
+        # Put into the drill after the group's check: the job's check alone, once the group
+        # failed, decides before the record runs alone.
+        asked.append(sorted(record_ids))
+        return {drilled} if list(record_ids) == [drilled] else set()
+
+    held = HeldFirstGroup(session_factory)
+    groups = ReportGroups(held, drilled=in_drill)
+    first = good_record(make_record, 0)
+    _, results = gathered_behind_a_first_group(groups, held, first, [bad, drilled])
+
+    assert isinstance(results[0], psycopg.Error | DBAPIError)
+    assert isinstance(results[1], FaultDrillFailure)
+    assert_untouched(session_factory, bad)
+    assert_untouched(session_factory, drilled)
+    assert sorted(asked) == sorted([[first], sorted([bad, drilled]), [bad], [drilled]])

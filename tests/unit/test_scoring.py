@@ -13,6 +13,7 @@ from services.domain.questionnaire import load_questionnaire
 from services.domain.scoring import (
     DimensionSpec,
     QuestionSpec,
+    Scorer,
     ScoreReport,
     build_summary,
     counted_value,
@@ -271,3 +272,24 @@ def test_definition_errors() -> None:
         score_answers(
             [*dims, DimensionSpec(id=99, code="linguistic", name="x", sort_order=99)], questions, answers
         )
+
+
+@given(answered())
+def test_a_scorer_scores_as_score_answers(
+    case: tuple[list[DimensionSpec], list[QuestionSpec], list[tuple[int, int]]],
+) -> None:
+    dims, questions, answers = case
+    assert Scorer.of(dims, questions).score(answers) == score_answers(dims, questions, answers)
+
+
+def test_a_scorer_of_a_broken_questionnaire_refuses_each_record_as_score_answers_does() -> None:
+    dims, questions = real_definition()
+    orphaned = [*questions, QuestionSpec(id=999, dimension_id=12345)]
+    answers = [*all_answers(questions, 3), (999, 3)]
+    scorer = Scorer.of(dims, orphaned)
+    with pytest.raises(ParamError) as expected:
+        score_answers(dims, orphaned, answers)
+    for _ in range(2):
+        with pytest.raises(ParamError) as refused:
+            scorer.score(answers)
+        assert refused.value.message == expected.value.message
