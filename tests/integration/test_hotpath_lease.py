@@ -57,7 +57,7 @@ def answer_count(engine: Engine) -> int:
         return int(conn.scalar(text("SELECT count(*) FROM answers")) or 0)
 
 
-def test_a_5000_record_backlog_with_a_3_s_lease_and_batches_of_5000_is_persisted(
+def test_a_5000_record_backlog_with_a_6_s_lease_and_batches_of_5000_is_persisted(
     engine: Engine, session_factory: sessionmaker[Session], redis_client: redis.Redis
 ) -> None:
     backlog(engine, redis_client)
@@ -67,11 +67,13 @@ def test_a_5000_record_backlog_with_a_3_s_lease_and_batches_of_5000_is_persisted
 
     def slow_database(step: str) -> None:
         if step == "read":
-            # Longer than the lease, before the write of a chunk that is slow by itself.
-            time.sleep(3.5)
-            standby_took_over.append(standby.ensure(3_000))
+            # Longer than the lease, before the write of a chunk that is slow by itself. The
+            # lease is renewed every third of it: 6 s leaves the renewing thread 4 s of slack
+            # (3 s, i.e. 2 s of slack, expired once under a load average of 35).
+            time.sleep(6.5)
+            standby_took_over.append(standby.ensure(6_000))
 
-    report = flusher.run_once(batch=BACKLOG, lock_ttl_ms=3_000, hook=slow_database)
+    report = flusher.run_once(batch=BACKLOG, lock_ttl_ms=6_000, hook=slow_database)
     flusher.close()
     assert standby_took_over == [False]
     assert (report.owner, report.claimed, report.persisted, report.rows) == (
@@ -90,11 +92,11 @@ def test_the_event_consumer_keeps_its_lease_through_a_slow_batch(
     sent = [Event.new(EventType.ANSWERS_SAVED, record_id=1 + n % 50) for n in range(BACKLOG)]
     RedisEventSink(redis_client).emit_many(sent)
     consumer = EventLogConsumer(redis_client, session_factory)
-    # The batch outlasts the lease (4.5 s against 3 s): only renewals keep it. A 1 s lease
+    # The batch outlasts the lease (7 s against 5 s): only renewals keep it. A 1 s lease
     # renewed every 0.33 s expired when a loaded machine left the renewing thread unscheduled
-    # for 0.7 s; 3 s leaves it 2 s.
+    # for 0.7 s; 5 s leaves it 3.3 s.
     report = consumer.run_once(
-        batch=BACKLOG, lock_ttl_ms=3_000, hook=lambda step: time.sleep(4.5) if step == "moved" else None
+        batch=BACKLOG, lock_ttl_ms=5_000, hook=lambda step: time.sleep(7) if step == "moved" else None
     )
     consumer.close()
     assert (report.owner, report.taken, report.inserted) == (True, BACKLOG, BACKLOG)

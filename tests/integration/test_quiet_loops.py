@@ -112,7 +112,11 @@ def test_consumer_restarts_back_off_and_say_so_once(
     during = [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.INFO]
     assert spent < CPU_BUDGET_S, f"{spent:.2f} CPU s; {during}"
     assert not [line for line in during if line[0].startswith("dramatiq.worker")], during
-    consumer_lines = [m for name, m in during if m.startswith("Consumer of quiet:queue")]
+    # Once the proxy is up again the consumer may already have said it recovered (a loaded
+    # machine reads the log late); what must appear once is the failure.
+    consumer_lines = [
+        m for name, m in during if m.startswith("Consumer of quiet:queue") and "recovered after" not in m
+    ]
     assert len(consumer_lines) == 1, during
     actor.send(2)
     wait_until(lambda: done == [1, 2], timeout=60, what="a job after the outage")
