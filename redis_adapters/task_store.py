@@ -51,6 +51,7 @@ HOLD_MS = 3600 * 1000
 
 _CREATE = lua_source("redis_adapters", "task_create")
 _TOUCH = lua_source("redis_adapters", "task_touch")
+_PAGE_DONE = lua_source("redis_adapters", "task_page_done")
 
 
 def _time(value: datetime | None) -> str:
@@ -98,6 +99,7 @@ class RedisTaskStore:
         self.keys = keys or Keyspace.of()
         self._create = client.register_script(_CREATE)
         self._touch = client.register_script(_TOUCH)
+        self._page_done = client.register_script(_PAGE_DONE)
 
     def key(self, task_id: str) -> str:
         return self.keys.task_prefix + task_id
@@ -206,16 +208,12 @@ class RedisTaskStore:
         pipe.execute()
         self._touched(task_id, ended=False)
 
-    def page_done(self, task_id: str, cursor: int, regenerated: int, skipped: int) -> None:
-        key = self.key(task_id)
-        pipe = self.client.pipeline(transaction=True)
-        pipe.hset(key, "cursor", cursor)
-        pipe.hincrby(key, "pages", 1)
-        pipe.hincrby(key, "regenerated", regenerated)
-        pipe.hincrby(key, "skipped", skipped)
-        pipe.expire(key, TASK_TTL_S)
-        pipe.execute()
+    def page_done(self, task_id: str, after: int, cursor: int, regenerated: int, skipped: int) -> bool:
+        recorded = self._page_done(
+            keys=[self.key(task_id)], args=[after, cursor, regenerated, skipped, TASK_TTL_S]
+        )
         self._touched(task_id, ended=False)
+        return bool(recorded)
 
     def finished(self, task_id: str, state: TaskState, at: datetime, error: str | None = None) -> None:
         key = self.key(task_id)

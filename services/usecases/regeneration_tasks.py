@@ -13,7 +13,10 @@ enqueue call, the records' dead letters dropped), then records the cursor. A wor
 killed mid-way has its message redelivered and the task resumes at the cursor: a page
 done but not yet recorded is found again only if its records still match, which for
 status 5 they no longer do (they are in 3 now); for status 3 that one page is queued a
-second time (a job for a record no longer in 3 is skipped by the worker).
+second time (a job for a record no longer in 3 is skipped by the worker). A message
+redelivered while its first run still runs (a worker that looked dead to the broker)
+starts a second run: each page is recorded with a compare-and-set on the cursor, so the
+counts stay exact and the run that loses the race stops.
 """
 
 from __future__ import annotations
@@ -158,8 +161,9 @@ class TaskStore(Protocol):
     def started(self, task_id: str, at: datetime) -> None:
         """State running; the start time is kept from the first run."""
 
-    def page_done(self, task_id: str, cursor: int, regenerated: int, skipped: int) -> None:
-        """Advance the cursor and add one page's counts."""
+    def page_done(self, task_id: str, after: int, cursor: int, regenerated: int, skipped: int) -> bool:
+        """Advance the cursor from `after` to `cursor` and add one page's counts, in one step, only
+        if the cursor is still `after`; False when another run of the task recorded the page."""
 
     def finished(self, task_id: str, state: TaskState, at: datetime, error: str | None = None) -> None: ...
 
@@ -279,8 +283,18 @@ def run_task(
         outcome = batch_regenerate(new_uow(), queue, ids, dead_letters=dead_letters)
         if any(item.code == QueueUnavailable.code for item in outcome.items):
             raise QueueUnavailable(f"task {task_id}: the report queue refused a page after id {cursor}")
+        if not store.page_done(
+            task_id, cursor, ids[-1], outcome.result.success_count, outcome.result.skipped_count
+        ):
+            # The message was delivered again while this run still ran (at least once): the
+            # other run recorded this page and goes on; the page's records were only reset twice.
+            logger.warning(
+                "regeneration task %s: another run recorded the page after id %d; this one stops",
+                task_id,
+                cursor,
+            )
+            return store.get(task_id)
         cursor = ids[-1]
-        store.page_done(task_id, cursor, outcome.result.success_count, outcome.result.skipped_count)
         pages += 1
         regenerated += outcome.result.success_count
         skipped += outcome.result.skipped_count

@@ -4,6 +4,7 @@ through the records with batch_regenerate, resumes after a failure, leaves the o
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -283,6 +284,51 @@ def test_a_task_that_fails_after_one_page_resumes_at_its_cursor_without_double_w
     queued = queued_record_ids(redis_client)
     assert len(queued) == len(set(queued)) == 2_500  # each record queued once
     assert sorted(queued) == matching
+
+
+def test_a_run_started_again_while_the_first_still_runs_counts_each_page_once(
+    session_factory: sessionmaker[Session],
+    records: Records,
+    redis_client: redis.Redis,
+    store: RedisTaskStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The task's message is delivered at least once: a worker that looked dead to the broker
+    (a loaded machine) still runs while the redelivered message starts a second run. Both walk
+    the same first page; the counts stay exact (make test once saw 4 pages, 3,500 regenerated
+    for 2,500 records) and the run that loses the race stops."""
+    matching = records.insert(*[RecordSpec(status=5)] * 2_500)
+    real = admin.batch_regenerate
+    both_read_the_first_page = threading.Barrier(2, timeout=60)
+    first_pages: list[list[int]] = []
+
+    def page_step(*args: Any, **kwargs: Any) -> Any:
+        ids = list(args[2])
+        if ids[0] == matching[0]:
+            first_pages.append(ids)
+            both_read_the_first_page.wait()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(PAGE_STEP, page_step)
+    started = start_regenerate_matching(UnitOfWork(session_factory), store, MatchFilter(status=5))
+    results: list[Task | None] = []
+    runs = [
+        threading.Thread(
+            target=lambda: results.append(run(session_factory, redis_client, store, started.task_id))
+        )
+        for _ in range(2)
+    ]
+    for thread in runs:
+        thread.start()
+    for thread in runs:
+        thread.join(timeout=120)
+    assert len(results) == 2
+    assert len(first_pages) == 2  # the race did happen
+    assert first_pages[0] == first_pages[1]
+    task = store.get(started.task_id)
+    assert task is not None
+    assert (task.state, task.pages, task.regenerated, task.cursor) == (TaskState.DONE, 3, 2_500, matching[-1])
+    assert sorted(set(queued_record_ids(redis_client))) == matching
 
 
 @pytest.mark.usefixtures("fresh_adapters")
