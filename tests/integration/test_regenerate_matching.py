@@ -398,7 +398,7 @@ def test_each_record_a_task_regenerates_has_it_on_its_timeline(
     assert wait_done(store, started.task_id).state is TaskState.DONE
     logged = [Event.decode(raw) for raw in redis_client.lrange(EventLogKeys().queue, 0, -1)]
     regenerated = [e for e in logged if e.event_type == EventType.REPORT_REGENERATED]
-    assert sorted(e.record_id for e in regenerated) == failed
+    assert sorted(e.record_id or 0 for e in regenerated) == failed
     assert {(e.actor, e.data.get("task")) for e in regenerated} == {
         (f"task:{started.task_id}", started.task_id)
     }

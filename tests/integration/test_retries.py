@@ -13,7 +13,7 @@ import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from listbroker import DELAYED_PREFIX_LEN, ExactRetries, ListMessageProxy, RedisListBroker
+from listbroker import DELAYED_PREFIX_LEN, DeadLetterHook, ExactRetries, ListMessageProxy, RedisListBroker
 
 from redis_adapters.queues import (
     DEAD_LETTER_QUEUE_KEY,
@@ -45,7 +45,7 @@ def declare_report_actor(
     fn: Callable[[int], None],
     *,
     delays: tuple[int, ...] = RETRY_DELAYS_MS,
-    on_dead_letter: Callable[[dramatiq.Message[Any]], None] | None = None,
+    on_dead_letter: DeadLetterHook | None = None,
 ) -> dramatiq.Actor[[int], None]:
     """A stand-in for actors.report.generate_report with the same name, queue and retry options."""
     return declare_actor(
