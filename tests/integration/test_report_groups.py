@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from config.settings import Settings
 from services.domain.errors import DatabaseUnavailable, ServiceError
 from services.domain.questionnaire import load_questionnaire
+from services.persistence import report_sql
 from services.persistence.db import make_engine, make_session_factory
 from services.persistence.uow import UnitOfWork
 from services.usecases.report_groups import Deferred, ReportGroups, generate_reports
@@ -367,3 +368,24 @@ def test_two_processes_racing_on_the_same_records_write_each_report_once(
         outcomes = sorted(found[0][record_id] + found[1][record_id])
         assert outcomes == ["generated", "skipped"], (record_id, outcomes)
         assert_generated(session_factory, record_id)
+
+
+def test_a_group_whose_commit_landed_but_whose_reply_was_lost_reports_its_records_generated(
+    session_factory: sessionmaker[Session], make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection lost with the group's COMMIT in the pipeline: the commit landed, the
+    worker saw an error, and the record's run alone found it in status 4. It was the group's
+    report: GENERATED, so the job logs report.generated (found by the soak, bench/soak.py: the
+    job said "skipped" and the record's timeline lacked its report)."""
+    record_id = good_record(make_record, 0)
+    real_write = report_sql.write
+
+    def write_then_lose_the_connection(session: Session, reports: dict[int, Any]) -> dict[int, float | None]:
+        real_write(session, reports)  # committed
+        monkeypatch.setattr(report_sql, "write", real_write)
+        raise psycopg.OperationalError("cannot exit pipeline mode while busy")
+
+    monkeypatch.setattr(report_sql, "write", write_then_lose_the_connection)
+    groups = ReportGroups(lambda: UnitOfWork(session_factory))
+    assert outcome(groups.generate(record_id)) == GENERATED
+    assert_generated(session_factory, record_id)
