@@ -41,8 +41,8 @@ SETTLE_TIMEOUT_S = 420.0
 FAULT_END_TIMEOUT_S = 60.0
 
 
-def overlap_share(faults: Sequence[Fault]) -> float:
-    """The share of the fault phase during which two faults or more were under way (an
+def overlap_share(faults: Sequence[Fault], at_least: int = 2) -> float:
+    """The share of the fault phase during which `at_least` faults were under way (an
     instant fault, a SIGKILL, counts for the second it takes the process to come back)."""
     windows = [(f.began, max(f.ended, f.began + 1.0)) for f in faults if f.began]
     if not windows:
@@ -53,7 +53,7 @@ def overlap_share(faults: Sequence[Fault]) -> float:
     moment = start
     while moment < end:
         total += 1
-        if sum(1 for a, b in windows if a <= moment < b) >= 2:
+        if sum(1 for a, b in windows if a <= moment < b) >= at_least:
             busy += 1
         moment += step
     return busy / total if total else 0.0
@@ -145,6 +145,7 @@ def run(seed: int, minutes: float, users: int, folder: Path) -> dict[str, Any]:
             "by_kind": dict(Counter(f.kind for f in faults)),
             "not_injected": [f"{f.kind}: {f.note}" for f in faults if f.note.startswith(("not", "no "))],
             "overlap_share": round(overlap_share(faults), 3),
+            "under_fault_share": round(overlap_share(faults, 1), 3),
             "schedule": [
                 {"at": round(f.at, 2), "kind": f.kind, "duration": round(f.duration, 2), "note": f.note}
                 for f in faults

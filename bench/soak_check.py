@@ -43,8 +43,10 @@ LATE_TOLERANCE_S = 5.0
 #: After a fault ends, the processes take up to this long to be back at work (the consumer's
 #: reconnect backoff is at most 5 + 10 s, the availability gate's probe at most 5 s).
 RECOVERY_S = 20.0
-#: A worker SIGKILLed this soon after a report's commit may have lost its event.
+#: A worker SIGKILLed this soon after a report's commit may have lost its event (the
+#: commit's time is the database's clock_timestamp(), the kill's this host's clock).
 KILL_GAP_S = 30.0
+CLOCK_SLACK_S = 0.5
 #: A process is checked for leaks when it lived this long; its first WARMUP_S are skipped.
 LEAK_MIN_SPAN_S = 90.0
 WARMUP_S = 30.0
@@ -292,7 +294,10 @@ def _killed_after(moment: float | None, faults: Iterable[tuple[float, float, str
     if moment is None:
         return None
     for began, _, kind in faults:
-        if kind in ("kill:worker", "kill:supervisor") and moment <= began <= moment + KILL_GAP_S:
+        if (
+            kind in ("kill:worker", "kill:supervisor")
+            and moment - CLOCK_SLACK_S <= began <= moment + KILL_GAP_S
+        ):
             return f"{kind} {began - moment:.1f} s after the report's commit"
     return None
 
