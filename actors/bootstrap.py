@@ -31,7 +31,7 @@ from listbroker import (
 from listbroker import default_middleware as broker_middleware
 from sqlalchemy.orm import Session, sessionmaker
 
-from actors.run_worker import die_with_main_process
+from actors.lifetime import die_with_main_process
 from config.settings import Settings
 from observability import prometheus
 from observability.job_observer import JobObserver
