@@ -31,6 +31,7 @@ from listbroker import (
 from listbroker import default_middleware as broker_middleware
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors.lifetime import die_with_main_process
 from config.settings import Settings
 from observability import prometheus
 from observability.job_observer import JobObserver
@@ -135,6 +136,7 @@ class ProcessBoot(Middleware):
         self.settings = settings
 
     def after_process_boot(self, broker: dramatiq.Broker) -> None:
+        die_with_main_process()
         install_services(build_services(self.settings))
 
 

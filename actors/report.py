@@ -60,9 +60,32 @@ def _attempt() -> int | None:
     return int(message.options.get("retry_count", 0)) + int(getattr(message, "redeliveries", 0)) + 1
 
 
-def mark_record_failed(message: dramatiq.Message[Any]) -> None:
-    """on_dead_letter hook: the record shows status 5 (生成失败) once its attempts are used up."""
+def _other_jobs_alive(record_id: int) -> bool:
+    """Is another job of the record alive besides the one being dead-lettered (the index still
+    counts that one)? False when the index cannot be read: the status is then set as before."""
+    try:
+        return bootstrap.services().report_queue.jobs_alive(record_id) > 1
+    except Exception:
+        logger.warning("job index unreadable; record %d's dead letter decides its status", record_id)
+        return False
+
+
+def mark_record_failed(message: dramatiq.Message[Any]) -> bool:
+    """on_dead_letter hook: the record shows status 5 (生成失败) once its attempts are used up.
+
+    Only its last job decides: while another job of the record is alive (an admin regenerated
+    it while this one was retrying), this dead letter leaves the status alone and returns
+    False; should that job end first after all, the index's `dead` mark has the reconciler
+    set 5 (README, "The reconciler")."""
     record_id = int(message.args[0])
+    if _other_jobs_alive(record_id):
+        _log_event(EventType.REPORT_DEAD_LETTERED, record_id, retries=MAX_RETRY_COUNT, statusSet=False)
+        logger.error(
+            "Report of record %d dead-lettered after %d retries; status left to its other job alive.",
+            record_id,
+            MAX_RETRY_COUNT,
+        )
+        return False
     changed: bool | None = None
     try:
         changed = reports.mark_generation_failed(bootstrap.services().uow(), record_id)
@@ -74,6 +97,7 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> None:
         MAX_RETRY_COUNT,
         "set" if changed else "not set (record no longer in status 3)",
     )
+    return True
 
 
 @actor_spec(

@@ -14,6 +14,7 @@ import sys
 from dramatiq.cli import main as dramatiq_main
 from dramatiq.cli import make_argument_parser
 
+from actors import lifetime
 from config.settings import Settings
 from observability.logs import configure_logging
 
@@ -24,6 +25,7 @@ WORKER_MODULE = "actors.worker"
 def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env()
     configure_logging("worker", level=settings.worker_log_level, fmt=settings.log_format)
+    lifetime.remember_main_process()  # its worker processes, forked, die with it
     args = sys.argv[1:] if argv is None else argv
     parsed = make_argument_parser().parse_args([WORKER_MODULE, "--skip-logging", *args])
     code: int = dramatiq_main(parsed)

@@ -3,8 +3,11 @@ their events to `eventlog:queue`; the hot path's event-log consumer (hotpath/eve
 bulk-inserts them.
 
 When Redis refuses, the sink writes the events straight into PostgreSQL (its fallback,
-`services.persistence.event_store.DirectEventWriter`, short timeouts), and when that fails too it counts
-them in `services.domain.events.dropped_events()` (`emit()` then returns False; it never raises).
+`services.persistence.event_store.DirectEventWriter`, short timeouts), and when that fails too it holds
+them in memory (up to HOLD_MAX events) and a thread of its own hands them over again every
+HOLD_RETRY_S, through Redis or PostgreSQL, whichever answers first: an outage of both loses
+no event unless the process ends meanwhile. Only events beyond the hold are counted in
+`services.domain.events.dropped_events()` (`emit()` then returns False; it never raises).
 
 The list is bounded (EVENT_LOG_QUEUE_MAX): while the consumer is stopped or behind and the
 list holds that many entries, new events take the same direct way instead of growing
@@ -14,10 +17,12 @@ costs no round trip and holds on a Redis Cluster slot.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 
 import redis
@@ -40,18 +45,25 @@ PUSH_CHUNK = 1_000
 #: LPUSH as many of ARGV[2..] to KEYS[1] as fit below ARGV[1] entries, in order; how many.
 _BOUNDED_LPUSH = lua_source("redis_adapters", "eventlog_bounded_lpush")
 
-#: After the direct write failed too, events are counted as dropped for this long without
-#: trying, for the same reason.
+#: After the direct write failed too, events are held without trying it for this long, for
+#: the same reason.
 DATABASE_RETRY_AFTER_S = 1.0
+#: Most events held in memory while neither Redis nor PostgreSQL takes them (about 1 KB
+#: each); events beyond are counted as dropped.
+HOLD_MAX = 10_000
+#: How often the held events are handed over again (real time).
+HOLD_RETRY_S = 1.0
 
 
 class RedisEventSink:
     """`services.domain.events.EventSink` on the Redis list `eventlog:queue` (one LPUSH per call).
 
     When Redis fails the events are written to PostgreSQL directly; when that fails too
-    they are counted (`services.domain.events.dropped_events()`), logged with the running count,
-    and `EventsDropped` is raised (`emit()` returns False for it, without logging again).
-    Nothing else is raised.
+    they are held in memory and handed over again every HOLD_RETRY_S by a thread of the
+    sink's own, until one of the two takes them. Events beyond HOLD_MAX (and those the
+    database refuses as invalid) are counted (`services.domain.events.dropped_events()`),
+    logged with the running count, and `EventsDropped` is raised (`emit()` returns False
+    for it, without logging again). Nothing else is raised.
     """
 
     def __init__(
@@ -79,10 +91,18 @@ class RedisEventSink:
         self._database_retry_at = 0.0
         self._redis_down = False
         self._state_lock = threading.Lock()
+        #: Events neither server took, oldest first, and the thread handing them over again.
+        self._held: deque[Event] = deque()
+        self._retrier: threading.Thread | None = None
+        self._holding = False  # since the first event held, until the retrier handed all over
 
     def emit_many(self, events: Sequence[Event]) -> None:
         if not events:
             return
+        self._send(events)
+
+    def _send(self, events: Sequence[Event]) -> None:
+        """Through Redis, else PostgreSQL, else held (`_hold`)."""
         if self.clock() >= self._redis_retry_at:
             try:
                 left = self._push_bounded(events)
@@ -150,16 +170,66 @@ class RedisEventSink:
 
     def _write_direct(self, events: Sequence[Event]) -> None:
         if self.clock() < self._database_retry_at:
-            self._drop(events, "PostgreSQL failed moments ago")
+            self._hold(events, "PostgreSQL failed moments ago")
             return
         try:
             _, refused = self.fallback.write(events)
         except Exception as exc:
             self._database_retry_at = self.clock() + DATABASE_RETRY_AFTER_S
-            self._drop(events, f"PostgreSQL failed too: {exc}")
+            self._hold(events, f"PostgreSQL failed too: {exc}")
             return
         if refused:
             self._drop(refused, "PostgreSQL refused them")
+
+    @property
+    def held(self) -> int:
+        """Events held in memory now, waiting for Redis or PostgreSQL."""
+        with self._state_lock:
+            return len(self._held)
+
+    def _hold(self, events: Sequence[Event], why: str) -> None:
+        """Keep `events` for the retrier (started if none runs); those beyond HOLD_MAX are dropped."""
+        with self._state_lock:
+            room = max(0, HOLD_MAX - len(self._held))
+            kept, over = events[:room], events[room:]
+            first = bool(kept) and not self._holding
+            self._holding = self._holding or bool(kept)
+            self._held.extend(kept)
+            retrier = None
+            if kept and self._retrier is None:
+                retrier = threading.Thread(target=self._hand_over_held, name="event-sink-hold", daemon=True)
+                self._retrier = retrier
+        if first:
+            logger.warning(
+                "events: neither Redis nor PostgreSQL takes events (%s); holding them in memory, "
+                "handed over again every %.0f s",
+                why[:300],
+                HOLD_RETRY_S,
+            )
+        if retrier is not None:
+            retrier.start()
+        if over:
+            self._drop(over, f"{why[:200]}; {HOLD_MAX} events held in memory already")
+
+    def _hand_over_held(self) -> None:
+        """The retrier: every HOLD_RETRY_S, hand the held events over again (through Redis,
+        else PostgreSQL, else they are held again); ends once none is held."""
+        delivered = 0
+        while True:
+            time.sleep(HOLD_RETRY_S)
+            with self._state_lock:
+                batch = list(self._held)
+                self._held.clear()
+                if not batch:
+                    self._retrier = None
+                    self._holding = False
+                    break
+            # Counted and logged when raised: beyond the hold, or refused by the database.
+            with contextlib.suppress(EventsDropped):
+                self._send(batch)
+            with self._state_lock:
+                delivered += max(0, len(batch) - len(self._held))
+        logger.info("events: the events held in memory were handed over (%d)", delivered)
 
     def _drop(self, events: Sequence[Event], why: str) -> None:
         total = count_dropped(len(events))

@@ -44,6 +44,13 @@ class RedisReportQueue:
         except redis.RedisError as exc:
             raise QueueUnavailable(f"could not enqueue {len(payloads)} report job(s): {exc}") from exc
 
+    def jobs_alive(self, record_id: int) -> int:
+        """How many jobs of the record are alive (queued, in flight or delayed), by the index;
+        0 for none or a `dead` mark. Raises redis errors as they are."""
+        value = self.client.hget(self.jobs_key, str(record_id))
+        text = value.decode() if isinstance(value, bytes) else str(value or "")
+        return int(text) if text.isdigit() else 0
+
     def enqueue_missing(self, record_ids: Sequence[int]) -> tuple[list[int], list[int]]:
         """Queue a job for each record that has none alive, in one atomic step.
 

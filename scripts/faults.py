@@ -13,6 +13,7 @@ import contextlib
 import select
 import socket
 import threading
+import time
 from urllib.parse import urlsplit, urlunsplit
 
 BUFFER = 65536
@@ -28,6 +29,8 @@ class FaultProxy:
         self._listener: socket.socket | None = None
         self._hung = threading.Event()
         self._closed = False
+        #: Seconds each forwarded chunk waits (`latency()`).
+        self._latency = 0.0
         self.port = 0
         self.up()
 
@@ -65,13 +68,31 @@ class FaultProxy:
                 listener.shutdown(socket.SHUT_RDWR)
             listener.close()
         for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                conn.close()
+            _reset(conn)
 
     def hang(self) -> None:
         """Accept and keep connections, forward nothing, until `up()`."""
         self._hung.set()
+
+    def latency(self, seconds: float) -> None:
+        """Delay every chunk forwarded (either way) by `seconds`; 0 ends it."""
+        self._latency = max(0.0, seconds)
+
+    def drop(self) -> None:
+        """Reset the open connections (RST), keep accepting new ones."""
+        with self._lock:
+            conns, self._conns = self._conns, set()
+        for conn in conns:
+            _reset(conn)
+
+    def half_close(self) -> None:
+        """Shut the sending side of every open connection (both peers read an end of stream,
+        may still write); new connections are served normally."""
+        with self._lock:
+            conns = set(self._conns)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_WR)
 
     def close(self) -> None:
         self._closed = True
@@ -108,6 +129,8 @@ class FaultProxy:
                     data = sock.recv(BUFFER)
                     if not data:
                         return
+                    if self._latency:
+                        time.sleep(self._latency)
                     pair[sock].sendall(data)
         except (OSError, ValueError):
             return
@@ -121,3 +144,10 @@ class FaultProxy:
     def _hung_wait(self) -> None:
         while self._hung.is_set() and not self._closed:
             threading.Event().wait(0.05)
+
+
+def _reset(conn: socket.socket) -> None:
+    """Close with SO_LINGER 0: the peer gets a RST, as from a server that went away."""
+    with contextlib.suppress(OSError):
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        conn.close()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import psycopg
+from sqlalchemy import exc as sa_exc
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -154,6 +155,14 @@ def write(session: Session, reports: dict[int, ScoreReport]) -> dict[int, float 
         # Queued in the same round trip as the writes (psycopg syncs the pipeline here).
         session.commit()
     return {int(rid): latency_seconds(latency) for rid, latency in completed.fetchall()}
+
+
+def connection_lost(exc: BaseException | None) -> bool:
+    """Did this error end the connection (rather than the statement)? A group whose COMMIT
+    was in the pipeline when it happened may have committed: its outcome is unknown."""
+    if isinstance(exc, sa_exc.DBAPIError):
+        exc = exc.orig
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
 
 
 def latency_seconds(value: object) -> float | None:

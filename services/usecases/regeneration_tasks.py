@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -262,8 +262,10 @@ def run_task(
     task_id: str,
     *,
     page_size: int = PAGE_SIZE,
+    on_queued: Callable[[Sequence[int]], None] | None = None,
 ) -> Task | None:
     """Run (or resume at its cursor) the task; its final progress, None if it is unknown.
+    `on_queued` is told the ids each page regenerated (the actor logs their events).
 
     Raises what a page raises (DatabaseUnavailable, QueueUnavailable when Redis refused a
     page's jobs, ...): the actor's retries resume the task later; the records of a page
@@ -283,6 +285,8 @@ def run_task(
         outcome = batch_regenerate(new_uow(), queue, ids, dead_letters=dead_letters)
         if any(item.code == QueueUnavailable.code for item in outcome.items):
             raise QueueUnavailable(f"task {task_id}: the report queue refused a page after id {cursor}")
+        if on_queued is not None and outcome.queued:
+            on_queued(outcome.queued)
         if not store.page_done(
             task_id, cursor, ids[-1], outcome.result.success_count, outcome.result.skipped_count
         ):

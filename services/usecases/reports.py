@@ -190,6 +190,17 @@ def generate_reports(
     return ordered
 
 
+def would_generate(uow: UnitOfWork, record_id: int) -> bool:
+    """Would a generation of this record act (a live record in status 3), or be skipped? The
+    fault drill fails only attempts that would really generate: one SELECT by primary key,
+    asked only for a drilled record."""
+    if not 1 <= record_id <= MAX_ID:
+        return False
+    with uow:
+        found = uow.records.owner_and_status(record_id)
+    return found is not None and found[1] == RecordStatus.GENERATING and not found[2]
+
+
 def mark_generation_failed(uow: UnitOfWork, record_id: int) -> bool:
     """Set a record from 3 to 5 (生成失败); True if it changed, False if it was not in 3."""
     if not 1 <= record_id <= MAX_ID:

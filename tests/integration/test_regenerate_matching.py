@@ -21,12 +21,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from actors import admin_tasks, bootstrap
 from config.settings import Settings
-from redis_adapters.keyspace import Keyspace
+from redis_adapters.keyspace import EventLogKeys, Keyspace
 from redis_adapters.queue_ops import RedisQueueOperations
 from redis_adapters.queues import ADMIN_QUEUE_NAME, REPORT_QUEUE_KEY
 from redis_adapters.report_message import ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
 from redis_adapters.task_store import RedisTaskStore
+from services.domain.events import Event, EventType
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin, regeneration_tasks
 from services.usecases.audit import list_audit
@@ -422,3 +423,28 @@ def test_a_count_beyond_its_timeout_is_refused_and_queues_nothing(
         message = error(client.post(MATCHING, json={"status": 5}, headers=admin_headers), 400, 1001)
     assert "请缩小筛选范围" in message
     assert redis_client.llen(KEYS.admin.queue) == 0
+
+
+@pytest.mark.usefixtures("fresh_adapters")
+def test_each_record_a_task_regenerates_has_it_on_its_timeline(
+    task_broker: RedisListBroker,
+    make_worker: WorkerFactory,
+    session_factory: sessionmaker[Session],
+    records: Records,
+    redis_client: redis.Redis,
+    store: RedisTaskStore,
+) -> None:
+    """As a single or batch regeneration does, the task logs `report.regenerated` for every
+    record it queued (found by the soak, bench/soak.py: a record's timeline went from 5 to
+    4 with nothing between, the regeneration only in the task's audit entry)."""
+    failed = records.insert(*[RecordSpec(status=5, results=True)] * 3)
+    records.insert(RecordSpec(status=4, results=True))
+    started = start_regenerate_matching(UnitOfWork(session_factory), store, MatchFilter(status=5))
+    make_worker(task_broker)
+    assert wait_done(store, started.task_id).state is TaskState.DONE
+    logged = [Event.decode(raw) for raw in redis_client.lrange(EventLogKeys().queue, 0, -1)]
+    regenerated = [e for e in logged if e.event_type == EventType.REPORT_REGENERATED]
+    assert sorted(e.record_id or 0 for e in regenerated) == failed
+    assert {(e.actor, e.data.get("task")) for e in regenerated} == {
+        (f"task:{started.task_id}", started.task_id)
+    }

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from config.settings import Settings
 from services.domain.errors import DatabaseUnavailable, ServiceError
 from services.domain.questionnaire import load_questionnaire
+from services.persistence import report_sql
 from services.persistence.db import make_engine, make_session_factory
 from services.persistence.uow import UnitOfWork
 from services.usecases.drill import FaultDrillFailure
@@ -421,3 +422,24 @@ def test_a_drilled_record_of_a_failed_group_still_fails_by_the_drill(
     assert_untouched(session_factory, bad)
     assert_untouched(session_factory, drilled)
     assert sorted(asked) == sorted([[first], sorted([bad, drilled]), [bad], [drilled]])
+
+
+def test_a_group_whose_commit_landed_but_whose_reply_was_lost_reports_its_records_generated(
+    session_factory: sessionmaker[Session], make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection lost with the group's COMMIT in the pipeline: the commit landed, the
+    worker saw an error, and the record's run alone found it in status 4. It was the group's
+    report: GENERATED, so the job logs report.generated (found by the soak, bench/soak.py: the
+    job said "skipped" and the record's timeline lacked its report)."""
+    record_id = good_record(make_record, 0)
+    real_write = report_sql.write
+
+    def write_then_lose_the_connection(session: Session, reports: dict[int, Any]) -> dict[int, float | None]:
+        real_write(session, reports)  # committed
+        monkeypatch.setattr(report_sql, "write", real_write)
+        raise psycopg.OperationalError("cannot exit pipeline mode while busy")
+
+    monkeypatch.setattr(report_sql, "write", write_then_lose_the_connection)
+    groups = ReportGroups(lambda: UnitOfWork(session_factory))
+    assert outcome(groups.generate(record_id)) == GENERATED
+    assert_generated(session_factory, record_id)

@@ -13,18 +13,20 @@ import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from listbroker import DELAYED_PREFIX_LEN, ExactRetries, ListMessageProxy, RedisListBroker
+from listbroker import DELAYED_PREFIX_LEN, DeadLetterHook, ExactRetries, ListMessageProxy, RedisListBroker
 
 from redis_adapters.queues import (
     DEAD_LETTER_QUEUE_KEY,
     MAX_RETRY_COUNT,
     REPORT_ACTOR_NAME,
     REPORT_DELAYED_KEY,
+    REPORT_JOBS_KEY,
     REPORT_QUEUE_KEY,
     REPORT_QUEUE_NAME,
     RETRY_DELAYS_MS,
 )
 from redis_adapters.report_message import MAX_RECORD_ID, ReportQueueMessage
+from redis_adapters.report_queue import RedisReportQueue
 from tests.support.actors import declare_actor
 from tests.support.broker_fixtures import WorkerFactory
 from tests.support.redis_keys import as_bytes
@@ -43,7 +45,7 @@ def declare_report_actor(
     fn: Callable[[int], None],
     *,
     delays: tuple[int, ...] = RETRY_DELAYS_MS,
-    on_dead_letter: Callable[[dramatiq.Message[Any]], None] | None = None,
+    on_dead_letter: DeadLetterHook | None = None,
 ) -> dramatiq.Actor[[int], None]:
     """A stand-in for actors.report.generate_report with the same name, queue and retry options."""
     return declare_actor(
@@ -266,3 +268,27 @@ def test_many_failures_at_once_are_released_on_time(
     first_pass = max(times[0] for times in seen.values()) - min(times[0] for times in seen.values())
     assert gaps[0] >= 0.995
     assert gaps[int(len(gaps) * 0.99) - 1] <= 1.0 + 0.25 + max(0.25, first_pass), (gaps[-5:], first_pass)
+
+
+@pytest.mark.parametrize(("hook_result", "left"), [(None, None), (False, b"dead")])
+def test_a_hook_that_leaves_its_follow_up_keeps_the_dead_mark_of_a_last_job(
+    broker: RedisListBroker,
+    make_worker: WorkerFactory,
+    redis_client: redis.Redis,
+    hook_result: bool | None,
+    left: bytes | None,
+) -> None:
+    """A hook returning False did not do the follow-up (another job of the key was alive when
+    it looked): if the job was the key's last after all, the index keeps the `dead` mark, so
+    the reconciler does it; a hook that did it leaves no mark."""
+
+    def always_fails(record_id: int) -> None:
+        raise RuntimeError("boom")
+
+    declare_report_actor(broker, always_fails, on_dead_letter=lambda message: hook_result)
+    last = ReportQueueMessage(9, MAX_RETRY_COUNT, "2025-01-15T10:30:00")
+    RedisReportQueue(redis_client).index.enqueue([last.encode()])
+    make_worker(broker, threads=1)
+    broker.join(REPORT_QUEUE_NAME, timeout=20_000)
+    assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 1
+    assert redis_client.hget(REPORT_JOBS_KEY, "9") == left

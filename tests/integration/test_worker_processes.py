@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -210,3 +211,41 @@ def test_worker_recovers_when_redis_restarts(
         assert worker.stop() == 0, worker.output()
     finally:
         server.stop()
+
+
+def _worker_processes(group: int) -> dict[int, int]:
+    """pid -> parent pid of the `actors.run_worker` processes in a process group."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[2]) == group and b"actors.run_worker" in command and fields[0] != "Z":
+            found[int(entry.name)] = int(fields[1])
+    return found
+
+
+def test_the_worker_processes_die_with_their_main_process(
+    start_worker: Callable[..., WorkerProcess], redis_url: str
+) -> None:
+    """SIGKILL of the worker's main process (the OOM killer, an operator): its worker
+    processes end too, as a SIGKILL of the group would end them. Found by the soak
+    (bench/soak.py): they lived on as orphans, unsupervised, next to the main process
+    supervisord started again, taking jobs; their output went nowhere and reports they
+    wrote never had their event logged."""
+    worker = start_worker(threads=1)
+    wait_until(consuming(redis.Redis.from_url(redis_url)), timeout=60, what="the worker to start consuming")
+    processes = _worker_processes(worker.pid)
+    (master,) = [pid for pid, parent in processes.items() if parent not in processes]
+    children = [pid for pid, parent in processes.items() if parent == master]
+    assert children, processes
+    os.kill(master, signal.SIGKILL)
+    wait_until(
+        lambda: not set(children) & set(_worker_processes(worker.pid)),
+        timeout=15,
+        what=f"the worker processes {children} to end with their main process {master}",
+    )

@@ -7,7 +7,9 @@ Replaces Dramatiq's `Retries` middleware on a `RedisListBroker`:
   after d_k with its retry count k, and a failure once the schedule is used up moves it
   verbatim to the queue's dead-letter list after calling the actor's `on_dead_letter`
   hook (whose failure is logged and does not stop the dead-lettering; the job index
-  keeps a `dead` mark so a reconciler can finish what the hook could not). The retry
+  keeps a `dead` mark so a reconciler can finish what the hook could not). A hook that
+  returns False leaves its follow-up on purpose (another job of the same key is alive and
+  decides): the mark is kept only if this was the key's last job after all. The retry
   count travels in `options["retry_count"]`, which a queue's codec may write into its
   own wire format.
 - An actor that raises `DependencyUnavailable` did not make an attempt: the message goes
@@ -47,8 +49,10 @@ from listbroker.errors import DependencyUnavailable
 
 logger = logging.getLogger(__name__)
 
-#: Signature of the `on_dead_letter` actor option: called with the message before it is dead-lettered.
-DeadLetterHook = Callable[[dramatiq.Message[Any]], None]
+#: Signature of the `on_dead_letter` actor option: called with the message before it is
+#: dead-lettered. False: its follow-up was left to the key's last job (or, should this one be
+#: the last by the time it is recorded, to a reconciler, through the index's `dead` mark).
+DeadLetterHook = Callable[[dramatiq.Message[Any]], bool | None]
 
 
 #: Dramatiq's log line for an attempt that raised (dramatiq.worker), with the traceback.
@@ -267,7 +271,7 @@ class ExactRetries(Retries):
         confirmed = True
         if hook is not None:
             try:
-                hook(message._message)
+                confirmed = hook(message._message) is not False
             except Exception:
                 confirmed = False
                 logger.exception(
