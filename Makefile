@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # What ruff checks: every package of the application, the broker library, the tests and the tooling.
 SOURCES := config services redis_adapters observability actors hotpath reconciler web broker tests bench scripts
 
-.PHONY: run test test-broker pytest lint typecheck bench demo clean clean-state
+.PHONY: run test test-broker soak pytest lint typecheck bench demo clean clean-state
 
 $(VENV)/.stamp-%: setup.cfg pyproject.toml broker/pyproject.toml scripts/bootstrap.sh
 	bash scripts/bootstrap.sh $(VENV) $(subst +,$(comma),$*)
@@ -38,6 +38,11 @@ test-broker: $(VENV)/.stamp-test+dev+embedded+bench
 # The suite without lint, e.g. `make pytest PYTEST_ARGS="-k broker -x"`.
 pytest: $(VENV)/.stamp-test+dev+embedded+bench
 	$(PY) -m scripts.with_test_services -- $(PY) -m pytest $(PYTEST_ARGS)
+
+# The chaos soak's seeded 3-minute run (tests/e2e/test_soak.py; RELIABILITY.md, "Soak"), about
+# 7 minutes. Not in `make test` until its open finding is triaged (issue 23).
+soak: $(VENV)/.stamp-test+dev+embedded+bench
+	$(PY) -m scripts.with_test_services -- $(PY) -m pytest -m soak tests/e2e/test_soak.py $(PYTEST_ARGS)
 
 lint: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff check $(SOURCES)

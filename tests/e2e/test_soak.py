@@ -5,6 +5,11 @@ and the load was answered in the end; the JSON report, with every violation, is 
 test's folder and its figures printed.
 
 Reproduce (RELIABILITY.md, "Soak"): `python -m bench.soak --seed 23 --minutes 3`.
+
+Run by `make soak`, not by `make test`: the checker still reports an untriaged kind of
+violation now and then ("dead letter before the last attempt": a record's newest job
+dead-lettered with its earlier failures absent from the event log and the worker's log;
+69 in the 60-minute run, 0–6 in 3-minute runs), so it is not yet a gate (issue 23).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import pytest
 
 from scripts.processes import SessionProcess
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.timeout(1200)]
 
 SEED = int(os.environ.get("MI_SOAK_SEED", "23"))
 MINUTES = os.environ.get("MI_SOAK_MINUTES", "3")
