@@ -160,6 +160,7 @@ def run(seed: int, minutes: float, users: int, folder: Path) -> dict[str, Any]:
         "admin_actions": load.admin_actions,
         "regenerated_in_flight": len(load.regenerated_in_flight),
         "load_errors": load.errors,
+        "submitted_after_a_503": sorted(load.refused_then_submitted),
         "figures": verdict.figures,
         "violations_by_kind": verdict.counts(),
         "violations": [v.__dict__ for v in verdict.violations[:200]],

@@ -411,12 +411,20 @@ def check_attempts(rid: int, events: list[EventRow], observed: Observed, verdict
                         " after the record was settled",
                     )
         for dead in (e for e in epoch if e.type == "report.dead_lettered" and e.data.get("statusSet")):
-            if not _full_chain([e for e in attempts if e.at <= dead.at]):
-                verdict.add(
-                    "dead letter before the last attempt",
-                    rid,
-                    "status 5 set by a dead letter while the record's newest job had attempts left",
+            before = [e for e in attempts if e.at <= dead.at]
+            if _full_chain(before):
+                continue
+            crashed = _attempts_lost_with_killed_workers(before, dead.at, epoch[0].at, observed.faults)
+            if crashed:
+                verdict.figures.setdefault("attempts_lost_with_a_killed_worker", []).append(
+                    f"record {rid}: {crashed}"
                 )
+                continue
+            verdict.add(
+                "dead letter before the last attempt",
+                rid,
+                "status 5 set by a dead letter while the record's newest job had attempts left",
+            )
         # The schedule pairs attempt n with attempt n + 1 of the same job: only where the
         # record had one job (no regeneration while a job retried, no reconciler's job).
         overlapped = overlap is not None and bool(epoch) and epoch[-1].at >= overlap
@@ -426,6 +434,32 @@ def check_attempts(rid: int, events: list[EventRow], observed: Observed, verdict
             and not any(e.type == "report.requeued" for e in epoch)
         ):
             check_schedule(rid, attempts, observed.faults, verdict)
+
+
+def _attempts_lost_with_killed_workers(
+    attempts: list[EventRow], dead_at: float, since: float, faults: Iterable[tuple[float, float, str]]
+) -> str | None:
+    """A chain whose missing links are deliveries that died with their worker, if it is one.
+
+    The broker counts a delivery that crashed with its worker as a failed attempt (its
+    `_failed_attempts`: failures plus crashed deliveries, so a job that kills its worker cannot
+    loop forever), and such an attempt leaves no `report.generation_failed`. The dead letter's
+    own attempt must be the last of the budget, and at least as many worker SIGKILLs (or the
+    supervisor's) as missing links must fall between the record's (re)start and the dead
+    letter; then the chain is accounted for, listed apart with the kills."""
+    failed = [e for e in attempts if e.type == "report.generation_failed"]
+    if not failed or failed[-1].data.get("attempt") != MAX_ATTEMPTS:
+        return None
+    missing = set(range(1, MAX_ATTEMPTS + 1)) - {e.data.get("attempt") for e in failed}
+    kills = [
+        began
+        for began, _, kind in faults
+        if kind in ("kill:worker", "kill:supervisor") and since - CLOCK_SLACK_S <= began <= dead_at
+    ]
+    if not missing or len(kills) < len(missing):
+        return None
+    links = ", ".join(str(n) for n in sorted(missing))
+    return f"attempt(s) {links} without a failure event; {len(kills)} worker kill(s) in between"
 
 
 def _full_chain(attempts: list[EventRow]) -> bool:

@@ -56,6 +56,9 @@ class Load:
     drill_share: float = 0.15
     abandon_share: float = 0.1
     accepted: list[Accepted] = field(default_factory=list)
+    #: Submissions answered 503 whose retry found the record already submitted (the commit had
+    #: landed, its reply lost): accepted as lost answers, listed in the report.
+    refused_then_submitted: list[int] = field(default_factory=list)
     autosaves: dict[int, tuple[int, dict[int, int]]] = field(default_factory=dict)  # record -> (user, acked)
     drilled: dict[int, float] = field(default_factory=dict)  # record -> drill end (wall clock)
     regenerated_in_flight: set[int] = field(default_factory=set)
@@ -163,6 +166,7 @@ class Load:
                 self.drilled[record_id] = time.time() + minutes * 60
         body = {"recordId": record_id, "answers": [{"questionId": q, "value": v} for q, v in answers.items()]}
         unanswered = False
+        refused_after_commit = False
         deadline = time.monotonic() + PATIENCE_S
         while True:
             response = self.call("POST", "/api/assessment/submitAnswers", token, body)
@@ -172,8 +176,16 @@ class Load:
                     break
                 if unanswered and envelope.get("code") == WRONG_STATUS:
                     break  # the lost answer's commit happened: accepted
+                if refused_after_commit and envelope.get("code") == WRONG_STATUS:
+                    # A 503 whose COMMIT landed with its reply lost (PostgreSQL cut off at that
+                    # moment): the web could not know. Accepted like a lost answer, counted apart.
+                    with self._lock:
+                        self.refused_then_submitted.append(record_id)
+                    unanswered = True
+                    break
                 raise GaveUp(f"submitAnswers: {response.status_code} {envelope}")
             unanswered = unanswered or response is None
+            refused_after_commit = response is not None and response.status_code == 503
             if time.monotonic() > deadline:
                 raise GaveUp("submitAnswers: no answer")
             time.sleep(0.3)

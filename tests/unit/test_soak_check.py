@@ -152,6 +152,31 @@ def test_a_dead_letter_before_the_newest_jobs_last_attempt_fails() -> None:
     assert "dead letter before the last attempt" in kinds(verdict)
 
 
+def test_attempts_that_died_with_their_worker_complete_the_chain_only_with_as_many_kills() -> None:
+    """The broker counts a delivery that crashed with its worker as an attempt, and it leaves no
+    failure event: attempts 2 and 3 missing are accounted for by two worker SIGKILLs between
+    the start and the dead letter, not by one and not by none."""
+    events = [e for e in drilled_events() if e.data.get("attempt") not in (2, 3)]
+    two_kills = [(1020.0, 1020.0, "kill:worker"), (1060.0, 1060.0, "kill:supervisor")]
+    verdict = check(observed(events, status=5, reports=0, drilled=True, faults=two_kills))
+    assert "dead letter before the last attempt" not in kinds(verdict)
+    assert verdict.figures["attempts_lost_with_a_killed_worker"] == [
+        "record 1: attempt(s) 2, 3 without a failure event; 2 worker kill(s) in between"
+    ]
+    one_kill = two_kills[:1]
+    assert "dead letter before the last attempt" in kinds(
+        check(observed(events, status=5, reports=0, drilled=True, faults=one_kill))
+    )
+    assert "dead letter before the last attempt" in kinds(
+        check(observed(events, status=5, reports=0, drilled=True))
+    )
+    # A stop (SIGSTOP) ends no delivery: it does not count.
+    stops = [(1020.0, 1030.0, "stop:worker"), (1060.0, 1070.0, "stop:worker")]
+    assert "dead letter before the last attempt" in kinds(
+        check(observed(events, status=5, reports=0, drilled=True, faults=stops))
+    )
+
+
 def test_a_failed_attempt_after_the_record_was_settled_fails() -> None:
     events = [*drilled_events(), event("report.generation_failed", 1110.0, attempt=2)]
     assert "failed a finished record" in kinds(check(observed(events, status=5, reports=0, drilled=True)))
