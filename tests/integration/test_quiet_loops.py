@@ -117,7 +117,13 @@ def test_consumer_restarts_back_off_and_say_so_once(
     consumer_lines = [
         m for name, m in during if m.startswith("Consumer of quiet:queue") and "recovered after" not in m
     ]
-    assert len(consumer_lines) == 1, during
+    # Fetching and recording acknowledgements are two steps, each with its own backoff: the
+    # second says so too when acknowledgements were pending as the outage began (seen under
+    # stress-ng). Each step says its failure once.
+    acks = [m for m in consumer_lines if m.startswith("Consumer of quiet:queue: recording acknowledgements")]
+    fetches = [m for m in consumer_lines if m not in acks]
+    assert len(fetches) == 1, during
+    assert len(acks) <= 1, during
     actor.send(2)
     wait_until(lambda: done == [1, 2], timeout=60, what="a job after the outage")
     assert any(
