@@ -226,6 +226,19 @@ class RecordRepository:
         ).one_or_none()
         return None if row is None else (int(row.user_id), int(row.status), bool(row.is_deleted))
 
+    def generating_among(self, record_ids: Sequence[int]) -> set[int]:
+        """The ids of live records in status 3 (being generated) among `record_ids`: one SELECT."""
+        if not record_ids:
+            return set()
+        rows = self.session.execute(
+            select(AssessmentRecord.id).where(
+                any_id(AssessmentRecord.id, record_ids),
+                AssessmentRecord.status == int(RecordStatus.GENERATING),
+                AssessmentRecord.is_deleted.is_(False),
+            )
+        ).scalars()
+        return {int(rid) for rid in rows}
+
     def answer_lines(self, record_id: int) -> list[tuple[int, int, str, str, int, datetime]]:
         """(question id, order, dimension name, text, value, answered_at) of the record's answers."""
         rows = self.session.execute(

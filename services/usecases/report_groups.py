@@ -145,12 +145,12 @@ class ReportGroups:
     def _in_drill(self, record_ids: Sequence[int]) -> set[int]:
         """The records in the fault drill now whose generation would really act: the drill fails
         only such attempts, so a job of a record already settled (a second job, a redelivery) is
-        skipped as it would be without the drill (found by the soak). One SELECT per drilled
-        record, a rare path; none when no record is drilled."""
+        skipped as it would be without the drill (found by the soak). One SELECT for the
+        drilled records, a rare path; none when no record is drilled."""
         if self._drilled is None:
             return set()
-        held = self._drilled(record_ids)
-        return {rid for rid in held if would_generate(self._uow_factory(), rid)}
+        held = list(self._drilled(record_ids))
+        return would_generate(self._uow_factory(), held) if held else set()
 
     def _generate(self, record_ids: Sequence[int]) -> list[GroupResult]:
         if not record_ids:

@@ -190,15 +190,15 @@ def generate_reports(
     return ordered
 
 
-def would_generate(uow: UnitOfWork, record_id: int) -> bool:
-    """Would a generation of this record act (a live record in status 3), or be skipped? The
-    fault drill fails only attempts that would really generate: one SELECT by primary key,
-    asked only for a drilled record."""
-    if not 1 <= record_id <= MAX_ID:
-        return False
+def would_generate(uow: UnitOfWork, record_ids: Sequence[int]) -> set[int]:
+    """Which of these records would a generation act on (live, in status 3); the others would be
+    skipped. The fault drill fails only attempts that would really generate: one SELECT for
+    all of them, asked only for drilled records."""
+    valid = [rid for rid in record_ids if 1 <= rid <= MAX_ID]
+    if not valid:
+        return set()
     with uow:
-        found = uow.records.owner_and_status(record_id)
-    return found is not None and found[1] == RecordStatus.GENERATING and not found[2]
+        return uow.records.generating_among(valid)
 
 
 def mark_generation_failed(uow: UnitOfWork, record_id: int) -> bool:
