@@ -293,13 +293,20 @@ def _killed_after(moment: float | None, faults: Iterable[tuple[float, float, str
     `moment`, if any: what ends a worker between a report's commit and its event."""
     if moment is None:
         return None
-    for began, _, kind in faults:
-        if (
-            kind in ("kill:worker", "kill:supervisor")
-            and moment - CLOCK_SLACK_S <= began <= moment + KILL_GAP_S
-        ):
-            return f"{kind} {began - moment:.1f} s after the report's commit"
+    for began, kind in _worker_kills(faults, moment - CLOCK_SLACK_S, moment + KILL_GAP_S):
+        return f"{kind} {began - moment:.1f} s after the report's commit"
     return None
+
+
+def _worker_kills(
+    faults: Iterable[tuple[float, float, str]], since: float, until: float
+) -> list[tuple[float, str]]:
+    """(time, kind) of each SIGKILL that ends a worker (its own, or the supervisor's) in [since, until]."""
+    return [
+        (began, kind)
+        for began, _, kind in faults
+        if kind in ("kill:worker", "kill:supervisor") and since <= began <= until
+    ]
 
 
 def check_timeline(
@@ -451,11 +458,7 @@ def _attempts_lost_with_killed_workers(
     if not failed or failed[-1].data.get("attempt") != MAX_ATTEMPTS:
         return None
     missing = set(range(1, MAX_ATTEMPTS + 1)) - {e.data.get("attempt") for e in failed}
-    kills = [
-        began
-        for began, _, kind in faults
-        if kind in ("kill:worker", "kill:supervisor") and since - CLOCK_SLACK_S <= began <= dead_at
-    ]
+    kills = _worker_kills(faults, since - CLOCK_SLACK_S, dead_at)
     if not missing or len(kills) < len(missing):
         return None
     links = ", ".join(str(n) for n in sorted(missing))
