@@ -26,7 +26,7 @@ from actors import bootstrap
 from observability import prometheus
 from redis_adapters.queues import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, RETRY_DELAYS_MS
 from services.domain.errors import DatabaseUnavailable
-from services.domain.events import Event, EventSink, EventType, emit
+from services.domain.events import Event, EventSink, EventType, emit, report_generated
 from services.usecases import reports
 
 logger = logging.getLogger(__name__)
@@ -42,14 +42,23 @@ MAX_ERROR_CHARS = 500
 
 def _log_event(event_type: EventType, record_id: int, **data: object) -> None:
     """Never raises: the job's outcome must not depend on the audit trail."""
+    _log_events(Event.new(event_type, record_id=record_id, actor=WORKER_ACTOR, data=data))
+
+
+def _log_events(*events: Event) -> None:
+    """Never raises: the job's outcome must not depend on the audit trail."""
     try:
         sink: EventSink = bootstrap.services().events
     except Exception:
+        first = events[0]
         logger.error(
-            "event sink unavailable; %s of record %s not logged", event_type, record_id, exc_info=True
+            "event sink unavailable; %s of record %s not logged",
+            first.event_type,
+            first.record_id,
+            exc_info=True,
         )
         return
-    emit(sink, Event.new(event_type, record_id=record_id, actor=WORKER_ACTOR, data=data))
+    emit(sink, *events)
 
 
 def _attempt() -> int | None:
@@ -125,8 +134,16 @@ def generate_report(record_id: int) -> None:
         _log_event(EventType.REPORT_GENERATION_FAILED, record_id, attempt=_attempt(), error=error)
         raise
     # The outcome's log line is services.usecases.reports' (one line per report, with its reason).
-    if generation.outcome is reports.GenerationOutcome.GENERATED:
+    generated = generation.outcome is reports.GenerationOutcome.GENERATED
+    if generation.report_at is not None:
+        # Also when the job found the report made (a redelivery of a job whose worker died
+        # after the commit, before this event): the same event, stored once (events.report_generated).
+        data: dict[str, object] = {"attempt": _attempt()}
+        if not generated:
+            data["foundGenerated"] = True
+        _log_events(report_generated(record_id, generation.report_at, actor=WORKER_ACTOR, data=data))
+    elif generated:  # pragma: no cover - a generation always reads back its moment
         _log_event(EventType.REPORT_GENERATED, record_id, attempt=_attempt())
-        # Read back by the write itself (RETURNING): no query of its own.
-        if generation.latency_s is not None:
-            prometheus.report_latency_s.observe(generation.latency_s)
+    # Read back by the write itself (RETURNING): no query of its own.
+    if generated and generation.latency_s is not None:
+        prometheus.report_latency_s.observe(generation.latency_s)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 
 import psycopg
@@ -41,12 +42,15 @@ LATENCY_SQL = (
 #: The records' locks. A group never waits (SKIP LOCKED: a record another transaction holds
 #: is left out, its job runs alone and waits there), so it cannot be held up or deadlock; a
 #: single record waits, and then sees what the other transaction left.
+#: completed_at is read with them: a job that finds its record already in status 4 re-logs
+#: that report's `report.generated` event under the same id (actors/report.py).
 LOCK_SKIPPING = (
-    "SELECT id, status, is_deleted FROM assessment_records WHERE id = ANY(%s)"
+    "SELECT id, status, is_deleted, completed_at FROM assessment_records WHERE id = ANY(%s)"
     " ORDER BY id FOR UPDATE SKIP LOCKED"
 )
 LOCK_WAITING = (
-    "SELECT id, status, is_deleted FROM assessment_records WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
+    "SELECT id, status, is_deleted, completed_at FROM assessment_records WHERE id = ANY(%s)"
+    " ORDER BY id FOR UPDATE"
 )
 # Which of the ids exist, locked or not (a plain read never waits): a record missing from
 # the locked rows is either locked elsewhere or absent.
@@ -77,7 +81,7 @@ INSERT_SUMMARIES = (
 COMPLETE = (
     "UPDATE assessment_records AS r SET status = %s, completed_at = clock_timestamp(), updated_at = now()"  # noqa: S608
     " FROM assessment_records AS before WHERE r.id = ANY(%s) AND before.id = r.id"
-    " RETURNING r.id, " + LATENCY_SQL
+    " RETURNING r.id, r.completed_at, " + LATENCY_SQL
 )
 
 
@@ -85,8 +89,8 @@ COMPLETE = (
 class ReportReads:
     """What one generation reads under its locks (`read`)."""
 
-    #: id -> (status, is_deleted) of each record locked.
-    locked: dict[int, tuple[int, bool]]
+    #: id -> (status, is_deleted, completed_at) of each record locked.
+    locked: dict[int, tuple[int, bool, datetime | None]]
     #: The ids that exist (locked here or elsewhere); only asked when not waiting for locks.
     existing: set[int]
     question_rows: list[tuple[Any, ...]]
@@ -111,7 +115,10 @@ def read(session: Session, record_ids: Sequence[int], *, wait_for_locks: bool) -
         questions = conn.execute(ACTIVE_QUESTIONS_SQL)
         dimensions = conn.execute(DIMENSIONS_SQL)
         answer_rows = conn.execute(ANSWERS, (ids,))
-        locked = {int(rid): (int(status), bool(deleted)) for rid, status, deleted in lock.fetchall()}
+        locked = {
+            int(rid): (int(status), bool(deleted), completed)
+            for rid, status, deleted, completed in lock.fetchall()
+        }
         existing = set(locked) if present is None else {int(rid) for (rid,) in present.fetchall()}
         question_rows = [tuple(r) for r in questions.fetchall()]
         dimension_rows = [tuple(r) for r in dimensions.fetchall()]
@@ -121,9 +128,19 @@ def read(session: Session, record_ids: Sequence[int], *, wait_for_locks: bool) -
     return ReportReads(locked, existing, question_rows, dimension_rows, by_record)
 
 
-def write(session: Session, reports: dict[int, ScoreReport]) -> dict[int, float | None]:
+@dataclass(frozen=True)
+class Completed:
+    """What the write that completes a record's report reads back (`COMPLETE`'s RETURNING)."""
+
+    #: The report's moment (the record's completed_at): it names the report's event.
+    at: datetime
+    #: Seconds since the record was last put into status 3 (LATENCY_SQL); None without a submission.
+    latency_s: float | None
+
+
+def write(session: Session, reports: dict[int, ScoreReport]) -> dict[int, Completed]:
     """Replace the results and summaries of `reports`' records, set them to 4 and commit the
-    session's transaction: one round trip. Returns each record's latency in seconds (LATENCY_SQL)."""
+    session's transaction: one round trip. Returns what each record's completion read back."""
     conn = connection(session)
     ids = list(reports)
     results = json.dumps(
@@ -154,7 +171,7 @@ def write(session: Session, reports: dict[int, ScoreReport]) -> dict[int, float 
         completed = conn.execute(COMPLETE, (RecordStatus.COMPLETED, ids))
         # Queued in the same round trip as the writes (psycopg syncs the pipeline here).
         session.commit()
-    return {int(rid): latency_seconds(latency) for rid, latency in completed.fetchall()}
+    return {int(rid): Completed(at, latency_seconds(latency)) for rid, at, latency in completed.fetchall()}
 
 
 def connection_lost(exc: BaseException | None) -> bool:

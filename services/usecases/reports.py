@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from enum import Enum, StrEnum
 from typing import Any
 
@@ -45,6 +46,11 @@ class Generation:
     latency_s: float | None = None
     #: Why a SKIPPED record was skipped ("record in status 4"), for its job's log line.
     detail: str = ""
+    #: The moment of the report the record has in status 4 after this job: the one it
+    #: generated or, SKIPPED in status 4, the one it found (None otherwise). It names that
+    #: report's `report.generated` event, so a job that finds the report of an attempt killed
+    #: before it logged the event logs the same event again, and the log keeps it once.
+    report_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -166,28 +172,48 @@ def generate_reports(
                 results[rid] = Deferred.LOCKED
                 continue
             if state is None or state[1] or state[0] != RecordStatus.GENERATING:
-                reason = "missing" if state is None else "deleted" if state[1] else f"in status {state[0]}"
-                results[rid] = Generation(GenerationOutcome.SKIPPED, detail=f"record {reason}")
+                results[rid] = _skipped(state)
                 continue
             try:
                 reports[rid] = questionnaire.score(rid, reads.answers.get(rid, ()))
             except ServiceError as exc:
                 results[rid] = exc
-        latencies: dict[int, float | None] = {}
+        completed: dict[int, report_sql.Completed] = {}
         if reports:
-            latencies = report_sql.write(uow.session, reports)
+            completed = report_sql.write(uow.session, reports)
     for rid in reports:
-        results[rid] = Generation(GenerationOutcome.GENERATED, latencies.get(rid))
+        done = completed.get(rid)
+        results[rid] = Generation(
+            GenerationOutcome.GENERATED,
+            latency_s=None if done is None else done.latency_s,
+            report_at=None if done is None else done.at,
+        )
 
     ordered: list[GroupResult] = []
     seen: set[int] = set()
     for rid in record_ids:
         result = results[rid]
         if rid in seen and not isinstance(result, Deferred):
-            result = DUPLICATE if isinstance(result, Generation) else ServiceError(result.message)
+            result = (
+                replace(DUPLICATE, report_at=result.report_at)
+                if isinstance(result, Generation)
+                else ServiceError(result.message)
+            )
         seen.add(rid)
         ordered.append(result)
     return ordered
+
+
+def _skipped(state: tuple[int, bool, datetime | None] | None) -> Generation:
+    """The outcome of a record a generation does not act on: (status, is_deleted, completed_at)
+    as locked, or None when missing. A live record in status 4 names its report's moment."""
+    if state is None:
+        return Generation(GenerationOutcome.SKIPPED, detail="record missing")
+    status, deleted, completed_at = state
+    if deleted:
+        return Generation(GenerationOutcome.SKIPPED, detail="record deleted")
+    found = completed_at if status == RecordStatus.COMPLETED else None
+    return Generation(GenerationOutcome.SKIPPED, detail=f"record in status {status}", report_at=found)
 
 
 def would_generate(uow: UnitOfWork, record_ids: Sequence[int]) -> set[int]:

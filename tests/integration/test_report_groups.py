@@ -140,7 +140,17 @@ def test_a_group_reads_back_each_records_latency(
     assert isinstance(first, Generation)
     assert first.latency_s is not None
     assert 90 <= first.latency_s < 90 + 600
-    assert second == Generation(GenerationOutcome.GENERATED, None)  # no submission time: no latency
+    assert isinstance(second, Generation)
+    assert (second.outcome, second.latency_s) == (GenerationOutcome.GENERATED, None)  # no submission time
+    # Each names its report's moment (its event's), read back by the same write.
+    with engine.connect() as conn:
+        stored = dict(
+            conn.execute(
+                text("SELECT id, completed_at FROM assessment_records WHERE id = ANY(:ids)"),
+                {"ids": [submitted, unsubmitted]},
+            ).all()
+        )
+    assert (first.report_at, second.report_at) == (stored[submitted], stored[unsubmitted])
     assert isinstance(third, Generation)
     assert third.latency_s is not None
     assert 5 <= third.latency_s < 600  # not the hour since its first submission

@@ -216,13 +216,11 @@ def test_a_regeneration_while_a_job_retries_is_two_jobs_not_an_early_retry() -> 
     assert check(observed(events, drilled=True)).violations == []
 
 
-def test_a_report_event_lost_with_a_killed_worker_is_listed_apart_but_not_without_the_kill() -> None:
+def test_a_missing_report_event_is_a_violation_even_after_a_worker_kill() -> None:
+    """A worker killed between a report's commit and its event no longer excuses the gap: the
+    redelivered job finds the report and logs its event (actors/report.py)."""
     events = healthy_events()[:3]  # status 4, report.generated never logged
     assert "missing event" in kinds(check(observed(events)))
     killed = check(observed(events, faults=[(1003.0, 1003.0, "kill:worker")]))
-    assert killed.violations == []
-    assert killed.figures["events_lost_with_a_killed_worker"] == [
-        "record 1: kill:worker 0.5 s after the report's commit"
-    ]
-    long_after = check(observed(events, faults=[(1100.0, 1100.0, "kill:worker")]))
-    assert "missing event" in kinds(long_after)
+    assert "missing event" in kinds(killed)
+    assert "events_lost_with_a_killed_worker" not in killed.figures
