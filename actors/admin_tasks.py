@@ -59,14 +59,14 @@ def mark_task_failed(message: dramatiq.Message[Any]) -> None:
 def regenerate_matching(task_id: str) -> None:
     made = bootstrap.services()
 
-    def log_regenerated(record_ids: Sequence[int]) -> None:
+    def log_regenerated(record_ids: Sequence[int], enqueued: bool) -> None:
         """Each record's timeline shows its regeneration, as a single or batch one does."""
         events = [
             Event.new(
                 EventType.REPORT_REGENERATED,
                 record_id=r,
                 actor=f"task:{task_id}",
-                data={"batch": True, "task": task_id},
+                data={"batch": True, "task": task_id, "enqueued": enqueued},
             )
             for r in record_ids
         ]
@@ -74,7 +74,7 @@ def regenerate_matching(task_id: str) -> None:
 
     try:
         run_task(
-            made.uow, made.report_queue, made.dead_letters, made.tasks, task_id, on_queued=log_regenerated
+            made.uow, made.report_queue, made.dead_letters, made.tasks, task_id, on_reset=log_regenerated
         )
     except DatabaseUnavailable as exc:
         # Not an attempt: the gate holds the task until PostgreSQL answers (broker/src/listbroker/gate.py).

@@ -64,6 +64,14 @@ class QueueUnavailable(ServiceError):
     default_message = "报告队列暂不可用，请稍后重试"
 
 
+class ResetNotQueued(QueueUnavailable):
+    """A regeneration reset its record to 3 (committed) but the queue refused its job.
+
+    Still 5003 to the caller; the record stays in 3 and the reconciler queues its job. The
+    reset happened, so the record's timeline must show it (`report.regenerated`, enqueued false).
+    """
+
+
 class AutosaveUnavailable(QueueUnavailable):
     """The answers saved during the assessment (Redis) could not be read or written.
 

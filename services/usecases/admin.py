@@ -20,6 +20,7 @@ from services.domain.errors import (
     ParamError,
     QueueUnavailable,
     RecordNotFound,
+    ResetNotQueued,
     ServiceError,
 )
 from services.domain.limits import MAX_ID, is_id, is_strict_int
@@ -136,7 +137,7 @@ def _regenerate_one(
             _enqueue(queue, dead_letters, [record_id])
     except Exception as exc:
         logger.error("record %s was reset for regeneration but could not be queued", record_id, exc_info=True)
-        raise QueueUnavailable() from exc
+        raise ResetNotQueued() from exc
     logger.info("report of record %s queued for regeneration", record_id)
 
 
@@ -160,8 +161,11 @@ def batch_regenerate_report(
 class BatchOutcome:
     #: The counts and the outcome of each requested id.
     result: BatchRegenerateResult
-    #: The records reset and queued, in request order (for the event log).
+    #: The records reset and queued, in request order.
     queued: tuple[int, ...]
+    #: The records reset (committed), queued or not, in request order: each one's timeline
+    #: shows its regeneration (an unqueued one's job comes from the reconciler).
+    reset: tuple[int, ...] = ()
 
     @property
     def items(self) -> list[ItemOutcome]:
@@ -245,7 +249,7 @@ def batch_regenerate(
         detail=f"{result.success_count} regenerated, {result.skipped_count} skipped"
         + (f"; {detail}" if (detail := skipped_detail(items)) else ""),
     )
-    return BatchOutcome(result, done)
+    return BatchOutcome(result, done, tuple(eligible))
 
 
 def _batch_items(

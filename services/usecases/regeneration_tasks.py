@@ -262,10 +262,11 @@ def run_task(
     task_id: str,
     *,
     page_size: int = PAGE_SIZE,
-    on_queued: Callable[[Sequence[int]], None] | None = None,
+    on_reset: Callable[[Sequence[int], bool], None] | None = None,
 ) -> Task | None:
     """Run (or resume at its cursor) the task; its final progress, None if it is unknown.
-    `on_queued` is told the ids each page regenerated (the actor logs their events).
+    `on_reset` is told the ids each page reset, and whether their jobs were queued (the actor
+    logs their events; a page the queue refused was reset all the same).
 
     Raises what a page raises (DatabaseUnavailable, QueueUnavailable when Redis refused a
     page's jobs, ...): the actor's retries resume the task later; the records of a page
@@ -283,10 +284,10 @@ def run_task(
     cursor, pages, regenerated, skipped = task.cursor, task.pages, task.regenerated, task.skipped
     while ids := _page(new_uow(), task, cursor, page_size):
         outcome = batch_regenerate(new_uow(), queue, ids, dead_letters=dead_letters)
+        if on_reset is not None and outcome.reset:
+            on_reset(outcome.reset, bool(outcome.queued))
         if any(item.code == QueueUnavailable.code for item in outcome.items):
             raise QueueUnavailable(f"task {task_id}: the report queue refused a page after id {cursor}")
-        if on_queued is not None and outcome.queued:
-            on_queued(outcome.queued)
         if not store.page_done(
             task_id, cursor, ids[-1], outcome.result.success_count, outcome.result.skipped_count
         ):

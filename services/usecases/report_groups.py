@@ -108,7 +108,18 @@ class ReportGroups:
                 # Nothing was done; a fresh instance per thread (an exception carries its traceback).
                 raise DatabaseUnavailable(str(cause)) from cause
             # Nothing of the group was committed: this record alone, so any error is its own.
-            alone = generate_one(self._uow_factory(), record_id)
+            try:
+                alone = generate_one(self._uow_factory(), record_id)
+            except Exception as again:
+                if report_sql.connection_lost(cause) and report_sql.connection_lost(again):
+                    # Unless the group's COMMIT was in flight and the database is gone again:
+                    # whether the report exists is unknown, nothing is this record's failure.
+                    # As when it cannot be reached: no attempt spent, the gate holds the job
+                    # (found by the soak: "attempt 1 failed" after the report was committed).
+                    raise DatabaseUnavailable(
+                        f"database lost twice, the group's outcome unknown: {again}"
+                    ) from again
+                raise
             if (
                 report_sql.connection_lost(cause)
                 and alone.detail == f"record in status {RecordStatus.COMPLETED}"

@@ -144,7 +144,7 @@ def test_a_group_reads_back_each_records_latency(
     assert (second.outcome, second.latency_s) == (GenerationOutcome.GENERATED, None)  # no submission time
     # Each names its report's moment (its event's), read back by the same write.
     with engine.connect() as conn:
-        stored = dict(
+        stored: dict[int, object] = dict(
             conn.execute(
                 text("SELECT id, completed_at FROM assessment_records WHERE id = ANY(:ids)"),
                 {"ids": [submitted, unsubmitted]},
@@ -444,7 +444,9 @@ def test_a_group_whose_commit_landed_but_whose_reply_was_lost_reports_its_record
     record_id = good_record(make_record, 0)
     real_write = report_sql.write
 
-    def write_then_lose_the_connection(session: Session, reports: dict[int, Any]) -> dict[int, float | None]:
+    def write_then_lose_the_connection(
+        session: Session, reports: dict[int, Any]
+    ) -> dict[int, report_sql.Completed]:
         real_write(session, reports)  # committed
         monkeypatch.setattr(report_sql, "write", real_write)
         raise psycopg.OperationalError("cannot exit pipeline mode while busy")
@@ -453,3 +455,61 @@ def test_a_group_whose_commit_landed_but_whose_reply_was_lost_reports_its_record
     groups = ReportGroups(lambda: UnitOfWork(session_factory))
     assert outcome(groups.generate(record_id)) == GENERATED
     assert_generated(session_factory, record_id)
+
+
+def test_a_group_whose_connection_was_lost_twice_leaves_its_records_to_the_gate(
+    session_factory: sessionmaker[Session], make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group's COMMIT was in flight when the connection went, and the record's run alone
+    lost its connection too (PostgreSQL restarting): whether the report exists is unknown, so
+    the job is DatabaseUnavailable (no attempt spent, the gate holds it), not a failed
+    attempt. Found by the soak: such a job logged "attempt 1 failed" after the record's
+    report, which its redelivery had already found committed."""
+    record_id = good_record(make_record, 0)
+    real_write, real_read = report_sql.write, report_sql.read
+
+    def write_then_lose_the_connection(
+        session: Session, reports: dict[int, Any]
+    ) -> dict[int, report_sql.Completed]:
+        real_write(session, reports)  # committed
+        monkeypatch.setattr(report_sql, "read", lose_the_connection_once)
+        raise psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly")
+
+    def lose_the_connection_once(session: Session, record_ids: Sequence[int], **kwargs: Any) -> Any:
+        monkeypatch.setattr(report_sql, "read", real_read)
+        raise psycopg.OperationalError("the connection is closed")
+
+    monkeypatch.setattr(report_sql, "write", write_then_lose_the_connection)
+    groups = ReportGroups(lambda: UnitOfWork(session_factory))
+    with pytest.raises(DatabaseUnavailable):
+        groups.generate(record_id)
+    # The gate's next delivery finds the group's report.
+    monkeypatch.setattr(report_sql, "write", real_write)
+    again = groups.generate(record_id)
+    assert (again.outcome, again.detail) == (GenerationOutcome.SKIPPED, "record in status 4")
+    assert again.report_at is not None
+    assert_generated(session_factory, record_id)
+
+
+def test_a_statement_error_alone_after_a_lost_group_is_still_the_records_failure(
+    session_factory: sessionmaker[Session], make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a connection lost again makes the outcome unknown: an error of the record's own
+    statements, alone, is its failure (retried on the schedule, dead-lettered at last)."""
+    record_id = good_record(make_record, 0)
+    real_write, real_read = report_sql.write, report_sql.read
+
+    def lose_the_connection(session: Session, reports: dict[int, Any]) -> dict[int, report_sql.Completed]:
+        monkeypatch.setattr(report_sql, "read", refuse_once)
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    def refuse_once(session: Session, record_ids: Sequence[int], **kwargs: Any) -> Any:
+        monkeypatch.setattr(report_sql, "read", real_read)
+        raise psycopg.errors.DataError("invalid input")
+
+    monkeypatch.setattr(report_sql, "write", lose_the_connection)
+    groups = ReportGroups(lambda: UnitOfWork(session_factory))
+    with pytest.raises(psycopg.errors.DataError):
+        groups.generate(record_id)
+    monkeypatch.setattr(report_sql, "write", real_write)
+    assert_untouched(session_factory, record_id)

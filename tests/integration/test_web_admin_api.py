@@ -67,8 +67,9 @@ def test_batch_of_only_ineligible_ids_succeeds_with_all_skipped(
     assert redis_client.llen(REPORT_QUEUE_KEY) == 0
 
 
+@pytest.mark.usefixtures("event_log")
 def test_regenerate_with_redis_down_is_503_and_leaves_the_record_in_3(
-    settings: Settings, admin_headers: dict[str, str], redis_down_app: Flask, records: Records
+    settings: Settings, admin_headers: dict[str, str], redis_down_app: Flask, records: Records, engine: Engine
 ) -> None:
     (record_id,) = records.insert(RecordSpec(status=5, results=True))
     client = redis_down_app.test_client()
@@ -83,6 +84,22 @@ def test_regenerate_with_redis_down_is_503_and_leaves_the_record_in_3(
     answer = data(batch)
     assert (answer["successCount"], answer["skippedCount"]) == (0, 2)
     assert [(i["outcome"], i["code"]) for i in answer["items"]] == [("skipped", 5003), ("skipped", 3241)]
+    # Each reset happened (the reconciler queues the job), so the record's timeline shows it
+    # (the event sink writes to the database while Redis is down). Found by the soak: a record
+    # went from 5 to a report with no regeneration in its timeline.
+    with engine.connect() as conn:
+        logged = (
+            conn.execute(
+                text(
+                    "SELECT data FROM event_log WHERE record_id = :id AND event_type = 'report.regenerated'"
+                    " ORDER BY occurred_at"
+                ),
+                {"id": record_id},
+            )
+            .scalars()
+            .all()
+        )
+    assert [(d["batch"], d["enqueued"]) for d in logged] == [(False, False), (True, False)]
 
 
 # -- the record list ---------------------------------------------------------------------
