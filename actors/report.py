@@ -20,7 +20,7 @@ from typing import Any
 
 import dramatiq
 from dramatiq.middleware import CurrentMessage
-from listbroker import DependencyUnavailable, actor_spec
+from listbroker import LOST_DELIVERIES_OPTION, DependencyUnavailable, actor_spec
 
 from actors import bootstrap
 from observability import prometheus
@@ -62,11 +62,12 @@ def _log_events(*events: Event) -> None:
 
 
 def _attempt() -> int | None:
-    """1 for the first delivery of the current message, 2 for its first retry, ...; None outside a worker."""
+    """The current attempt on the retry schedule: 1 for the first, 2 for the first retry, ...
+    (a delivery lost with its worker is not an attempt); None outside a worker."""
     message = CurrentMessage.get_current_message()
     if message is None:
         return None
-    return int(message.options.get("retry_count", 0)) + int(getattr(message, "redeliveries", 0)) + 1
+    return int(message.options.get("retry_count", 0)) + 1
 
 
 def _other_jobs_alive(record_id: int) -> bool:
@@ -87,23 +88,27 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> bool:
     False; should that job end first after all, the index's `dead` mark has the reconciler
     set 5 (README, "The reconciler")."""
     record_id = int(message.args[0])
+    # A poison pill (lost with its worker too many times) says so in its event.
+    lost = message.options.get(LOST_DELIVERIES_OPTION)
+    why: dict[str, object] = {"retries": MAX_RETRY_COUNT} if lost is None else {"lostDeliveries": lost}
+    after = f"{MAX_RETRY_COUNT} retries" if lost is None else f"{lost} deliveries lost with their worker"
     if _other_jobs_alive(record_id):
-        _log_event(EventType.REPORT_DEAD_LETTERED, record_id, retries=MAX_RETRY_COUNT, statusSet=False)
+        _log_event(EventType.REPORT_DEAD_LETTERED, record_id, **why, statusSet=False)
         logger.error(
-            "Report of record %d dead-lettered after %d retries; status left to its other job alive.",
+            "Report of record %d dead-lettered after %s; status left to its other job alive.",
             record_id,
-            MAX_RETRY_COUNT,
+            after,
         )
         return False
     changed: bool | None = None
     try:
         changed = reports.mark_generation_failed(bootstrap.services().uow(), record_id)
     finally:
-        _log_event(EventType.REPORT_DEAD_LETTERED, record_id, retries=MAX_RETRY_COUNT, statusSet=changed)
+        _log_event(EventType.REPORT_DEAD_LETTERED, record_id, **why, statusSet=changed)
     logger.error(
-        "Report of record %d dead-lettered after %d retries; status 5 %s.",
+        "Report of record %d dead-lettered after %s; status 5 %s.",
         record_id,
-        MAX_RETRY_COUNT,
+        after,
         "set" if changed else "not set (record no longer in status 3)",
     )
     return True

@@ -401,11 +401,9 @@ def check_attempts(rid: int, events: list[EventRow], observed: Observed, verdict
             before = [e for e in attempts if e.at <= dead.at]
             if _full_chain(before):
                 continue
-            crashed = _attempts_lost_with_killed_workers(before, dead.at, epoch[0].at, observed.faults)
-            if crashed:
-                verdict.figures.setdefault("attempts_lost_with_a_killed_worker", []).append(
-                    f"record {rid}: {crashed}"
-                )
+            poison = _poison_pill(dead, epoch[0].at, observed.faults)
+            if poison:
+                verdict.figures.setdefault("poison_pills", []).append(f"record {rid}: {poison}")
                 continue
             verdict.add(
                 "dead letter before the last attempt",
@@ -423,26 +421,19 @@ def check_attempts(rid: int, events: list[EventRow], observed: Observed, verdict
             check_schedule(rid, attempts, observed.faults, verdict)
 
 
-def _attempts_lost_with_killed_workers(
-    attempts: list[EventRow], dead_at: float, since: float, faults: Iterable[tuple[float, float, str]]
-) -> str | None:
-    """A chain whose missing links are deliveries that died with their worker, if it is one.
-
-    The broker counts a delivery that crashed with its worker as a failed attempt (its
-    `_failed_attempts`: failures plus crashed deliveries, so a job that kills its worker cannot
-    loop forever), and such an attempt leaves no `report.generation_failed`. The dead letter's
-    own attempt must be the last of the budget, and at least as many worker SIGKILLs (or the
-    supervisor's) as missing links must fall between the record's (re)start and the dead
-    letter; then the chain is accounted for, listed apart with the kills."""
-    failed = [e for e in attempts if e.type == "report.generation_failed"]
-    if not failed or failed[-1].data.get("attempt") != MAX_ATTEMPTS:
+def _poison_pill(dead: EventRow, since: float, faults: Iterable[tuple[float, float, str]]) -> str | None:
+    """A dead letter the broker made of a job lost with its worker more than its allowance
+    (`lostDeliveries` in its event; listbroker.retries.DEFAULT_MAX_LOST_DELIVERIES), if it
+    is one and as many worker SIGKILLs (or the supervisor's) fall between the record's
+    (re)start and the dead letter: listed apart with the kills; without them, a violation.
+    Lost deliveries spend no attempt of the schedule, so any other short chain is one."""
+    lost = dead.data.get("lostDeliveries")
+    if not isinstance(lost, int):
         return None
-    missing = set(range(1, MAX_ATTEMPTS + 1)) - {e.data.get("attempt") for e in failed}
-    kills = _worker_kills(faults, since - CLOCK_SLACK_S, dead_at)
-    if not missing or len(kills) < len(missing):
+    kills = _worker_kills(faults, since - CLOCK_SLACK_S, dead.at)
+    if len(kills) < lost:
         return None
-    links = ", ".join(str(n) for n in sorted(missing))
-    return f"attempt(s) {links} without a failure event; {len(kills)} worker kill(s) in between"
+    return f"lost with its worker {lost} times; {len(kills)} worker kill(s) in between"
 
 
 def _full_chain(attempts: list[EventRow]) -> bool:

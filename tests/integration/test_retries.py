@@ -13,7 +13,15 @@ import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from listbroker import DELAYED_PREFIX_LEN, DeadLetterHook, ExactRetries, ListMessageProxy, RedisListBroker
+from listbroker import (
+    DEFAULT_MAX_LOST_DELIVERIES,
+    DELAYED_PREFIX_LEN,
+    LOST_DELIVERIES_OPTION,
+    DeadLetterHook,
+    ExactRetries,
+    ListMessageProxy,
+    RedisListBroker,
+)
 
 from redis_adapters.queues import (
     DEAD_LETTER_QUEUE_KEY,
@@ -184,31 +192,46 @@ def test_failing_dead_letter_hook_still_dead_letters(
     assert dead_letter.dead.last_error == "RuntimeError: boom"
 
 
-def test_crashed_deliveries_share_the_attempt_budget(
+def test_deliveries_lost_with_their_worker_do_not_spend_the_failure_budget(
     broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
 ) -> None:
+    """A worker killed under a job (or holding prefetched jobs it never started) says nothing
+    about the job: RetryCount counts failures only (the seed's Property 3). A message lost more
+    than DEFAULT_MAX_LOST_DELIVERIES times is dead-lettered as a poison pill (found by the soak:
+    records whose 4th attempt died with its worker were dead-lettered without ever running it)."""
     ran: list[int] = []
     dead: list[dramatiq.Message[Any]] = []
     declare_report_actor(broker, ran.append, on_dead_letter=dead.append)
-    # RetryCount 3 and one delivery lost with a killed worker: four deliveries already.
-    spent = ReportQueueMessage(11, MAX_RETRY_COUNT, "2025-01-15T10:30:00").encode()
-    # RetryCount 1 and one lost delivery: its third delivery may still run.
-    alive = ReportQueueMessage(12, 1, "2025-01-15T10:30:00").encode()
-    redis_client.lpush(REPORT_QUEUE_KEY, spent, alive)
-    redis_client.hset(f"{REPORT_QUEUE_KEY}:crashed", mapping={spent: 1, alive: 1})
+    # RetryCount 3 (its last attempt) and one delivery lost with a killed worker: it still runs.
+    last_attempt = ReportQueueMessage(11, MAX_RETRY_COUNT, "2025-01-15T10:30:00").encode()
+    # Lost as many times as allowed: it runs once more.
+    lost_enough = ReportQueueMessage(12, 0, "2025-01-15T10:30:00").encode()
+    # Lost one time more: a poison pill, dead-lettered on arrival without running.
+    poison = ReportQueueMessage(13, 1, "2025-01-15T10:30:00").encode()
+    redis_client.lpush(REPORT_QUEUE_KEY, last_attempt, lost_enough, poison)
+    redis_client.hset(
+        f"{REPORT_QUEUE_KEY}:crashed",
+        mapping={
+            last_attempt: 1,
+            lost_enough: DEFAULT_MAX_LOST_DELIVERIES,
+            poison: DEFAULT_MAX_LOST_DELIVERIES + 1,
+        },
+    )
     make_worker(broker, threads=1)
     broker.join(REPORT_QUEUE_NAME, timeout=20_000)
-    assert ran == [12]
-    assert [m.args for m in dead] == [(11,)]
+    assert ran == [11, 12]
+    assert [m.args for m in dead] == [(13,)]
+    assert dead[0].options[LOST_DELIVERIES_OPTION] == DEFAULT_MAX_LOST_DELIVERIES + 1
     [dead_payload] = redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1)
     dead_letter = ReportQueueMessage.decode(dead_payload)
-    assert replace(dead_letter, dead=None) == ReportQueueMessage.decode(spent)
+    assert replace(dead_letter, dead=None) == ReportQueueMessage.decode(poison)
     assert dead_letter.dead is not None
-    assert dead_letter.dead.attempts == 4  # three failures and the delivery lost with its worker
+    assert dead_letter.dead.attempts == 1 + DEFAULT_MAX_LOST_DELIVERIES + 1  # a failure and the losses
+    assert "lost with its worker" in (dead_letter.dead.last_error or "")
     assert not redis_client.exists(f"{REPORT_QUEUE_KEY}:crashed")
 
 
-def test_a_failure_after_a_crash_uses_the_next_step_of_the_schedule(
+def test_a_failure_after_a_lost_delivery_takes_its_own_step_of_the_schedule(
     broker: RedisListBroker, redis_client: redis.Redis
 ) -> None:
     declare_report_actor(broker, lambda record_id: None)
@@ -220,8 +243,10 @@ def test_a_failure_after_a_crash_uses_the_next_step_of_the_schedule(
     assert isinstance(proxy, ListMessageProxy)
     assert proxy.redeliveries == 1
     retries_middleware(broker).after_process_message(broker, proxy, exception=RuntimeError())
-    [(retried, _)] = delayed_entries(redis_client)
-    assert retried.retry_count == 2  # one failure + one crash
+    [(retried, delay_due)] = delayed_entries(redis_client)
+    assert retried.retry_count == 1  # the first failure (Property 3: RetryCount + 1)
+    # Due on the first step (10 s), not the second: the lost delivery took no step.
+    assert delay_due - redis_millis(redis_client) <= RETRY_DELAYS_MS[0]
     assert not redis_client.exists(f"{REPORT_QUEUE_KEY}:crashed")
 
 

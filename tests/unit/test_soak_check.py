@@ -152,28 +152,32 @@ def test_a_dead_letter_before_the_newest_jobs_last_attempt_fails() -> None:
     assert "dead letter before the last attempt" in kinds(verdict)
 
 
-def test_attempts_that_died_with_their_worker_complete_the_chain_only_with_as_many_kills() -> None:
-    """The broker counts a delivery that crashed with its worker as an attempt, and it leaves no
-    failure event: attempts 2 and 3 missing are accounted for by two worker SIGKILLs between
-    the start and the dead letter, not by one and not by none."""
-    events = [e for e in drilled_events() if e.data.get("attempt") not in (2, 3)]
-    two_kills = [(1020.0, 1020.0, "kill:worker"), (1060.0, 1060.0, "kill:supervisor")]
-    verdict = check(observed(events, status=5, reports=0, drilled=True, faults=two_kills))
-    assert "dead letter before the last attempt" not in kinds(verdict)
-    assert verdict.figures["attempts_lost_with_a_killed_worker"] == [
-        "record 1: attempt(s) 2, 3 without a failure event; 2 worker kill(s) in between"
-    ]
-    one_kill = two_kills[:1]
+def test_a_short_chain_fails_unless_it_is_a_poison_pill_with_as_many_kills() -> None:
+    """Lost deliveries spend no attempt (listbroker.retries), so a dead letter after attempts
+    1 and 4 only is a violation, kills or not. A poison pill (the broker dead-lettered a job
+    lost with its worker more than its allowance; its event says `lostDeliveries`) is listed
+    apart when as many worker SIGKILLs fall between the start and the dead letter, not with fewer."""
+    short = [e for e in drilled_events() if e.data.get("attempt") not in (2, 3)]
+    kills = [(1020.0, 1020.0, "kill:worker"), (1060.0, 1060.0, "kill:supervisor")]
     assert "dead letter before the last attempt" in kinds(
-        check(observed(events, status=5, reports=0, drilled=True, faults=one_kill))
+        check(observed(short, status=5, reports=0, drilled=True, faults=kills))
     )
+    poison = [
+        *drilled_events()[:4],  # attempt 1 failed
+        event("report.dead_lettered", 1090.0, lostDeliveries=2, statusSet=True),
+    ]
+    verdict = check(observed(poison, status=5, reports=0, drilled=True, faults=kills))
+    assert "dead letter before the last attempt" not in kinds(verdict)
+    assert verdict.figures["poison_pills"] == [
+        "record 1: lost with its worker 2 times; 2 worker kill(s) in between"
+    ]
     assert "dead letter before the last attempt" in kinds(
-        check(observed(events, status=5, reports=0, drilled=True))
+        check(observed(poison, status=5, reports=0, drilled=True, faults=kills[:1]))
     )
     # A stop (SIGSTOP) ends no delivery: it does not count.
     stops = [(1020.0, 1030.0, "stop:worker"), (1060.0, 1070.0, "stop:worker")]
     assert "dead letter before the last attempt" in kinds(
-        check(observed(events, status=5, reports=0, drilled=True, faults=stops))
+        check(observed(poison, status=5, reports=0, drilled=True, faults=stops))
     )
 
 

@@ -54,7 +54,12 @@ from listbroker.gate import DEFAULT_MAX_BACKOFF_S, DEFAULT_MIN_BACKOFF_S, Availa
 from listbroker.jobindex import JobIndex
 from listbroker.keys import HEARTBEATS_KEY, QueueKeys
 from listbroker.middleware import default_middleware
-from listbroker.retries import DeadLetterHook, ExactRetries
+from listbroker.retries import (
+    DEFAULT_MAX_LOST_DELIVERIES,
+    LOST_DELIVERIES_OPTION,
+    DeadLetterHook,
+    ExactRetries,
+)
 from listbroker.scripts import DEAD_MARK, DELAYED_PREFIX_LEN
 from listbroker.shutdown import RequeueOnShutdown
 from listbroker.signals import debounce_worker_sigterm
@@ -67,10 +72,12 @@ __all__ = [
     "DEFAULT_HEARTBEAT_INTERVAL_MS",
     "DEFAULT_HEARTBEAT_TIMEOUT_MS",
     "DEFAULT_MAX_BACKOFF_S",
+    "DEFAULT_MAX_LOST_DELIVERIES",
     "DEFAULT_MIN_BACKOFF_S",
     "DEFAULT_SOCKET_TIMEOUT",
     "DELAYED_PREFIX_LEN",
     "HEARTBEATS_KEY",
+    "LOST_DELIVERIES_OPTION",
     "MAX_DEAD_ERROR_CHARS",
     "ActorSpec",
     "AvailabilityGate",

@@ -1,4 +1,4 @@
-"""Retries that are exact, atomic, and count crashed deliveries.
+"""Retries that are exact, atomic, and bound deliveries lost with their worker.
 
 Replaces Dramatiq's `Retries` middleware on a `RedisListBroker`:
 
@@ -18,8 +18,12 @@ Replaces Dramatiq's `Retries` middleware on a `RedisListBroker`:
   retry_when, throws, on_retry_exhausted).
 - Recording the failure and scheduling the retry (or dead-lettering) is one atomic
   Redis step, so no crash can duplicate or lose the message (Dramatiq #431/#545).
-- Deliveries lost to a dead worker count against the same budget: a message that keeps
-  killing its worker is dead-lettered on arrival instead of looping forever.
+- Deliveries lost to a dead worker are counted apart from failures (the retry count counts
+  failed attempts only): a worker killed under a job, or holding prefetched jobs it never
+  started, says nothing about the job, and must not cost it a step of its schedule. A
+  message lost more than `max_lost_deliveries` times is dead-lettered on arrival as a
+  poison pill (it may be what kills its worker) instead of looping forever, as Sidekiq
+  Pro's super_fetch does with a job recovered more than 3 times.
 
 Without `retry_delays` the count lives in `options["retries"]`, as with Dramatiq's own.
 
@@ -48,6 +52,13 @@ from listbroker.deadletters import DEAD_LETTER_OPTION
 from listbroker.errors import DependencyUnavailable
 
 logger = logging.getLogger(__name__)
+
+#: Deliveries of one message that may be lost with their worker (killed, its host gone)
+#: before the next arrival dead-letters it as a poison pill. Apart from the failure budget.
+DEFAULT_MAX_LOST_DELIVERIES = 3
+#: Set in a message's options when it is dead-lettered for its lost deliveries (their
+#: number), so that an `on_dead_letter` hook can tell a poison pill from a failed job.
+LOST_DELIVERIES_OPTION = "lost_deliveries"
 
 #: Signature of the `on_dead_letter` actor option: called with the message before it is
 #: dead-lettered. False: its follow-up was left to the key's last job (or, should this one be
@@ -91,6 +102,10 @@ class AttemptLogFilter(logging.Filter):
 
 
 class ExactRetries(Retries):
+    def __init__(self, *, max_lost_deliveries: int = DEFAULT_MAX_LOST_DELIVERIES, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.max_lost_deliveries = max_lost_deliveries
+
     @property
     def actor_options(self) -> set[str]:
         return set(super().actor_options) | {"retry_delays", "on_dead_letter"}
@@ -119,16 +134,23 @@ class ExactRetries(Retries):
             message.return_to_dead()
             raise SkipMessage("a dead letter moved back by hand")
         actor = broker.get_actor(message.actor_name)
-        failed = self._failed_attempts(message, actor)
-        if failed > self._max_retries(message, actor):
+        lost = message.redeliveries
+        if lost > self.max_lost_deliveries:
             logger.error(
-                "Message %s arrived with its attempts used up (%d failed or lost with a dead "
-                "worker); dead-lettering it.",
+                "Message %s was lost with its worker %d times (more than %d); dead-lettering it "
+                "as a poison pill.",
                 message,
-                failed,
+                lost,
+                self.max_lost_deliveries,
             )
-            self._dead_letter(message, actor, "attempts used up by deliveries lost with their worker", failed)
-            raise SkipMessage("attempts exhausted by crashed deliveries")
+            message.options[LOST_DELIVERIES_OPTION] = lost
+            self._dead_letter(
+                message,
+                actor,
+                f"lost with its worker {lost} times",
+                self._failed_attempts(message, actor) + lost,
+            )
+            raise SkipMessage("a poison pill: lost with its worker too many times")
 
     def after_process_message(
         self,
@@ -179,7 +201,7 @@ class ExactRetries(Retries):
                 error,
                 exc_info=exception,
             )
-            self._dead_letter(message, actor, exception, failed)
+            self._dead_letter(message, actor, exception, failed + message.redeliveries)
             return
         delay = delays[failed - 1]
         retried = message._message.copy(options={**message.options, "retry_count": failed})
@@ -249,9 +271,9 @@ class ExactRetries(Retries):
     # ------------------------------------------------------------------ shared
 
     def _failed_attempts(self, message: ListMessageProxy, actor: dramatiq.Actor[Any, Any]) -> int:
-        """Attempts of this message that ended without success: failures plus crashed deliveries."""
+        """Attempts of this message that failed (deliveries lost with a worker are counted apart)."""
         field = "retry_count" if actor.options.get("retry_delays") is not None else "retries"
-        return int(message.options.get(field, 0)) + message.redeliveries
+        return int(message.options.get(field, 0))
 
     def _max_retries(self, message: ListMessageProxy, actor: dramatiq.Actor[Any, Any]) -> int:
         delays = actor.options.get("retry_delays")
