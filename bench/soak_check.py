@@ -342,13 +342,22 @@ def _forward(status: int, target: int, event_type: str) -> bool:
 
 
 def _epochs(events: list[EventRow]) -> list[list[EventRow]]:
-    """The events split at each (re)start of generation: a submission, a regeneration."""
+    """The events split at each start of a new job: a submission, a regeneration that queued
+    one, the reconciler's. A regeneration whose job the queue refused (`enqueued: false`)
+    reset the record but started no job: a job of the record still alive goes on with its
+    chain, or, with none alive, the reconciler's job starts the next epoch."""
     epochs: list[list[EventRow]] = [[]]
     for event in events:
-        if event.type in ("answers.submitted", "report.regenerated") and epochs[-1]:
+        if _starts_a_job(event) and epochs[-1]:
             epochs.append([])
         epochs[-1].append(event)
     return epochs
+
+
+def _starts_a_job(event: EventRow) -> bool:
+    if event.type == "report.regenerated":
+        return event.data.get("enqueued") is not False
+    return event.type in ("answers.submitted", "report.requeued")
 
 
 def _in_fault(start: float, end: float, faults: Iterable[tuple[float, float, str]]) -> bool:
@@ -360,7 +369,7 @@ def _overlapping_from(events: list[EventRow]) -> float | None:
     matching) while it was still in status 3, its old job retrying."""
     status = 0
     for event in events:
-        if event.type in RESTARTS and status == STATUS_GENERATING:
+        if event.type in RESTARTS and status == STATUS_GENERATING and _starts_a_job(event):
             return event.at
         target = EVENT_STATUS.get(event.type)
         if event.type == "report.dead_lettered" and not event.data.get("statusSet"):

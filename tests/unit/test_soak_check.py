@@ -228,3 +228,17 @@ def test_a_missing_report_event_is_a_violation_even_after_a_worker_kill() -> Non
     killed = check(observed(events, faults=[(1003.0, 1003.0, "kill:worker")]))
     assert "missing event" in kinds(killed)
     assert "events_lost_with_a_killed_worker" not in killed.figures
+
+
+def test_a_regeneration_the_queue_refused_leaves_the_old_jobs_chain_whole() -> None:
+    """Reset while its job retried, the new job refused by the queue (`enqueued: false`): the old
+    job goes on and its dead letter after a full chain decides (found by the soak: the chain was
+    cut at the reset and read as a dead letter before the last attempt). Queued, the same reset
+    starts a new job, and the old chain's end is then one."""
+    chain = drilled_events()
+    refused = [*chain[:5], event("report.regenerated", 1030.0, batch=True, enqueued=False), *chain[5:]]
+    assert check(observed(refused, status=5, reports=0, drilled=True)).violations == []
+    queued = [*chain[:5], event("report.regenerated", 1030.0, batch=True, enqueued=True), *chain[5:]]
+    assert "dead letter before the last attempt" in kinds(
+        check(observed(queued, status=5, reports=0, drilled=True, regenerated_in_flight={1}))
+    )
