@@ -14,12 +14,14 @@ prepares each once per connection. Written for the tables of services/persistenc
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
 import psycopg
+from psycopg import pq
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -104,11 +106,39 @@ def connection(session: Session) -> psycopg.Connection[Any]:
     return cast("psycopg.Connection[Any]", session.connection().connection.driver_connection)
 
 
+@contextmanager
+def pipelined(session: Session) -> Iterator[psycopg.Connection[Any]]:
+    """The session's psycopg connection in pipeline mode, for one round trip.
+
+    Should the pipeline fail to end (psycopg's "cannot exit pipeline mode while busy", after a
+    connection fault), the connection stays in pipeline mode with a reply pending, and the
+    pool would hand it to the next unit of work, whose first use fails ("can't change
+    'autocommit' now: connection in transaction status ACTIVE"; found by the soak, a group's
+    job then failed its run alone). Such a connection is invalidated instead: the pool drops
+    it and opens a fresh one.
+    """
+    conn = connection(session)
+    try:
+        with conn.pipeline():
+            yield conn
+    except BaseException:
+        if not reusable(conn):
+            session.connection().invalidate()
+        raise
+
+
+def reusable(conn: psycopg.Connection[Any]) -> bool:
+    """Out of pipeline mode and not waiting for a reply (a closed one the pool's ping drops)."""
+    return conn.closed or (
+        conn.pgconn.pipeline_status == pq.PipelineStatus.OFF
+        and conn.info.transaction_status != pq.TransactionStatus.ACTIVE
+    )
+
+
 def read(session: Session, record_ids: Sequence[int], *, wait_for_locks: bool) -> ReportReads:
     """Lock `record_ids` (sorted, unique) and read what their reports need: one round trip."""
-    conn = connection(session)
     ids = list(record_ids)
-    with conn.pipeline():
+    with pipelined(session) as conn:
         # The reads after the lock run once it is held (each statement takes a fresh snapshot).
         lock = conn.execute(LOCK_WAITING if wait_for_locks else LOCK_SKIPPING, (ids,))
         present = None if wait_for_locks else conn.execute(PRESENT, (ids,))
@@ -141,7 +171,6 @@ class Completed:
 def write(session: Session, reports: dict[int, ScoreReport]) -> dict[int, Completed]:
     """Replace the results and summaries of `reports`' records, set them to 4 and commit the
     session's transaction: one round trip. Returns what each record's completion read back."""
-    conn = connection(session)
     ids = list(reports)
     results = json.dumps(
         [
@@ -162,15 +191,21 @@ def write(session: Session, reports: dict[int, ScoreReport]) -> dict[int, Comple
         [{"r": rid, "t": list(r.top_dimensions), "s": r.summary} for rid, r in reports.items()],
         ensure_ascii=False,
     )
-    with conn.pipeline():
+    with pipelined(session) as conn:
         # Delete-then-insert keeps a regeneration from leaving rows of an older questionnaire.
         conn.execute(DELETE_RESULTS, (ids,))
         conn.execute(DELETE_SUMMARIES, (ids,))
         conn.execute(INSERT_RESULTS, (results,))
         conn.execute(INSERT_SUMMARIES, (summaries,))
         completed = conn.execute(COMPLETE, (RecordStatus.COMPLETED, ids))
-        # Queued in the same round trip as the writes (psycopg syncs the pipeline here).
-        session.commit()
+        # Queued in the same round trip as the writes (psycopg syncs the pipeline here). The
+        # driver's commit, not the session's: the session would hand the connection back to
+        # the pool while its pipeline is still open, and another thread could take it and
+        # send its own statements through this pipeline (found by the soak: "cannot exit
+        # pipeline mode while busy" here, "can't change 'autocommit' now" there).
+        conn.commit()
+    # Committed already: no round trip (psycopg skips a COMMIT when no transaction is open).
+    session.commit()
     return {int(rid): Completed(at, latency_seconds(latency)) for rid, at, latency in completed.fetchall()}
 
 

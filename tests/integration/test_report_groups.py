@@ -513,3 +513,68 @@ def test_a_statement_error_alone_after_a_lost_group_is_still_the_records_failure
         groups.generate(record_id)
     monkeypatch.setattr(report_sql, "write", real_write)
     assert_untouched(session_factory, record_id)
+
+
+def test_a_pipeline_that_cannot_end_does_not_poison_the_pool(
+    settings: Settings, make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg could not leave pipeline mode after the group's COMMIT ("cannot exit pipeline mode
+    while busy"): that connection must not go back to the pool, or the record's run alone gets
+    it and fails ("can't change 'autocommit' now: connection in transaction status ACTIVE";
+    found by the soak). One pooled connection, so the run alone would get the same one."""
+    engine = make_engine(settings.database_url, pool_size=1, max_overflow=0)
+    factory = make_session_factory(engine)
+    record_id = good_record(make_record, 0)
+    real_exit = psycopg.Pipeline.__exit__
+
+    def exit_fails_busy(self: psycopg.Pipeline, *exc_info: Any) -> None:
+        # Once, after the COMMIT landed, leaving the pipeline in place as the failed exit does.
+        monkeypatch.setattr(psycopg.Pipeline, "__exit__", real_exit)
+        self._conn.execute("SELECT pg_sleep(0.2)")  # a reply still pending: the connection is busy
+        raise psycopg.OperationalError("cannot exit pipeline mode while busy")
+
+    real_write = report_sql.write
+
+    def write_and_fail_to_exit(session: Session, reports: dict[int, Any]) -> dict[int, report_sql.Completed]:
+        monkeypatch.setattr(report_sql, "write", real_write)
+        monkeypatch.setattr(psycopg.Pipeline, "__exit__", exit_fails_busy)
+        return real_write(session, reports)
+
+    monkeypatch.setattr(report_sql, "write", write_and_fail_to_exit)
+    try:
+        groups = ReportGroups(lambda: UnitOfWork(factory))
+        generation = groups.generate(record_id)
+        assert (generation.outcome, generation.detail) == (
+            GenerationOutcome.GENERATED,
+            "committed by its group, reply lost",
+        )
+        assert_generated(factory, record_id)
+        with UnitOfWork(factory) as uow:  # the pool's connection works
+            assert uow.session.connection().exec_driver_sql("SELECT 42").scalar() == 42
+    finally:
+        engine.dispose()
+
+
+def test_a_groups_connection_stays_out_of_the_pool_until_its_pipeline_ends(
+    settings: Settings, make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write's COMMIT is inside its pipeline; the connection must not be back in the pool
+    before the pipeline ends, or another thread takes it and its statements run through this
+    pipeline (the soak's "cannot exit pipeline mode while busy" under 16 threads)."""
+    engine = make_engine(settings.database_url, pool_size=2, max_overflow=0)
+    factory = make_session_factory(engine)
+    checked_out_at_exit: list[int] = []
+    real_exit = psycopg.Pipeline.__exit__
+
+    def exit_counting(self: psycopg.Pipeline, *exc_info: Any) -> None:
+        checked_out_at_exit.append(engine.pool.checkedout())  # type: ignore[attr-defined]
+        real_exit(self, *exc_info)
+
+    records = [good_record(make_record, 0), good_record(make_record, 1)]
+    monkeypatch.setattr(psycopg.Pipeline, "__exit__", exit_counting)
+    try:
+        generate_reports(UnitOfWork(factory), records)
+    finally:
+        monkeypatch.setattr(psycopg.Pipeline, "__exit__", real_exit)
+        engine.dispose()
+    assert checked_out_at_exit == [1, 1]  # the read's pipeline and the write's
