@@ -39,8 +39,8 @@ test-broker: $(VENV)/.stamp-test+dev+embedded+bench
 pytest: $(VENV)/.stamp-test+dev+embedded+bench
 	$(PY) -m scripts.with_test_services -- $(PY) -m pytest $(PYTEST_ARGS)
 
-# The chaos soak's seeded 3-minute run alone (tests/e2e/test_soak.py; RELIABILITY.md, "Soak"),
-# about 5 minutes; `make test` runs it too, as one of its slow files.
+# The chaos soak's seeded 3-minute run (tests/e2e/test_soak.py; RELIABILITY.md, "Soak"), about
+# 5 minutes. Not yet in `make test`: one finding is open (issue 23).
 soak: $(VENV)/.stamp-test+dev+embedded+bench
 	$(PY) -m scripts.with_test_services -- $(PY) -m pytest -m soak tests/e2e/test_soak.py $(PYTEST_ARGS)
 

@@ -79,11 +79,13 @@ def settled(database_url: str, redis_url: str, queue_stats: Callable[[], dict[st
         ).fetchone()
     owed = int(row[0]) if row else 0
     client = redis.Redis.from_url(redis_url, socket_timeout=5)
-    events = int(client.llen(EventLogKeys().queue))
+    keys = EventLogKeys()
+    # The consumer's batch in flight too: taken from the queue, not yet stored.
+    events = int(client.llen(keys.queue)) + int(client.llen(keys.backup))
     stats = queue_stats()
     busy = {k: stats.get(k) for k in ("queued", "inFlight", "delayed")}
     if owed or events or any(busy.values()):
-        return f"{owed} record(s) in status 3, {events} event(s) in eventlog:queue, queue {busy}"
+        return f"{owed} record(s) in status 3, {events} event(s) in eventlog:queue or :backup, queue {busy}"
     return None
 
 
