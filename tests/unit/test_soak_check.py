@@ -242,3 +242,24 @@ def test_a_regeneration_the_queue_refused_leaves_the_old_jobs_chain_whole() -> N
     assert "dead letter before the last attempt" in kinds(
         check(observed(queued, status=5, reports=0, drilled=True, regenerated_in_flight={1}))
     )
+
+
+def test_a_new_jobs_first_attempt_logged_just_before_its_restart_event_is_the_new_jobs() -> None:
+    """The reconciler's requeue (or a regeneration) is logged after its job is queued; the job's
+    drilled first attempt failed 87 ms before that event (record 9697 of the 60-minute soak):
+    the new job's chain is whole, and so is the old one's."""
+    events = [
+        *drilled_events()[:5],  # the old job's attempts 1 and 2, then it was lost
+        event("report.generation_failed", 1130.6, attempt=1),  # the new job's first attempt
+        event("report.requeued", 1130.7, reason="no job alive in Redis"),
+        event("report.generation_failed", 1141.3, attempt=2),
+        event("report.generation_failed", 1176.9, attempt=3),
+        event("report.generation_failed", 1237.2, attempt=4),
+        event("report.dead_lettered", 1237.3, statusSet=True),
+    ]
+    assert check(observed(events, status=5, reports=0, drilled=True)).violations == []
+    # Two seconds before its restart event, an attempt 1 is not the new job's.
+    late = [*events[:5], event("report.generation_failed", 1128.6, attempt=1), *events[6:]]
+    assert "dead letter before the last attempt" in kinds(
+        check(observed(late, status=5, reports=0, drilled=True))
+    )
