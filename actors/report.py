@@ -147,8 +147,6 @@ def generate_report(record_id: int) -> None:
         if not generated:
             data["foundGenerated"] = True
         _log_events(report_generated(record_id, generation.report_at, actor=WORKER_ACTOR, data=data))
-    elif generated:  # pragma: no cover - a generation always reads back its moment
-        _log_event(EventType.REPORT_GENERATED, record_id, attempt=_attempt())
     # Read back by the write itself (RETURNING): no query of its own.
     if generated and generation.latency_s is not None:
         prometheus.report_latency_s.observe(generation.latency_s)

@@ -36,7 +36,6 @@ from collections.abc import Callable, Collection, Sequence
 
 from services.domain.errors import DatabaseUnavailable, ServiceError
 from services.domain.limits import MAX_ID
-from services.domain.status import RecordStatus
 from services.persistence import report_sql
 from services.persistence.group_commit import DEFAULT_MAX_GROUP, GroupCommit, GroupFailed, GroupStats
 from services.persistence.uow import UnitOfWork
@@ -120,10 +119,8 @@ class ReportGroups:
                         f"database lost twice, the group's outcome unknown: {again}"
                     ) from again
                 raise
-            if (
-                report_sql.connection_lost(cause)
-                and alone.detail == f"record in status {RecordStatus.COMPLETED}"
-            ):
+            found_report = alone.outcome is GenerationOutcome.SKIPPED and alone.report_at is not None
+            if report_sql.connection_lost(cause) and found_report:
                 # Unless the connection was lost with the group's COMMIT in the pipeline: it
                 # landed, and this record's report is the group's. Said so, the job logs its
                 # report.generated (found by the soak: the event was missing, the job "skipped").

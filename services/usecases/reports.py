@@ -181,13 +181,8 @@ def generate_reports(
         completed: dict[int, report_sql.Completed] = {}
         if reports:
             completed = report_sql.write(uow.session, reports)
-    for rid in reports:
-        done = completed.get(rid)
-        results[rid] = Generation(
-            GenerationOutcome.GENERATED,
-            latency_s=None if done is None else done.latency_s,
-            report_at=None if done is None else done.at,
-        )
+    for rid, done in completed.items():
+        results[rid] = Generation(GenerationOutcome.GENERATED, latency_s=done.latency_s, report_at=done.at)
 
     ordered: list[GroupResult] = []
     seen: set[int] = set()

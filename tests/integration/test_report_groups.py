@@ -434,6 +434,30 @@ def test_a_drilled_record_of_a_failed_group_still_fails_by_the_drill(
     assert sorted(asked) == sorted([[first], sorted([bad, drilled]), [bad], [drilled]])
 
 
+def fail_once(
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    error: Exception,
+    *,
+    after_running: bool = False,
+    then: Callable[[], None] | None = None,
+) -> None:
+    """The next call of `report_sql.<name>` ("read" or "write") raises `error` (after doing its
+    work when `after_running`: a COMMIT that landed with its reply lost) and calls `then` first;
+    later calls are the real ones."""
+    real = getattr(report_sql, name)
+
+    def once(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(report_sql, name, real)
+        if after_running:
+            real(*args, **kwargs)
+        if then is not None:
+            then()
+        raise error
+
+    monkeypatch.setattr(report_sql, name, once)
+
+
 def test_a_group_whose_commit_landed_but_whose_reply_was_lost_reports_its_records_generated(
     session_factory: sessionmaker[Session], make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -442,16 +466,8 @@ def test_a_group_whose_commit_landed_but_whose_reply_was_lost_reports_its_record
     report: GENERATED, so the job logs report.generated (found by the soak, bench/soak.py: the
     job said "skipped" and the record's timeline lacked its report)."""
     record_id = good_record(make_record, 0)
-    real_write = report_sql.write
-
-    def write_then_lose_the_connection(
-        session: Session, reports: dict[int, Any]
-    ) -> dict[int, report_sql.Completed]:
-        real_write(session, reports)  # committed
-        monkeypatch.setattr(report_sql, "write", real_write)
-        raise psycopg.OperationalError("cannot exit pipeline mode while busy")
-
-    monkeypatch.setattr(report_sql, "write", write_then_lose_the_connection)
+    lost = psycopg.OperationalError("cannot exit pipeline mode while busy")
+    fail_once(monkeypatch, "write", lost, after_running=True)
     groups = ReportGroups(lambda: UnitOfWork(session_factory))
     assert outcome(groups.generate(record_id)) == GENERATED
     assert_generated(session_factory, record_id)
@@ -466,25 +482,17 @@ def test_a_group_whose_connection_was_lost_twice_leaves_its_records_to_the_gate(
     attempt. Found by the soak: such a job logged "attempt 1 failed" after the record's
     report, which its redelivery had already found committed."""
     record_id = good_record(make_record, 0)
-    real_write, real_read = report_sql.write, report_sql.read
-
-    def write_then_lose_the_connection(
-        session: Session, reports: dict[int, Any]
-    ) -> dict[int, report_sql.Completed]:
-        real_write(session, reports)  # committed
-        monkeypatch.setattr(report_sql, "read", lose_the_connection_once)
-        raise psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly")
-
-    def lose_the_connection_once(session: Session, record_ids: Sequence[int], **kwargs: Any) -> Any:
-        monkeypatch.setattr(report_sql, "read", real_read)
-        raise psycopg.OperationalError("the connection is closed")
-
-    monkeypatch.setattr(report_sql, "write", write_then_lose_the_connection)
+    fail_once(
+        monkeypatch,
+        "write",
+        psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly"),
+        after_running=True,
+        then=lambda: fail_once(monkeypatch, "read", psycopg.OperationalError("the connection is closed")),
+    )
     groups = ReportGroups(lambda: UnitOfWork(session_factory))
     with pytest.raises(DatabaseUnavailable):
         groups.generate(record_id)
     # The gate's next delivery finds the group's report.
-    monkeypatch.setattr(report_sql, "write", real_write)
     again = groups.generate(record_id)
     assert (again.outcome, again.detail) == (GenerationOutcome.SKIPPED, "record in status 4")
     assert again.report_at is not None
@@ -497,21 +505,15 @@ def test_a_statement_error_alone_after_a_lost_group_is_still_the_records_failure
     """Only a connection lost again makes the outcome unknown: an error of the record's own
     statements, alone, is its failure (retried on the schedule, dead-lettered at last)."""
     record_id = good_record(make_record, 0)
-    real_write, real_read = report_sql.write, report_sql.read
-
-    def lose_the_connection(session: Session, reports: dict[int, Any]) -> dict[int, report_sql.Completed]:
-        monkeypatch.setattr(report_sql, "read", refuse_once)
-        raise psycopg.OperationalError("server closed the connection unexpectedly")
-
-    def refuse_once(session: Session, record_ids: Sequence[int], **kwargs: Any) -> Any:
-        monkeypatch.setattr(report_sql, "read", real_read)
-        raise psycopg.errors.DataError("invalid input")
-
-    monkeypatch.setattr(report_sql, "write", lose_the_connection)
+    fail_once(
+        monkeypatch,
+        "write",
+        psycopg.OperationalError("server closed the connection unexpectedly"),
+        then=lambda: fail_once(monkeypatch, "read", psycopg.errors.DataError("invalid input")),
+    )
     groups = ReportGroups(lambda: UnitOfWork(session_factory))
     with pytest.raises(psycopg.errors.DataError):
         groups.generate(record_id)
-    monkeypatch.setattr(report_sql, "write", real_write)
     assert_untouched(session_factory, record_id)
 
 

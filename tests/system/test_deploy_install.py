@@ -46,26 +46,26 @@ def checkout_copy(target: Path) -> None:
         shutil.copy2(source, destination)
 
 
+def run(argv: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`argv` in `cwd` with this environment minus any virtualenv of ours; fails with its stderr."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    done = subprocess.run(
+        argv, check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done
+
+
 def test_the_deploy_install_line_installs_every_process_kind(tmp_path: Path) -> None:
     host = tmp_path / "srv"
     checkout_copy(host)
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    installed = subprocess.run(
-        ["bash", "-c", install_line()],
-        check=False,
-        cwd=host,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=INSTALL_TIMEOUT_S,
-    )
-    assert installed.returncode == 0, installed.stderr[-4000:]
+    run(["bash", "-c", install_line()], host, timeout=INSTALL_TIMEOUT_S)
     python = host / ".venv" / "bin" / "python"
 
     # Run from elsewhere, so nothing is imported from the copy's folder by accident.
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    probe = subprocess.run(
+    probe = run(
         [
             str(python),
             "-c",
@@ -73,14 +73,8 @@ def test_the_deploy_install_line_installs_every_process_kind(tmp_path: Path) -> 
             "d = m.distribution('dramatiq-listbroker');"
             "print(d.version); print(listbroker.__file__); print(web.__file__)",
         ],
-        check=False,
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        elsewhere,
     )
-    assert probe.returncode == 0, probe.stderr[-4000:]
     version, broker_file, web_file = probe.stdout.split()
     expected = (ROOT / "broker" / "pyproject.toml").read_text()
     assert f'version = "{version}"' in expected
@@ -90,13 +84,4 @@ def test_the_deploy_install_line_installs_every_process_kind(tmp_path: Path) -> 
 
     # The release line's first command is on the virtualenv's PATH and answers.
     migrate = host / ".venv" / "bin" / "mi-assessment-migrate"
-    answered = subprocess.run(
-        [str(migrate), "--help"],
-        check=False,
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert answered.returncode == 0, answered.stderr[-4000:]
+    run([str(migrate), "--help"], elsewhere)
