@@ -517,6 +517,78 @@ def test_a_statement_error_alone_after_a_lost_group_is_still_the_records_failure
     assert_untouched(session_factory, record_id)
 
 
+def test_a_record_alone_whose_commit_landed_but_whose_reply_was_lost_is_generated(
+    session_factory: sessionmaker[Session], make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The single-record path's own COMMIT in flight when the connection went (the group
+    failed on a statement error, the record ran alone, and its write lost the reply): the
+    report is committed, so the job is GENERATED, not a failed attempt. Found by the 60-minute
+    soak: "cannot exit pipeline mode while busy" failed an attempt after its report was
+    committed, and the retry found it."""
+    record_id = good_record(make_record, 0)
+    fail_once(
+        monkeypatch,
+        "write",
+        psycopg.errors.DataError("invalid input"),
+        then=lambda: fail_once(
+            monkeypatch,
+            "write",
+            psycopg.OperationalError("cannot exit pipeline mode while busy"),
+            after_running=True,
+        ),
+    )
+    groups = ReportGroups(lambda: UnitOfWork(session_factory))
+    generation = groups.generate(record_id)
+    assert (generation.outcome, generation.detail) == (GenerationOutcome.GENERATED, "committed, reply lost")
+    assert generation.report_at is not None
+    assert_generated(session_factory, record_id)
+
+
+def test_a_locked_record_alone_whose_commit_landed_but_whose_reply_was_lost_is_generated(
+    settings: Settings,
+    session_factory: sessionmaker[Session],
+    make_record: MakeRecord,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same on the path of a record another transaction held: the group left it, it
+    waited alone for the lock, and its COMMIT landed with the reply lost."""
+    record_id = good_record(make_record, 0)
+    groups = ReportGroups(lambda: UnitOfWork(session_factory))
+    results: list[object] = []
+    with row_locked(settings.database_url, record_id):
+        fail_once(
+            monkeypatch, "write", psycopg.OperationalError("server closed the connection"), after_running=True
+        )
+        alone = threading.Thread(target=lambda: results.append(groups.generate(record_id)))
+        alone.start()
+        wait_until(
+            lambda: sessions_waiting_for_a_lock(settings.database_url) >= 1,
+            timeout=30,
+            what="the locked record's job waiting on its lock",
+        )
+    alone.join(30)
+    assert [outcome(r) for r in results] == [GENERATED]
+    assert_generated(session_factory, record_id)
+
+
+def test_a_record_alone_that_loses_its_connection_before_its_commit_generates_on_the_second_try(
+    session_factory: sessionmaker[Session], make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection lost on the single-record path before anything was written is not the
+    record's failure either: one more try generates the report."""
+    record_id = good_record(make_record, 0)
+    fail_once(
+        monkeypatch,
+        "write",
+        psycopg.errors.DataError("invalid input"),
+        then=lambda: fail_once(monkeypatch, "read", psycopg.OperationalError("the connection is closed")),
+    )
+    groups = ReportGroups(lambda: UnitOfWork(session_factory))
+    generation = groups.generate(record_id)
+    assert (generation.outcome, generation.detail) == (GenerationOutcome.GENERATED, "")
+    assert_generated(session_factory, record_id)
+
+
 def test_a_pipeline_that_cannot_end_does_not_poison_the_pool(
     settings: Settings, make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -548,7 +620,7 @@ def test_a_pipeline_that_cannot_end_does_not_poison_the_pool(
         generation = groups.generate(record_id)
         assert (generation.outcome, generation.detail) == (
             GenerationOutcome.GENERATED,
-            "committed by its group, reply lost",
+            "committed, reply lost",
         )
         assert_generated(factory, record_id)
         with UnitOfWork(factory) as uow:  # the pool's connection works
