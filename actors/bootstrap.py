@@ -37,6 +37,7 @@ from observability import prometheus
 from observability.job_observer import JobObserver
 from redis_adapters.drill_store import RedisFaultDrill
 from redis_adapters.event_sink import RedisEventSink
+from redis_adapters.event_spool import spool_at
 from redis_adapters.keyspace import Keyspace
 from redis_adapters.queue_ops import RedisQueueOperations
 from redis_adapters.queues import (
@@ -97,7 +98,11 @@ def build_services(settings: Settings) -> WorkerServices:
         report_groups=ReportGroups(uow, on_group=prometheus.report_group_size.observe, drilled=drill.held),
         events=GroupedEventSink(
             RedisEventSink(
-                events_client, keys.eventlog, fallback=fallback, max_queue=settings.event_log_queue_max
+                events_client,
+                keys.eventlog,
+                fallback=fallback,
+                max_queue=settings.event_log_queue_max,
+                spool=spool_at(settings.event_spool_dir),
             )
         ),
         drill=drill,

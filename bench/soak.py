@@ -110,7 +110,7 @@ def run(seed: int, minutes: float, users: int, folder: Path) -> dict[str, Any]:
             return dict(load.ok("GET", "/api/admin/queue/stats", admin_token))
 
         settle_s, unsettled = soak_read.wait_settled(
-            stack.database_url, stack.redis.url, queue_stats, SETTLE_TIMEOUT_S
+            stack.database_url, stack.redis.url, queue_stats, SETTLE_TIMEOUT_S, stack.state / "events"
         )
         sampler.stop()
         autosaves = []

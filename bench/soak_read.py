@@ -19,6 +19,7 @@ import psycopg
 import redis
 
 from bench.soak_check import EventRow, Sample, StoredRecord
+from redis_adapters.event_spool import SPOOL_SUFFIX
 from redis_adapters.keyspace import EventLogKeys, Keyspace
 
 PAGE_SIZE = 4096
@@ -71,8 +72,11 @@ def job_index(redis_url: str) -> dict[int, str]:
     return {int(k): v.decode() for k, v in raw.items() if k.isdigit()}
 
 
-def settled(database_url: str, redis_url: str, queue_stats: Callable[[], dict[str, Any]]) -> str | None:
-    """None when nothing is owed or in flight; else what still is."""
+def settled(
+    database_url: str, redis_url: str, queue_stats: Callable[[], dict[str, Any]], spool: Path | None = None
+) -> str | None:
+    """None when nothing is owed or in flight; else what still is. `spool`: the stack's
+    EVENT_SPOOL_DIR, whose files hold the events processes still hold (or ended holding)."""
     with psycopg.connect(database_url, connect_timeout=5) as conn:
         row = conn.execute(
             "SELECT count(*) FROM assessment_records WHERE status = 3 AND NOT is_deleted"
@@ -82,22 +86,31 @@ def settled(database_url: str, redis_url: str, queue_stats: Callable[[], dict[st
     keys = EventLogKeys()
     # The consumer's batch in flight too: taken from the queue, not yet stored.
     events = int(client.llen(keys.queue)) + int(client.llen(keys.backup))
+    if spool is not None:
+        events += sum(len(path.read_bytes().splitlines()) for path in spool.glob(f"*{SPOOL_SUFFIX}"))
     stats = queue_stats()
     busy = {k: stats.get(k) for k in ("queued", "inFlight", "delayed")}
     if owed or events or any(busy.values()):
-        return f"{owed} record(s) in status 3, {events} event(s) in eventlog:queue or :backup, queue {busy}"
+        return (
+            f"{owed} record(s) in status 3, {events} event(s) in eventlog:queue, :backup or spooled, "
+            f"queue {busy}"
+        )
     return None
 
 
 def wait_settled(
-    database_url: str, redis_url: str, queue_stats: Callable[[], dict[str, Any]], timeout: float
+    database_url: str,
+    redis_url: str,
+    queue_stats: Callable[[], dict[str, Any]],
+    timeout: float,
+    spool: Path | None = None,
 ) -> tuple[float, str | None]:
     """Seconds it took to settle, and what was still owed if it did not within `timeout`."""
     began = time.monotonic()
     state: str | None = "not checked"
     while time.monotonic() - began < timeout:
         try:
-            state = settled(database_url, redis_url, queue_stats)
+            state = settled(database_url, redis_url, queue_stats, spool)
         except Exception as exc:  # a server still coming back
             state = repr(exc)
         if state is None:

@@ -271,6 +271,8 @@ class Settings:
     dramatiq_restart_delay: bool = False
     #: PROMETHEUS_MULTIPROC_DIR ("" unset): prometheus_client's multiprocess folder.
     prometheus_multiproc_dir: str = ""
+    #: EVENT_SPOOL_DIR ("" unset: held events in memory only): redis_adapters/event_spool.py.
+    event_spool_dir: str = ""
     #: The reconciler's pass interval, grace and page size (RECONCILE_*).
     reconcile_interval_ms: int = DEFAULT_RECONCILE_INTERVAL_MS
     reconcile_grace_ms: int = DEFAULT_RECONCILE_GRACE_MS
@@ -325,6 +327,7 @@ class Settings:
             report_retry_delays_ms=retry_delays_ms(env),
             dramatiq_restart_delay="dramatiq_restart_delay" in env,
             prometheus_multiproc_dir=env.get("PROMETHEUS_MULTIPROC_DIR", ""),
+            event_spool_dir=env.get("EVENT_SPOOL_DIR", ""),
             reconcile_interval_ms=env_int(
                 env, "RECONCILE_INTERVAL_MS", DEFAULT_RECONCILE_INTERVAL_MS, minimum=100
             ),

@@ -390,6 +390,18 @@ VARIABLES: tuple[Variable, ...] = (
         field="prometheus_multiproc_dir",
     ),
     Variable(
+        "`EVENT_SPOOL_DIR`",
+        "unset (`make run`: `.state/events`)",
+        "web, worker, reconciler",
+        (
+            "folder where this host's processes keep on disk the events neither Redis nor PostgreSQL "
+            "takes (held in memory and handed over again), so that the next process started takes over "
+            "those of a process killed meanwhile; one per host and stack, never shared by two stacks. "
+            "Unset, such events are in memory only (see [Hot path](#hot-path-redis-first))"
+        ),
+        field="event_spool_dir",
+    ),
+    Variable(
         "`dramatiq_restart_delay`",
         "`5000`",
         "worker",

@@ -15,6 +15,7 @@ from config.settings import Settings
 from observability.heartbeat import Activity, Heartbeat
 from observability.logs import configure_logging
 from reconciler.loop import Reconciler, ReconcilerSettings, run
+from redis_adapters.event_spool import spool_at
 from redis_adapters.keyspace import Keyspace
 from redis_adapters.redis_clients import redis_client
 from services.persistence.db import build_session_factory
@@ -36,6 +37,7 @@ def main() -> int:
         jobs_key=keys.report.jobs,
         events_keys=keys.eventlog,
         events_queue_max=settings.event_log_queue_max,
+        events_spool=spool_at(settings.event_spool_dir),
     )
     stop = threading.Event()
 

@@ -43,6 +43,7 @@ from config.settings import (
 from observability.heartbeat import Activity
 from observability.logs import outage
 from redis_adapters.event_sink import RedisEventSink
+from redis_adapters.event_spool import EventSpool
 from redis_adapters.keyspace import RECONCILER_LOCK_KEY, RECONCILER_STATS_KEY, EventLogKeys
 from redis_adapters.lock import RedisLock
 from redis_adapters.queues import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
@@ -117,6 +118,7 @@ class Reconciler:
         jobs_key: str = REPORT_JOBS_KEY,
         events_keys: EventLogKeys | None = None,
         events_queue_max: int = DEFAULT_EVENT_LOG_QUEUE_MAX,
+        events_spool: EventSpool | None = None,
     ) -> None:
         self.client = client
         self.factory = factory
@@ -124,7 +126,7 @@ class Reconciler:
         self.queue = RedisReportQueue(client, key=queue_key, jobs_key=jobs_key)
         self.jobs_key = jobs_key
         self.lock = RedisLock(client, LOCK_KEY)
-        self.events = RedisEventSink(client, events_keys, max_queue=events_queue_max)
+        self.events = RedisEventSink(client, events_keys, max_queue=events_queue_max, spool=events_spool)
 
     def run_once(self) -> PassReport:
         """One pass over every record owed; raises on a Redis or database error (retried next pass)."""

@@ -5,9 +5,12 @@ bulk-inserts them.
 When Redis refuses, the sink writes the events straight into PostgreSQL (its fallback,
 `services.persistence.event_store.DirectEventWriter`, short timeouts), and when that fails too it holds
 them in memory (up to HOLD_MAX events) and a thread of its own hands them over again every
-HOLD_RETRY_S, through Redis or PostgreSQL, whichever answers first: an outage of both loses
-no event unless the process ends meanwhile. Only events beyond the hold are counted in
-`services.domain.events.dropped_events()` (`emit()` then returns False; it never raises).
+HOLD_RETRY_S, through Redis or PostgreSQL, whichever answers first. With a spool folder
+(EVENT_SPOOL_DIR, redis_adapters/event_spool.py) the held events are on disk as well, and
+the next process started on the host hands over those of a process that ended holding
+them: an outage of both servers loses no event even when the process is killed meanwhile.
+Only events beyond the hold are counted in `services.domain.events.dropped_events()`
+(`emit()` then returns False; it never raises).
 
 The list is bounded (EVENT_LOG_QUEUE_MAX): while the consumer is stopped or behind and the
 list holds that many entries, new events take the same direct way instead of growing
@@ -28,6 +31,7 @@ from collections.abc import Callable, Sequence
 import redis
 
 from config.settings import DEFAULT_EVENT_LOG_QUEUE_MAX
+from redis_adapters.event_spool import EventSpool
 from redis_adapters.keyspace import EventLogKeys
 from redis_adapters.lua_scripts import lua_source
 from services.domain.events import Event, EventsDropped, count_dropped
@@ -74,7 +78,10 @@ class RedisEventSink:
         fallback: DirectEventWriter | None = None,
         clock: Callable[[], float] = time.monotonic,
         max_queue: int = DEFAULT_EVENT_LOG_QUEUE_MAX,
+        spool: EventSpool | None = None,
     ) -> None:
+        """`spool`: where held events are kept on disk too; given, the events of processes that
+        ended holding theirs are taken over at once, by a thread (see `take_over_spooled`)."""
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
         self.client = client
@@ -95,14 +102,18 @@ class RedisEventSink:
         self._held: deque[Event] = deque()
         self._retrier: threading.Thread | None = None
         self._holding = False  # since the first event held, until the retrier handed all over
+        self.spool = spool
+        self._spool_failed = False
+        if spool is not None:
+            threading.Thread(target=self.take_over_spooled, name="event-sink-spool", daemon=True).start()
 
     def emit_many(self, events: Sequence[Event]) -> None:
         if not events:
             return
         self._send(events)
 
-    def _send(self, events: Sequence[Event]) -> None:
-        """Through Redis, else PostgreSQL, else held (`_hold`)."""
+    def _send(self, events: Sequence[Event], *, spooled: bool = False) -> None:
+        """Through Redis, else PostgreSQL, else held (`_hold`; `spooled`: on disk already)."""
         if self.clock() >= self._redis_retry_at:
             try:
                 left = self._push_bounded(events)
@@ -114,7 +125,7 @@ class RedisEventSink:
                     return
                 self._queue_full(len(left))
                 events = left
-        self._write_direct(events)
+        self._write_direct(events, spooled=spooled)
 
     def _push_bounded(self, events: Sequence[Event]) -> Sequence[Event]:
         """Push `events` in chunks while the list has room; the events not pushed."""
@@ -168,15 +179,15 @@ class RedisEventSink:
             if recovered:
                 logger.info("events: Redis takes the event log again")
 
-    def _write_direct(self, events: Sequence[Event]) -> None:
+    def _write_direct(self, events: Sequence[Event], *, spooled: bool = False) -> None:
         if self.clock() < self._database_retry_at:
-            self._hold(events, "PostgreSQL failed moments ago")
+            self._hold(events, "PostgreSQL failed moments ago", spooled=spooled)
             return
         try:
             _, refused = self.fallback.write(events)
         except Exception as exc:
             self._database_retry_at = self.clock() + DATABASE_RETRY_AFTER_S
-            self._hold(events, f"PostgreSQL failed too: {exc}")
+            self._hold(events, f"PostgreSQL failed too: {exc}", spooled=spooled)
             return
         if refused:
             self._drop(refused, "PostgreSQL refused them")
@@ -187,29 +198,64 @@ class RedisEventSink:
         with self._state_lock:
             return len(self._held)
 
-    def _hold(self, events: Sequence[Event], why: str) -> None:
-        """Keep `events` for the retrier (started if none runs); those beyond HOLD_MAX are dropped."""
+    def _hold(self, events: Sequence[Event], why: str, *, spooled: bool = False) -> None:
+        """Keep `events` for the retrier (started if none runs), on disk too unless `spooled`
+        already; those beyond HOLD_MAX are dropped."""
         with self._state_lock:
             room = max(0, HOLD_MAX - len(self._held))
             kept, over = events[:room], events[room:]
             first = bool(kept) and not self._holding
             self._holding = self._holding or bool(kept)
             self._held.extend(kept)
+            if kept and not spooled:
+                self._spool(kept)
             retrier = None
             if kept and self._retrier is None:
                 retrier = threading.Thread(target=self._hand_over_held, name="event-sink-hold", daemon=True)
                 self._retrier = retrier
-        if first:
+        if first and not spooled:
             logger.warning(
-                "events: neither Redis nor PostgreSQL takes events (%s); holding them in memory, "
+                "events: neither Redis nor PostgreSQL takes events (%s); holding them in memory%s, "
                 "handed over again every %.0f s",
                 why[:300],
+                "" if self.spool is None else f" and in {self.spool.path}",
                 HOLD_RETRY_S,
             )
         if retrier is not None:
             retrier.start()
         if over:
             self._drop(over, f"{why[:200]}; {HOLD_MAX} events held in memory already")
+
+    def _spool(self, events: Sequence[Event]) -> None:
+        """On disk too (under the state lock); a spool that fails leaves them in memory only."""
+        if self.spool is None:
+            return
+        try:
+            self.spool.append(events)
+        except OSError as exc:
+            if not self._spool_failed:
+                logger.error(
+                    "events: cannot keep held events in %s (%s): they are in memory only, "
+                    "lost should this process end before Redis or PostgreSQL takes them",
+                    self.spool.folder,
+                    exc,
+                )
+            self._spool_failed = True
+        else:
+            self._spool_failed = False
+
+    def take_over_spooled(self) -> int:
+        """Take over the events of processes that ended holding them (their spool files), as
+        held events of this process: handed over by the retrier. How many."""
+        if self.spool is None:
+            return 0
+        with self._state_lock:
+            events = self.spool.take_over()
+        if events:
+            # Already in this process's file: take_over copied them there.
+            with contextlib.suppress(EventsDropped):
+                self._hold(events, "taken over from a process that ended", spooled=True)
+        return len(events)
 
     def _hand_over_held(self) -> None:
         """The retrier: every HOLD_RETRY_S, hand the held events over again (through Redis,
@@ -223,10 +269,14 @@ class RedisEventSink:
                 if not batch:
                     self._retrier = None
                     self._holding = False
+                    if self.spool is not None:
+                        with contextlib.suppress(OSError):
+                            self.spool.clear()
                     break
             # Counted and logged when raised: beyond the hold, or refused by the database.
+            # In the spool file already: it is emptied only once nothing is held.
             with contextlib.suppress(EventsDropped):
-                self._send(batch)
+                self._send(batch, spooled=True)
             with self._state_lock:
                 delivered += max(0, len(batch) - len(self._held))
         logger.info("events: the events held in memory were handed over (%d)", delivered)

@@ -426,6 +426,15 @@ def metrics_dir(env: dict[str, str]) -> Path:
     return folder
 
 
+def spool_dir(env: dict[str, str]) -> Path:
+    """The folder where this stack's processes keep the events they hold (EVENT_SPOOL_DIR, else
+    .state/events). Kept, unlike the metrics: the events of a run killed while holding them
+    are handed over by this run's processes."""
+    folder = Path(env.get("EVENT_SPOOL_DIR") or STATE / "events")
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
+
+
 def kill_stack() -> None:
     """SIGKILL every process of this stack (the servers do not carry its marker)."""
     groups = set()
@@ -575,6 +584,7 @@ def main() -> int:
         server_pids = start_servers(env, stack, stored)
         sources = load_secrets(env, stored)
         env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir(env))
+        env["EVENT_SPOOL_DIR"] = str(spool_dir(env))
         entries = procfile_entries()
         types = [name for name, _ in procfile_supervisor.long_running(entries)]
 

@@ -20,6 +20,7 @@ from config.settings import Settings
 from redis_adapters.autosave_store import RedisAutosaveStore
 from redis_adapters.drill_store import RedisFaultDrill
 from redis_adapters.event_sink import RedisEventSink
+from redis_adapters.event_spool import spool_at
 from redis_adapters.keyspace import Keyspace
 from redis_adapters.queue_ops import RedisQueueOperations
 from redis_adapters.report_queue import RedisReportQueue
@@ -160,6 +161,7 @@ def create_app(
                     settings.database_url, transaction_pooling=settings.db_transaction_pooling
                 ),
                 max_queue=settings.event_log_queue_max,
+                spool=spool_at(settings.event_spool_dir),
             ),
             questions=ActiveQuestions(),
             queue_ops=RedisQueueOperations(client, keys.report),
