@@ -209,6 +209,19 @@ def test_growing_fds_and_rss_are_leaks() -> None:
     assert verdict.figures["processes_checked_for_leaks"] == 2
 
 
+def test_a_pool_opening_its_connections_once_is_not_a_leak() -> None:
+    """A step of fds early (a pool opening its connections at the first fault) that stays
+    flat is bounded; the same step and then steady growth is a leak."""
+    step = [Sample(float(t), 100_000, 40 if t < 100 else 75) for t in range(0, 300, 5)]
+    step_then_growing = [
+        Sample(float(t), 100_000, 40 if t < 100 else 75 + max(0, t - 150) // 3) for t in range(0, 300, 5)
+    ]
+    verdict = check(
+        observed(healthy_events(), processes={1: ("web", step), 2: ("worker", step_then_growing)})
+    )
+    assert [v.detail for v in verdict.violations] == ["worker 2: open fds grew by 35"]
+
+
 def test_a_regeneration_while_a_job_retries_is_two_jobs_not_an_early_retry() -> None:
     events = [
         *drilled_events()[:4],  # attempt 1 of the first job failed at 1002.1
