@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # What ruff checks: every package of the application, the broker library, the tests and the tooling.
 SOURCES := config services redis_adapters observability actors hotpath reconciler web broker tests bench scripts
 
-.PHONY: run test test-broker soak pytest lint typecheck bench demo clean clean-state
+.PHONY: run test test-broker soak soak-sentinel pytest lint typecheck bench demo clean clean-state
 
 $(VENV)/.stamp-%: setup.cfg pyproject.toml broker/pyproject.toml scripts/bootstrap.sh
 	bash scripts/bootstrap.sh $(VENV) $(subst +,$(comma),$*)
@@ -40,9 +40,14 @@ pytest: $(VENV)/.stamp-test+dev+embedded+bench
 	$(PY) -m scripts.with_test_services -- $(PY) -m pytest $(PYTEST_ARGS)
 
 # The chaos soak's seeded 3-minute run (tests/e2e/test_soak.py; RELIABILITY.md, "Soak"), about
-# 5 minutes. Not yet in `make test`: one finding is open (issue 23).
+# 5 minutes; `make test` runs it too.
 soak: $(VENV)/.stamp-test+dev+embedded+bench
-	$(PY) -m scripts.with_test_services -- $(PY) -m pytest -m soak tests/e2e/test_soak.py $(PYTEST_ARGS)
+	$(PY) -m scripts.with_test_services -- $(PY) -m pytest -m "soak and not sentinel_soak" tests/e2e/test_soak.py $(PYTEST_ARGS)
+
+# The same on Redis Sentinel (switch-overs, the master killed or hung), about 5 minutes. It fails
+# today: writes to a demoted master are lost (RELIABILITY.md, "Soak on Redis Sentinel").
+soak-sentinel: $(VENV)/.stamp-test+dev+embedded+bench
+	$(PY) -m scripts.with_test_services -- $(PY) -m pytest -m sentinel_soak tests/e2e/test_soak.py $(PYTEST_ARGS)
 
 lint: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff check $(SOURCES)

@@ -32,7 +32,7 @@ from bench import soak_read
 from bench.soak_check import Autosave, Observed, Sample, check
 from bench.soak_faults import Fault, Injector, schedule
 from bench.soak_load import Load
-from bench.soak_stack import SoakStack
+from bench.soak_stack import REDIS_TOPOLOGIES, SoakStack
 from scripts import lifeline, servers
 
 SAMPLE_EVERY_S = 5.0
@@ -83,16 +83,18 @@ class Sampler:
                     self.series.setdefault(pid, (kind, []))[1].append(found)
 
 
-def run(seed: int, minutes: float, users: int, folder: Path) -> dict[str, Any]:
+def run(
+    seed: int, minutes: float, users: int, folder: Path, redis_topology: str = "single"
+) -> dict[str, Any]:
     seconds = minutes * 60
-    stack = SoakStack(folder)
+    stack = SoakStack(folder, redis_topology)
     try:
         stack.start()
         servers.log(f"soak: stack up at {stack.base_url}; seed {seed}, {minutes:g} min of faults")
         secrets = stack.secrets()
         admin_token = secrets["ADMIN_TOKENS"].split(",")[0].strip()
         load = Load(stack.base_url, secrets["SECRET_KEY"], admin_token, seed, users=users)
-        faults = schedule(seed, seconds)
+        faults = schedule(seed, seconds, redis_topology)
         injector = Injector(stack, faults)
         sampler = Sampler(stack)
         sampler.start()
@@ -110,7 +112,7 @@ def run(seed: int, minutes: float, users: int, folder: Path) -> dict[str, Any]:
             return dict(load.ok("GET", "/api/admin/queue/stats", admin_token))
 
         settle_s, unsettled = soak_read.wait_settled(
-            stack.database_url, stack.redis.url, queue_stats, SETTLE_TIMEOUT_S, stack.state / "events"
+            stack.database_url, stack.redis_url, queue_stats, SETTLE_TIMEOUT_S, stack.state / "events"
         )
         sampler.stop()
         autosaves = []
@@ -126,7 +128,7 @@ def run(seed: int, minutes: float, users: int, folder: Path) -> dict[str, Any]:
             records=soak_read.stored_records(stack.database_url),
             events=soak_read.stored_events(stack.database_url),
             autosaves=autosaves,
-            job_index=soak_read.job_index(stack.redis.url),
+            job_index=soak_read.job_index(stack.redis_url),
             faults=[(f.began, max(f.ended, f.began), f.kind) for f in faults if f.began],
             processes=sampler.series,
             regenerated_in_flight=set(load.regenerated_in_flight),
@@ -138,7 +140,9 @@ def run(seed: int, minutes: float, users: int, folder: Path) -> dict[str, Any]:
     return {
         "seed": seed,
         "minutes": minutes,
-        "command": f"python -m bench.soak --seed {seed} --minutes {minutes:g}",
+        "command": f"python -m bench.soak --seed {seed} --minutes {minutes:g}"
+        + ("" if redis_topology == "single" else f" --redis {redis_topology}"),
+        "redis": redis_topology,
         "shape": "Procfile as shipped: web 2 x 64 threads, worker 2 x 16, hotpath, reconciler",
         "faults": {
             "scheduled": len(faults),
@@ -185,6 +189,7 @@ def keep_logs(folder: Path, target: Path) -> None:
     for name, log in (
         ("redis.log", folder / "redis" / "redis.log"),
         ("postgres.log", folder / "pg" / "postgres.log"),
+        *((f"{server.name}.log", server / "out.log") for server in (folder / "sentinel").glob("*")),
     ):
         if log.exists():
             shutil.copy(log, target / name)
@@ -199,6 +204,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=23)
     parser.add_argument("--minutes", type=float, default=3.0, help="length of the fault phase")
     parser.add_argument("--users", type=int, default=8, help="concurrent users submitting")
+    parser.add_argument(
+        "--redis",
+        choices=REDIS_TOPOLOGIES,
+        default="single",
+        help="one Redis behind a fault proxy, or a Sentinel deployment (failovers, masters killed)",
+    )
     parser.add_argument("--report", type=Path, default=None, help="write the JSON report here")
     parser.add_argument("--logs", type=Path, default=None, help="copy the stack's and servers' logs here")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
@@ -210,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     lifeline.attach()
     with servers.temporary_directory("mi-soak-") as folder:
         try:
-            result = run(args.seed, args.minutes, args.users, folder)
+            result = run(args.seed, args.minutes, args.users, folder, args.redis)
         finally:
             if args.logs:
                 keep_logs(folder, args.logs)

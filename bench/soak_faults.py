@@ -44,6 +44,17 @@ KINDS: dict[str, tuple[float, float, float]] = {
     "hang:postgres": (1.0, 2.0, 10.0),
     "maxmemory:redis": (1.5, 3.0, 20.0),
 }
+#: On a Sentinel deployment (`--redis sentinel`) Redis's faults are the servers' own, one at
+#: a time (a lock): a switch-over (`SENTINEL FAILOVER`), the master SIGKILLed (started again
+#: once a replica is promoted: it has no persistence, so it must come back as a replica) or
+#: SIGSTOPped past `down-after-milliseconds` (promoted around it, demoted when it wakes).
+SENTINEL_KINDS: dict[str, tuple[float, float, float]] = {
+    **{kind: weights for kind, weights in KINDS.items() if not kind.endswith(":redis")},
+    "failover:redis": (2.0, 0.0, 0.0),
+    "kill:redis-master": (1.5, 2.0, 10.0),
+    "hang:redis-master": (1.0, 2.0, 10.0),
+    "maxmemory:redis": KINDS["maxmemory:redis"],
+}
 #: Mean seconds between two fault starts (exponential): with the lengths above, two faults
 #: or more are under way most of the time (the report's `overlap_share`).
 MEAN_GAP_S = 2.0
@@ -61,15 +72,16 @@ class Fault:
     note: str = ""
 
 
-def schedule(seed: int, seconds: float) -> list[Fault]:
+def schedule(seed: int, seconds: float, redis_topology: str = "single") -> list[Fault]:
     rng = random.Random(seed)
-    kinds = list(KINDS)
-    weights = [KINDS[k][0] for k in kinds]
+    table = SENTINEL_KINDS if redis_topology == "sentinel" else KINDS
+    kinds = list(table)
+    weights = [table[k][0] for k in kinds]
     faults = []
     at = rng.uniform(2.0, 6.0)
     while at < seconds:
         kind = rng.choices(kinds, weights)[0]
-        _, shortest, longest = KINDS[kind]
+        _, shortest, longest = table[kind]
         duration = min(rng.uniform(shortest, longest), max(0.0, seconds - at))
         faults.append(Fault(at, kind, duration, rng.random(), latency_s=rng.uniform(0.05, 0.4)))
         at += rng.expovariate(1 / MEAN_GAP_S)
@@ -114,7 +126,7 @@ class Injector:
             self._redis().config_set("maxmemory", 0)
 
     def _redis(self) -> redis.Redis:
-        return redis.Redis.from_url(self.stack.redis.url, socket_timeout=5)
+        return redis.Redis.from_url(self.stack.redis_url, socket_timeout=5)
 
     def _run(self, fault: Fault, began: float) -> None:
         time.sleep(max(0.0, began + fault.at - time.time()))
@@ -125,35 +137,70 @@ class Injector:
             fault.note = f"not injected: {exc!r}"[:200]
         fault.ended = time.time()
 
+    def _process_fault(self, fault: Fault, action: str, target: str) -> None:
+        """SIGKILL, or SIGSTOP for the fault's duration, one process of the type `target`."""
+        pid = self._pid(target, fault.pick)
+        if pid is None:
+            fault.note = "no such process at that moment"
+            return
+        fault.note = f"pid {pid}"
+        # When the signal is sent, not when the fault began to look for its process
+        # (scanning /proc takes a while on a loaded machine): the checker compares it
+        # with the times the product recorded.
+        fault.began = time.time()
+        if action == "kill":
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            return
+        with self._stopped_lock:
+            self._stopped.add(pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(fault.duration)
+        with self._stopped_lock:
+            self._stopped.discard(pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+    def _sentinel_fault(self, fault: Fault, action: str) -> None:
+        """A fault of the Sentinel deployment's servers; it ends once a master and its replica
+        are in sync again, so the next one never finds the deployment without a replica."""
+        group = self.stack.sentinels
+        assert group is not None
+        fault.began = time.time()
+        if action == "failover":
+            before, after = group.failover()
+            fault.note = f"master {before} -> {after}"
+        else:
+            port = group.master_port()
+            name = group.name_of(port)
+            fault.note = f"{name} ({port})"
+            if action == "kill":
+                group.kill(name)
+                group.wait_promoted(port)
+                time.sleep(fault.duration)
+                group.restart(name)
+            else:
+                group.pause(name)
+                try:
+                    time.sleep(fault.duration)
+                finally:
+                    group.resume(name)
+        group.wait_in_sync()
+        fault.note += f"; master {group.master_port()}"
+
     def _pid(self, kind: str, pick: float) -> int | None:
         pids = sorted(pid for pid, k in self.stack.pids().items() if k == kind)
         return pids[int(pick * len(pids))] if pids else None
 
     def _inject(self, fault: Fault) -> None:
         action, _, target = fault.kind.partition(":")
+        if target == "redis-master" or action == "failover":
+            with self.locks["redis"]:
+                self._sentinel_fault(fault, action)
+            return
         if action in ("kill", "stop"):
-            pid = self._pid(target, fault.pick)
-            if pid is None:
-                fault.note = "no such process at that moment"
-                return
-            fault.note = f"pid {pid}"
-            # When the signal is sent, not when the fault began to look for its process
-            # (scanning /proc takes a while on a loaded machine): the checker compares it
-            # with the times the product recorded.
-            fault.began = time.time()
-            if action == "kill":
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                return
-            with self._stopped_lock:
-                self._stopped.add(pid)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGSTOP)
-            time.sleep(fault.duration)
-            with self._stopped_lock:
-                self._stopped.discard(pid)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+            self._process_fault(fault, action, target)
             return
         if action == "restart":
             with self.locks[target]:

@@ -1,5 +1,9 @@
 """The soak's stack: `make run` (python -m scripts.run_stack, the Procfile as it ships, its
-default worker shape) on a private Redis and PostgreSQL, each reached through a FaultProxy.
+default worker shape) on a private Redis and PostgreSQL, each reached through a FaultProxy;
+or (`redis="sentinel"`) on a private Redis Sentinel deployment (scripts/sentinel_group.py:
+a master, a replica, three Sentinels; REDIS_URL the `redis+sentinel://` URL the README
+documents), which no proxy can stand in front of: Sentinel hands out the servers' own
+addresses, so Redis's faults are then the servers' (failover, master killed or hung).
 
 The servers are the soak's own (scripts/servers.py), so it may restart them; the stack's
 processes are found by the marker run_stack puts in their environment and told apart by
@@ -24,6 +28,10 @@ import requests
 from scripts import servers
 from scripts.faults import FaultProxy
 from scripts.processes import SessionProcess, wait_until
+from scripts.sentinel_group import SentinelGroup
+
+#: The soak's Redis deployments: one server behind a fault proxy, or Sentinel's.
+REDIS_TOPOLOGIES = ("single", "sentinel")
 
 DATABASE = "mi_soak"
 #: Documented settings (README, Configuration) that make a lost job heal in seconds rather than
@@ -62,10 +70,14 @@ def cmdline(pid: int) -> str:
 
 
 class SoakStack:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, redis_topology: str = "single") -> None:
+        if redis_topology not in REDIS_TOPOLOGIES:
+            raise ValueError(f"redis topology {redis_topology!r}: one of {', '.join(REDIS_TOPOLOGIES)}")
         self.folder = folder
         self.state = folder / "state"
+        self.topology = redis_topology
         self.redis = servers.RedisServer(folder / "redis", appendonly=True)
+        self.sentinels = SentinelGroup(folder / "sentinel") if redis_topology == "sentinel" else None
         self.pg = servers.PostgresServer(folder / "pg")
         self.redis_proxy: FaultProxy | None = None
         self.pg_proxy: FaultProxy | None = None
@@ -82,11 +94,21 @@ class SoakStack:
         """The database, directly (the checker's way in, never through a proxy)."""
         return self.pg.url(DATABASE)
 
+    @property
+    def redis_url(self) -> str:
+        """Redis's current master, directly (the checker's and the faults' way in)."""
+        if self.sentinels is None:
+            return self.redis.url
+        return f"redis://127.0.0.1:{self.sentinels.master_port()}/0"
+
     def start(self) -> SoakStack:
-        self.redis.start()
+        if self.sentinels is None:
+            self.redis.start()
+            self.redis_proxy = FaultProxy(self.redis.url)
+        else:
+            self.sentinels.start()
         self.pg.start()
         servers.ensure_database(self.pg.admin_url, DATABASE)
-        self.redis_proxy = FaultProxy(self.redis.url)
         self.pg_proxy = FaultProxy(self.pg.url(DATABASE))
         self._launch()
         self.wait_ready()
@@ -110,12 +132,11 @@ class SoakStack:
     # -- make run ----------------------------------------------------------------------------
 
     def _env(self) -> dict[str, str]:
-        assert self.redis_proxy is not None
         assert self.pg_proxy is not None
         env = {k: v for k, v in os.environ.items() if k not in CLEARED and not k.startswith(CLEARED_PREFIXES)}
         env.update(SETTINGS)
         env.update(
-            REDIS_URL=self.redis_proxy.url,
+            REDIS_URL=self.sentinels.url if self.sentinels is not None else self._proxied_redis_url(),
             DATABASE_URL=self.pg_proxy.url,
             PORT=str(self.port),
             MI_STATE_DIR=str(self.state),
@@ -125,6 +146,10 @@ class SoakStack:
             PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}",
         )
         return env
+
+    def _proxied_redis_url(self) -> str:
+        assert self.redis_proxy is not None
+        return self.redis_proxy.url
 
     def _launch(self) -> None:
         self.run = SessionProcess(
@@ -183,4 +208,7 @@ class SoakStack:
         with contextlib.suppress(Exception):
             self.pg.stop()
         with contextlib.suppress(Exception):
-            self.redis.stop()
+            if self.sentinels is not None:
+                self.sentinels.stop()
+            else:
+                self.redis.stop()

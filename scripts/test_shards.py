@@ -37,10 +37,10 @@ from scripts import lifeline
 #: CPU-bound rest (tests/support/slow_parts.py).
 SLOW_PARTS = ("-p", "tests.support.slow_parts", "--slow-part")
 SHARDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    # The chaos soak (marked `soak`) is `make soak`'s, not yet a gate of make test: one finding
-    # is open (RELIABILITY.md, "Soak"; issue 23).
-    ("slow-1", "slow and not soak", (*SLOW_PARTS, "1/2")),
-    ("slow-2", "slow and not soak", (*SLOW_PARTS, "2/2")),
+    # The chaos soak's 3-minute run is a gate; its run on Redis Sentinel (`make soak-sentinel`)
+    # is not: one finding is open (RELIABILITY.md, "Soak on Redis Sentinel").
+    ("slow-1", "slow and not sentinel_soak", (*SLOW_PARTS, "1/2")),
+    ("slow-2", "slow and not sentinel_soak", (*SLOW_PARTS, "2/2")),
     ("rest", "not slow", ()),
 )
 #: pytest's exit status when a run selects no test (a shard's share of a narrow selection).

@@ -1,6 +1,6 @@
 """REDIS_URL=redis+sentinel://…: the pipeline follows a failover of the master.
 
-One master, one replica and three Sentinels (tests/support/sentinel.py); the web app,
+One master, one replica and three Sentinels (scripts/sentinel_group.py); the web app,
 a `dramatiq actors.worker` process, the hot path's event consumer (`python -m
 hotpath --only events`) and the reconciler reach Redis through the Sentinels. A burst of
 submissions runs while the master is SIGKILLed; a replica is promoted; every record
@@ -41,12 +41,12 @@ from redis_adapters.queues import (
 from redis_adapters.redis_clients import redis_client
 from redis_adapters.report_message import ReportQueueMessage
 from scripts.processes import ProcfileProcess
+from scripts.sentinel_group import SentinelGroup, sentinel_binary
 from services.domain.events import EventType
 from services.domain.status import RecordStatus
 from services.persistence.models import AssessmentRecord, EventLogEntry
 from tests.support.processes import WorkerProcess, wait_until
 from tests.support.record_state import statuses
-from tests.support.sentinel import SentinelGroup, sentinel_binary
 from tests.support.submissions import answer_sheet, submit
 from web import create_app, issue_user_token
 

@@ -12,8 +12,8 @@ from sqlalchemy import Engine, text
 from config.settings import Settings
 from scripts import servers
 from scripts.cluster import RedisClusterServers, cluster_servers
+from scripts.sentinel_group import SentinelGroup
 from tests.support.pgbouncer import PgBouncer
-from tests.support.sentinel import SentinelGroup
 from tests.system.shipped import ShippedStack
 from tests.system.topologies import stack_env
 

@@ -28,10 +28,10 @@ import redis
 from redis_adapters.keyspace import Keyspace
 from redis_adapters.redis_clients import redis_client
 from scripts.cluster import RedisClusterServers
+from scripts.sentinel_group import SentinelGroup, sentinel_binary
 from services.domain.status import RecordStatus
 from tests.support.pgbouncer import PgBouncer, pgbouncer_binary
 from tests.support.processes import wait_until
-from tests.support.sentinel import SentinelGroup, sentinel_binary
 from tests.system.burst import Burst
 from tests.system.conftest import StartStack
 from tests.system.process_logs import errors_outside

@@ -7,7 +7,7 @@ that says when a replica took over:
 - embedded: no URL at all; `make run` starts its own Redis and PostgreSQL;
 - external: the test servers (the PostgreSQL and Redis db index `make test` gives us);
 - PgBouncer in transaction mode in front of the test PostgreSQL (tests/support/pgbouncer.py);
-- Redis Sentinel: a master, a replica, three Sentinels (tests/support/sentinel.py);
+- Redis Sentinel: a master, a replica, three Sentinels (scripts/sentinel_group.py);
 - Redis Cluster, three masters with a replica each (scripts/cluster.py).
 
 Times in the servers' logs are read as the wall clock of this host (they run here), so

@@ -1,4 +1,5 @@
-"""A private Redis Sentinel deployment for the failover tests: one master, one replica, three Sentinels.
+"""A private Redis Sentinel deployment for the failover tests and the soak: one master, one replica,
+three Sentinels.
 
 Debian's `redis-server` and `redis-sentinel`, each on a free loopback port, in a
 temporary folder, in sessions of their own; `stop` ends every process it started. The
@@ -20,8 +21,8 @@ import redis
 from redis.sentinel import Sentinel
 
 from scripts import lifeline
+from scripts.processes import wait_until
 from scripts.servers import free_port
-from tests.support.processes import wait_until
 
 SERVICE = "mymaster"
 #: How long a silent master takes to be judged down by a Sentinel.
@@ -42,6 +43,7 @@ class _Server:
     port: int
     process: subprocess.Popen[bytes]
     log: Path
+    binary: str
 
 
 @dataclass
@@ -55,12 +57,16 @@ class SentinelGroup:
         hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
         return f"redis+sentinel://{hosts}/{SERVICE}/0"
 
-    def _start(self, name: str, binary: str, config: str) -> _Server:
+    def _start(self, name: str, binary: str, config: str | None) -> _Server:
+        """Start `name` on `config` (None: the file it had, as the Sentinels last rewrote it)."""
         folder = self.directory / name
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "redis.conf").write_text(config)  # Sentinels rewrite it: it must be writable
+        if config is None:
+            config = (folder / "redis.conf").read_text()
+        else:
+            (folder / "redis.conf").write_text(config)  # Sentinels rewrite it: it must be writable
         log = folder / "out.log"
-        with log.open("wb") as out:
+        with log.open("ab") as out:
             process = subprocess.Popen(
                 [binary, str(folder / "redis.conf")],
                 stdout=out,
@@ -70,7 +76,7 @@ class SentinelGroup:
             )
         lifeline.track(process.pid)  # ends with the test run, however it ends
         port = int(config.split("port ", 1)[1].split("\n", 1)[0])
-        server = self.servers[name] = _Server(name, port, process, log)
+        server = self.servers[name] = _Server(name, port, process, log, binary)
         wait_until(lambda: _answers(port), timeout=10, what=f"{name} on port {port}")
         return server
 
@@ -132,6 +138,57 @@ class SentinelGroup:
         server = self.servers[name]
         os.killpg(server.process.pid, signal.SIGKILL)
         server.process.wait(timeout=10)
+
+    def restart(self, name: str) -> None:
+        """Start a server killed before again, on its own port: a master killed comes back as
+        a master of old data until the Sentinels make it a replica of the one they promoted."""
+        server = self.servers[name]
+        self._start(name, server.binary, None)
+
+    def pause(self, name: str) -> None:
+        """SIGSTOP one server: silent, its connections open (a hung host)."""
+        os.killpg(self.servers[name].process.pid, signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        os.killpg(self.servers[name].process.pid, signal.SIGCONT)
+
+    def failover(self, timeout: float = 20.0) -> tuple[int, int]:
+        """`SENTINEL FAILOVER` (an operator's switch-over): the master's port before and after."""
+        before = self.master_port()
+        with redis.Redis(port=self.sentinel_ports[0], socket_timeout=5) as client:
+            client.execute_command("SENTINEL", "FAILOVER", SERVICE)
+        wait_until(lambda: self._master_port_or(before) != before, timeout=timeout, what="the failover")
+        return before, self.master_port()
+
+    def wait_promoted(self, old_port: int, timeout: float = 30.0) -> int:
+        """Until the Sentinels name another master than `old_port`: its port."""
+        wait_until(lambda: self._master_port_or(old_port) != old_port, timeout=timeout, what="a promotion")
+        return self.master_port()
+
+    def wait_in_sync(self, timeout: float = 60.0) -> None:
+        """Until the master the Sentinels name has a replica online (the deployment can lose
+        its master again without losing its data)."""
+
+        def in_sync() -> bool:
+            try:
+                with redis.Redis(port=self.master_port(), socket_timeout=2, decode_responses=True) as client:
+                    info = client.info("replication")
+            except redis.RedisError:
+                return False
+            replica = info.get("slave0")
+            return (
+                info.get("role") == "master"
+                and isinstance(replica, dict)
+                and replica.get("state") == "online"
+            )
+
+        wait_until(in_sync, timeout=timeout, what="the master and its replica in sync", interval=0.2)
+
+    def _master_port_or(self, default: int) -> int:
+        try:
+            return self.master_port()
+        except redis.RedisError:
+            return default
 
     def name_of(self, port: int) -> str:
         return next(s.name for s in self.servers.values() if s.port == port)
