@@ -6,6 +6,7 @@ connections dead.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from listbroker import RedisListBroker, RedisListConsumer
 from listbroker.connections import IDLE_CHECK_SECONDS
 
 from actors.bootstrap import default_middleware
-from tests.support.processes import RedisServer
+from tests.support.processes import RedisServer, wait_until
 
 
 @pytest.fixture
@@ -65,3 +66,58 @@ def test_enqueue_after_a_restart_uses_a_live_connection(
     assert IDLE_CHECK_SECONDS > 0
     private_broker.enqueue(message(2))
     assert redis.Redis.from_url(server.url).llen("hot:queue") == 1
+
+
+@pytest.mark.parametrize(
+    ("setting", "refusing", "serving"),
+    [
+        # A master cut off from its replicas (the soak on Sentinel): every write refused.
+        ("min-replicas-to-write", "1", "0"),
+        # A server at maxmemory: OOM on every write that may grow it.
+        ("maxmemory", "1", "0"),
+    ],
+)
+def test_a_worker_whose_server_refuses_writes_for_a_while_goes_on_taking_jobs(
+    private_broker: RedisListBroker,
+    server: RedisServer,
+    caplog: pytest.LogCaptureFixture,
+    setting: str,
+    refusing: str,
+    serving: str,
+) -> None:
+    """An error reply of a server that cannot serve for now is a connection error to Dramatiq
+    (its consumer thread restarts); found by the soak on Sentinel: NOREPLICAS was an
+    "unexpected error", closing the consumer raised it again, and the consumer thread ended
+    while its worker process lived on, taking no job."""
+    done: list[int] = []
+
+    @dramatiq.actor(broker=private_broker, queue_name="hot", actor_name="noted")
+    def noted(n: int) -> None:
+        done.append(n)
+
+    admin = redis.Redis.from_url(server.url)
+    worker = dramatiq.Worker(private_broker, worker_threads=1, worker_timeout=100)
+    worker.start()
+    try:
+        noted.send(1)
+        wait_until(lambda: done == [1], timeout=30, what="the first job")
+        with caplog.at_level(logging.WARNING):
+            admin.config_set(setting, refusing)
+            try:
+                # The broker's consumer backs off (its warning), or Dramatiq restarts it.
+                wait_until(
+                    lambda: any(
+                        "Consumer of hot:queue" in r.getMessage() or "Consumer encountered" in r.getMessage()
+                        for r in caplog.records
+                    ),
+                    timeout=30,
+                    what="the consumer refused",
+                )
+            finally:
+                admin.config_set(setting, serving)
+        assert not any("unexpected error" in r.getMessage() for r in caplog.records)
+        noted.send(2)
+        wait_until(lambda: done == [1, 2], timeout=30, what="a job after the refusals")
+    finally:
+        worker.stop(timeout=10_000)
+        admin.close()

@@ -24,10 +24,35 @@ from redis.cluster import RedisCluster
 from redis.commands.core import Script
 from redis.connection import AbstractConnection
 
+#: Error replies of a server that cannot serve now though the connection is fine: a master
+#: cut off from its replicas (`min-replicas-to-write`), a replica without its master, a
+#: script running too long, a cluster slot on the move. redis-py maps READONLY, OOM and
+#: LOADING to classes of their own (UNAVAILABLE_ERRORS); these it leaves as ResponseError.
+UNAVAILABLE_REPLIES = ("NOREPLICAS", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN")
+#: ...and those: a master demoted to replica, one at `maxmemory`, one loading its data.
+UNAVAILABLE_ERRORS: tuple[type[redis.RedisError], ...] = (
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.BusyLoadingError,
+)
+
+
+def unavailable(exc: redis.RedisError) -> bool:
+    """Is this error reply a server that cannot serve for now (not a wrong command)?"""
+    if isinstance(exc, UNAVAILABLE_ERRORS):
+        return True
+    return isinstance(exc, redis.ResponseError) and str(exc).split(" ", 1)[0] in UNAVAILABLE_REPLIES
+
 
 @contextmanager
 def connection_errors() -> Iterator[None]:
-    """Redis failures become Dramatiq's ConnectionClosed, so its threads reconnect and retry."""
+    """Redis failures become Dramatiq's ConnectionClosed, so its threads reconnect and retry.
+
+    So do the error replies of a server that cannot serve for now (`unavailable`): found by
+    the soak on Sentinel, a consumer's fetch refused with NOREPLICAS raised a ResponseError,
+    Dramatiq took it for an unexpected error, and closing the consumer raised it again and
+    ended the consumer thread: the worker process lived on, taking no job.
+    """
     try:
         yield
     except redis.ConnectionError as exc:
@@ -37,6 +62,10 @@ def connection_errors() -> Iterator[None]:
     except (redis.exceptions.ClusterDownError, redis.exceptions.SlotNotCoveredError) as exc:
         # A cluster in failover (no master for a slot yet) is a Redis unavailable for now.
         raise ConnectionClosed(exc) from exc
+    except redis.RedisError as exc:
+        if unavailable(exc):
+            raise ConnectionClosed(exc) from exc
+        raise
 
 
 def run_on(conn: AbstractConnection, command: tuple[Any, ...], script: Script | None = None) -> Any:
@@ -162,13 +191,17 @@ class DirectConnections:
     one is a deque pop rather than the pool's locked checkout. Like the pool, a
     connection that sat idle is first checked for a close by the server (a restart, an
     idle timeout), so the command goes out on a live connection, and a forked process
-    never uses its parent's sockets.
+    never uses its parent's sockets. A pool that follows a master (it has a `follow()`, as
+    a Sentinel pool may: asks which server is the master now) is asked first, and a
+    connection it no longer owns (to a master since demoted) is closed, to reconnect to
+    the new one: a direct connection must not keep writing to a server a failover left.
     """
 
     def __init__(self, client: redis.Redis) -> None:
         self.pool = client.connection_pool
         self._idle: deque[tuple[AbstractConnection, float]] = deque()
         self._pid = os.getpid()
+        self._follow = getattr(self.pool, "follow", None)
 
     def take(self) -> AbstractConnection:
         if self._pid != os.getpid():
@@ -178,6 +211,11 @@ class DirectConnections:
             conn, since = self._idle.pop()
         except IndexError:
             return cast(AbstractConnection, self.pool.connection_class(**self.pool.connection_kwargs))
+        if self._follow is not None:
+            self._follow()
+            if not self.pool.owns_connection(cast(Any, conn)):
+                conn.disconnect()  # to a master since demoted: the next send asks for the new one
+                return conn
         if time.monotonic() - since > IDLE_CHECK_SECONDS and cast(Any, conn).is_connected:
             try:
                 if conn.can_read():

@@ -27,6 +27,7 @@ from typing import Protocol
 import redis
 
 from listbroker.backoff import Backoff
+from listbroker.connections import connection_errors
 from listbroker.keys import QueueKeys, owner_of_processing
 from listbroker.scripts import Scripts
 
@@ -99,7 +100,8 @@ class Maintenance(threading.Thread):
         # Beat *before* adding it: if Redis is down, `consume` fails and Dramatiq forgets
         # this consumer; registered anyway, it would be heartbeated forever once Redis is
         # back, an empty entry in the heartbeat set per failed restart.
-        self.broker.scripts.heartbeat(keys=[consumer.heartbeats_key], args=[consumer.processing_key])
+        with connection_errors():
+            self.broker.scripts.heartbeat(keys=[consumer.heartbeats_key], args=[consumer.processing_key])
         with self._lock:
             self._consumers.add(consumer)
 
