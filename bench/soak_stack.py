@@ -1,9 +1,10 @@
 """The soak's stack: `make run` (python -m scripts.run_stack, the Procfile as it ships, its
 default worker shape) on a private Redis and PostgreSQL, each reached through a FaultProxy;
 or (`redis="sentinel"`) on a private Redis Sentinel deployment (scripts/sentinel_group.py:
-a master, a replica, three Sentinels; REDIS_URL the `redis+sentinel://` URL the README
-documents), which no proxy can stand in front of: Sentinel hands out the servers' own
-addresses, so Redis's faults are then the servers' (failover, master killed or hung).
+a master, two replicas, three Sentinels, `min-replicas-to-write 1`; REDIS_URL the
+`redis+sentinel://` URL the README documents), which no proxy can stand in front of:
+Sentinel hands out the servers' own addresses, so Redis's faults are then the servers'
+(failover, master killed or hung).
 
 The servers are the soak's own (scripts/servers.py), so it may restart them; the stack's
 processes are found by the marker run_stack puts in their environment and told apart by
@@ -77,7 +78,13 @@ class SoakStack:
         self.state = folder / "state"
         self.topology = redis_topology
         self.redis = servers.RedisServer(folder / "redis", appendonly=True)
-        self.sentinels = SentinelGroup(folder / "sentinel") if redis_topology == "sentinel" else None
+        # The deployment SCALING.md recommends: two replicas, and a master refuses writes
+        # with none connected (it was cut off by a failover: what it took would be discarded).
+        self.sentinels = (
+            SentinelGroup(folder / "sentinel", replicas=2, min_replicas_to_write=1)
+            if redis_topology == "sentinel"
+            else None
+        )
         self.pg = servers.PostgresServer(folder / "pg")
         self.redis_proxy: FaultProxy | None = None
         self.pg_proxy: FaultProxy | None = None

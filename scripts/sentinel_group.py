@@ -48,7 +48,14 @@ class _Server:
 
 @dataclass
 class SentinelGroup:
+    """`replicas` replicas ("replica", "replica-2", …); `min_replicas_to_write` is each server's
+    `min-replicas-to-write`: a master with fewer replicas connected refuses writes, so one cut
+    off by a failover (its replicas gone to the promoted one) refuses them instead of taking
+    writes a resync will discard (SCALING.md, "Redis Sentinel")."""
+
     directory: Path
+    replicas: int = 1
+    min_replicas_to_write: int = 0
     servers: dict[str, _Server] = field(default_factory=dict)
     sentinel_ports: list[int] = field(default_factory=list)
 
@@ -84,19 +91,18 @@ class SentinelGroup:
         server_binary = shutil.which("redis-server") or "/usr/bin/redis-server"
         sentinel = sentinel_binary()
         assert sentinel is not None
-        base = 'bind 127.0.0.1\nprotected-mode no\nsave ""\nappendonly no\ndaemonize no\n'
+        base = (
+            'bind 127.0.0.1\nprotected-mode no\nsave ""\nappendonly no\ndaemonize no\n'
+            f"min-replicas-to-write {self.min_replicas_to_write}\n"
+        )
         master = self._start("master", server_binary, f"port {free_port()}\n{base}")
-        self._start(
-            "replica", server_binary, f"port {free_port()}\n{base}replicaof 127.0.0.1 {master.port}\n"
-        )
-        wait_until(
-            lambda: (
-                redis.Redis(port=self.servers["replica"].port).info("replication").get("master_link_status")
-                == "up"
-            ),
-            timeout=15,
-            what="the replica to sync",
-        )
+        for index in range(self.replicas):
+            self._start(
+                "replica" if index == 0 else f"replica-{index + 1}",
+                server_binary,
+                f"port {free_port()}\n{base}replicaof 127.0.0.1 {master.port}\n",
+            )
+        wait_until(self._in_sync, timeout=15, what="the replicas to sync")
         for index in range(3):
             port = free_port()
             self.sentinel_ports.append(port)
@@ -113,15 +119,11 @@ class SentinelGroup:
         wait_until(self._settled, timeout=30, what="the Sentinels to discover each other and the replica")
         return self
 
-    def _replica_synced(self) -> bool:
-        with redis.Redis(port=self.servers["replica"].port) as client:
-            return bool(client.info("replication").get("master_link_status") == "up")
-
     def _settled(self) -> bool:
         for port in self.sentinel_ports:
             with redis.Redis(port=port, decode_responses=True) as client:
                 state: dict[str, str] = client.sentinel_master(SERVICE)
-            if int(state["num-other-sentinels"]) < 2 or int(state["num-slaves"]) < 1:
+            if int(state["num-other-sentinels"]) < 2 or int(state["num-slaves"]) < self.replicas:
                 return False
         return True
 
@@ -166,23 +168,19 @@ class SentinelGroup:
         return self.master_port()
 
     def wait_in_sync(self, timeout: float = 60.0) -> None:
-        """Until the master the Sentinels name has a replica online (the deployment can lose
-        its master again without losing its data)."""
+        """Until the master the Sentinels name has all its replicas online (the deployment can
+        lose its master again without losing its data)."""
+        wait_until(self._in_sync, timeout=timeout, what="the master and its replicas in sync", interval=0.2)
 
-        def in_sync() -> bool:
-            try:
-                with redis.Redis(port=self.master_port(), socket_timeout=2, decode_responses=True) as client:
-                    info = client.info("replication")
-            except redis.RedisError:
-                return False
-            replica = info.get("slave0")
-            return (
-                info.get("role") == "master"
-                and isinstance(replica, dict)
-                and replica.get("state") == "online"
-            )
-
-        wait_until(in_sync, timeout=timeout, what="the master and its replica in sync", interval=0.2)
+    def _in_sync(self) -> bool:
+        try:
+            port = self.master_port() if self.sentinel_ports else self.servers["master"].port
+            with redis.Redis(port=port, socket_timeout=2, decode_responses=True) as client:
+                info = client.info("replication")
+        except redis.RedisError:
+            return False
+        online = [info.get(f"slave{index}", {}).get("state") == "online" for index in range(self.replicas)]
+        return info.get("role") == "master" and all(online)
 
     def _master_port_or(self, default: int) -> int:
         try:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import pytest
-from redis.sentinel import SentinelConnectionPool
+from redis.sentinel import MasterNotFoundError, SentinelConnectionPool
 
 from config.redis_urls import SentinelURL, parse_sentinel_url
 from config.settings import Settings
-from redis_adapters.redis_clients import connection_pool, redis_client
+from redis_adapters.redis_clients import FollowingSentinelPool, connection_pool, redis_client
 from services.domain.errors import ConfigError
 
 
@@ -79,3 +81,37 @@ def test_a_plain_url_keeps_a_plain_pool() -> None:
     assert not isinstance(client.connection_pool, SentinelConnectionPool)
     assert client.connection_pool.connection_kwargs["db"] == 4
     client.close()
+
+
+class CountingSentinels:
+    """A Sentinel manager naming `master`, counting the questions; `down` makes them fail."""
+
+    def __init__(self) -> None:
+        self.master = ("127.0.0.1", 7001)
+        self.asked = 0
+        self.down = False
+
+    def discover_master(self, service_name: str) -> tuple[str, int]:
+        self.asked += 1
+        if self.down:
+            raise MasterNotFoundError(f"No master found for {service_name!r}")
+        return self.master
+
+
+def test_a_sentinel_pool_asks_for_the_master_at_most_every_follow_interval() -> None:
+    sentinels = CountingSentinels()
+    now = [100.0]
+    pool = FollowingSentinelPool("mymaster", cast(Any, sentinels), follow_s=0.5, clock=lambda: now[0])
+    pool.follow()
+    pool.follow()
+    assert sentinels.asked == 1
+    assert pool.master_address == ("127.0.0.1", 7001)
+    now[0] += 0.5
+    sentinels.master = ("127.0.0.1", 7002)  # a switch-over
+    pool.follow()
+    assert (sentinels.asked, pool.master_address) == (2, ("127.0.0.1", 7002))
+    # No Sentinel answers: the pool keeps what it knew, nothing is raised.
+    sentinels.down = True
+    now[0] += 0.5
+    pool.follow()
+    assert (sentinels.asked, pool.master_address) == (3, ("127.0.0.1", 7002))
