@@ -1,13 +1,18 @@
 """Apply the database migrations shipped with the package: ``mi-assessment-migrate``.
 
-    mi-assessment-migrate [--database-url URL] [REVISION]      (default: head)
-    python -m services.persistence.migrate ...                               (the same)
+    mi-assessment-migrate [--database-url URL] [--wait SECONDS] [REVISION]   (default: head)
+    python -m services.persistence.migrate ...                                            (the same)
 
 Needs no checkout and no alembic.ini: the script directory is the package resource
 ``services.persistence:migrations``, so an installed wheel migrates its own database (the Procfile's
 release step runs this). The database comes from --database-url, else DATABASE_URL.
-Exit code 0 when the database is at REVISION, 2 for a configuration error; a failed
-migration raises (its traceback says which revision and why).
+
+A database that cannot be reached yet (booting, restarting, failing over) is waited for,
+up to --wait seconds (services/persistence/patience.py), and a migration whose connection
+is lost midway is run again within that time (PostgreSQL runs each in a transaction:
+nothing half done stays). Exit code 0 when
+the database is at REVISION, 2 for a configuration error, 3 when the database could not
+be reached in time; a failed migration raises (its traceback says which revision and why).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from alembic.config import Config
 
 from config.settings import normalize_database_url
 from services.domain.errors import ConfigError
+from services.persistence.patience import DEFAULT_WAIT_S, DatabaseNotReached, patiently
 
 #: Alembic's "package:path" notation: found through the import system, wherever installed.
 SCRIPT_LOCATION = "services.persistence:migrations"
@@ -48,15 +54,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mi-assessment-migrate", description=__doc__.split("\n")[0])
     parser.add_argument("revision", nargs="?", default="head", help="target revision (default: head)")
     parser.add_argument("--database-url", default=None, help="default: DATABASE_URL")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=DEFAULT_WAIT_S,
+        metavar="SECONDS",
+        help=f"how long to wait for a database that cannot be reached (default: {DEFAULT_WAIT_S:.0f})",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     # Alembic reports each revision it runs through the "alembic" logger, at INFO.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)-5.5s [%(name)s] %(message)s")
     logging.getLogger("alembic").setLevel(logging.INFO)
     try:
-        upgrade(args.database_url, args.revision)
+        patiently("migrations", lambda: upgrade(args.database_url, args.revision), wait_s=max(0.0, args.wait))
     except ConfigError as exc:
         print(f"mi-assessment-migrate: {exc}", file=sys.stderr)
         return 2
+    except DatabaseNotReached as exc:
+        print(
+            f"mi-assessment-migrate: the database could not be reached in {args.wait:g} s: {exc}",
+            file=sys.stderr,
+        )
+        return 3
     return 0
 
 

@@ -5,6 +5,8 @@ python -m services.persistence.questionnaire_seed      # the Procfile's release 
 
 from __future__ import annotations
 
+import sys
+
 from sqlalchemy import update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
@@ -12,6 +14,7 @@ from config.settings import Settings
 from services.domain.questionnaire import Questionnaire, load_questionnaire
 from services.persistence.db import build_session_factory
 from services.persistence.models import Dimension, Question
+from services.persistence.patience import DEFAULT_WAIT_S, DatabaseNotReached, patiently
 from services.persistence.uow import UnitOfWork
 
 
@@ -67,12 +70,22 @@ def seed_questionnaire(uow: UnitOfWork, questionnaire: Questionnaire | None = No
     return len(question_rows)
 
 
-def main() -> None:
+def main() -> int:
     """`python -m services.persistence.questionnaire_seed` (the Procfile's release step, after the
-    migrations): load the packaged questionnaire into DATABASE_URL."""
-    count = seed_questionnaire(UnitOfWork(build_session_factory(Settings.from_env())))
+    migrations): load the packaged questionnaire into DATABASE_URL, waiting for a database that
+    cannot be reached yet (services/persistence/patience.py; exit code 3 when the wait is over)."""
+    factory = build_session_factory(Settings.from_env())
+    try:
+        count = patiently("questionnaire", lambda: seed_questionnaire(UnitOfWork(factory)))
+    except DatabaseNotReached as exc:
+        print(
+            f"questionnaire: the database could not be reached in {DEFAULT_WAIT_S:g} s: {exc}",
+            file=sys.stderr,
+        )
+        return 3
     print(f"questionnaire loaded: {count} questions")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

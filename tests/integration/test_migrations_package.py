@@ -1,4 +1,5 @@
-"""The migrations ship in the wheel, and its console command builds the schema of an empty database.
+"""The migrations ship in the wheel, and its console command builds the schema of an empty
+database, waiting for one that does not answer yet.
 
 The wheel is built from a copy of the package's sources (the checkout stays clean) and
 installed into a folder of its own; the command then runs from there, in another
@@ -20,7 +21,10 @@ import pytest
 from sqlalchemy import Engine, text
 
 from config.settings import Settings
+from scripts.faults import FaultProxy
 from tests.support.packages import APPLICATION_PACKAGES
+from tests.support.processes import wait_until
+from tests.support.urls import CLOSED_DATABASE_URL
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What setup.cfg needs to build the wheel.
@@ -170,3 +174,49 @@ def test_the_wheel_holds_the_console_pages(wheel: Path) -> None:
     }
     assert "web/console/templates/console/base.html" in pages
     assert pages | {"web/console/static/console.css", "web/console/__init__.py"} <= names
+
+
+def test_the_release_step_waits_for_a_database_that_answers_late(
+    empty_schema: str, engine: Engine, tmp_path: Path
+) -> None:
+    """PostgreSQL not answering yet when the release step starts (a boot, a restart): it waits
+    and migrates once it answers. Found by the soak: `make run` started again while
+    PostgreSQL restarted failed its release step and started nothing."""
+    proxy = FaultProxy(empty_schema)
+    proxy.down()
+    log = tmp_path / "migrate.log"
+    try:
+        with log.open("wb") as out:
+            migrate = subprocess.Popen(
+                [sys.executable, "-m", "services.persistence.migrate", "--wait", "120"],
+                cwd=ROOT,
+                env={**os.environ, "DATABASE_URL": proxy.url},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+            wait_until(lambda: "cannot be reached" in log.read_text(), timeout=60, what="the step waiting")
+            assert migrate.poll() is None
+            proxy.up()
+            assert migrate.wait(timeout=120) == 0, log.read_text()
+    finally:
+        proxy.close()
+    output = log.read_text()
+    assert "Running upgrade" in output
+    assert "the database answered after" in output
+    with engine.connect() as conn:
+        assert conn.scalar(text(f"SELECT count(*) FROM {SCHEMA}.alembic_version")) == 1
+
+
+def test_the_release_step_gives_up_on_a_database_that_never_answers() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "services.persistence.migrate", "--wait", "1"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": CLOSED_DATABASE_URL},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "the database could not be reached in 1 s" in done.stderr
+    assert "Traceback" not in done.stderr
