@@ -50,9 +50,10 @@ class EventSpool:
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
+        #: This process's file, its name and the pid that opened it: set at the first use.
         self._fd: int | None = None
-        self._name = f"{os.getpid()}-{uuid.uuid4().hex[:12]}{SPOOL_SUFFIX}"
-        self._pid = os.getpid()
+        self._name = ""
+        self._pid = 0
         self._lock = threading.Lock()
 
     @property
@@ -61,10 +62,16 @@ class EventSpool:
         return self.folder / self._name
 
     def _own(self) -> int:
-        """The descriptor of this process's file, created and locked at first use (after a
-        fork, the child makes a file of its own: a lock is the open file's, shared with the parent)."""
+        """The descriptor of this process's file, created and locked at first use.
+
+        After a fork the child makes a file of its own, and closes the descriptor it
+        inherited: a `flock` belongs to the open file, which the child's copy would keep
+        locked after the parent ended, so the parent's events would never be taken over."""
         if self._fd is not None and self._pid == os.getpid():
             return self._fd
+        if self._fd is not None:
+            os.close(self._fd)  # the parent's, inherited: only its own copy may keep the lock
+            self._fd = None
         self._pid = os.getpid()
         self._name = f"{self._pid}-{uuid.uuid4().hex[:12]}{SPOOL_SUFFIX}"
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -103,7 +110,7 @@ class EventSpool:
         taken: list[Event] = []
         for path in candidates:
             if path.name == self._name and self._pid == os.getpid():
-                continue
+                continue  # ours (locked by us anyway)
             try:
                 events = self._take_file(path)
             except OSError as exc:

@@ -158,4 +158,44 @@ def test_a_spool_that_cannot_be_written_leaves_the_events_in_memory(
     assert sink.held == 1
     assert "in memory only" in caplog.text
     unreachable.dispose()
-    assert os.path.isfile(blocker)
+
+
+#: A process holding one event forks a child that holds one of its own, then kills itself;
+#: the child lives on (its pid on stdout, then it sleeps until killed).
+PARENT_KILLED_CHILD_ALIVE = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from redis_adapters.event_spool import EventSpool
+    from services.domain.events import Event, EventType
+
+    spool = EventSpool(sys.argv[1])
+    spool.append([Event.new(EventType.RECORD_CREATED, record_id=1)])
+    child = os.fork()
+    if child == 0:
+        spool.append([Event.new(EventType.RECORD_CREATED, record_id=2)])
+        print(os.getpid(), flush=True)
+        time.sleep(600)
+        os._exit(0)
+    time.sleep(0.5)  # the child's file made, its pid printed
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+def test_a_child_forked_from_a_process_does_not_keep_that_process_file_locked(tmp_path: Path) -> None:
+    """A `flock` belongs to the open file: a child that kept its parent's descriptor would keep
+    the parent's file locked after the parent ended, and its events would never be taken over."""
+    run = subprocess.Popen(
+        [sys.executable, "-c", PARENT_KILLED_CHILD_ALIVE, str(tmp_path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert run.stdout is not None
+    child = int(run.stdout.readline())
+    try:
+        assert run.wait(timeout=60) == -signal.SIGKILL
+        taken = EventSpool(tmp_path).take_over()
+        assert [event.record_id for event in taken] == [1]  # the parent's; the child's is alive
+    finally:
+        os.kill(child, signal.SIGKILL)
