@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: How long the release step waits for a database it cannot reach (--wait, RELEASE_WAIT_S).
+#: How long the release step waits for a database it cannot reach (`mi-assessment-migrate --wait`).
 DEFAULT_WAIT_S = 60.0
 #: Pause between two tries, doubling up to the most.
 FIRST_PAUSE_S = 0.5
@@ -36,12 +36,13 @@ class DatabaseNotReached(Exception):
 
 def unreachable(exc: BaseException) -> str | None:
     """The first line of what says the database cannot be reached, or None for another error."""
-    if isinstance(exc, DatabaseUnavailable):
-        return str(exc).strip().splitlines()[0] if str(exc).strip() else "database unavailable"
     if isinstance(exc, sqlalchemy.exc.OperationalError):
-        text = str(exc.orig or exc).strip()
-        return text.splitlines()[0] if text else "operational error"
-    return None
+        text = str(exc.orig or exc)
+    elif isinstance(exc, DatabaseUnavailable):
+        text = str(exc)
+    else:
+        return None
+    return (text.strip().splitlines() or ["database unavailable"])[0]
 
 
 def patiently(

@@ -286,6 +286,22 @@ def test_a_database_error_in_a_group_leaves_the_others_to_run_alone(
     assert any("group of 3 reports failed" in m and "each runs again alone" in m for m in warnings)
 
 
+def generate_waiting_on_its_lock(
+    groups: ReportGroups, record_id: int, database_url: str
+) -> tuple[threading.Thread, list[object]]:
+    """`groups.generate(record_id)` in a thread of its own, once it waits on the record's row
+    lock (held by the caller): the thread, and the list its result goes in."""
+    results: list[object] = []
+    alone = threading.Thread(target=lambda: results.append(groups.generate(record_id)))
+    alone.start()
+    wait_until(
+        lambda: sessions_waiting_for_a_lock(database_url) >= 1,
+        timeout=30,
+        what="the locked record's job waiting on its lock",
+    )
+    return alone, results
+
+
 def test_a_record_locked_elsewhere_leaves_the_group_and_waits_alone(
     settings: Settings, uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: MakeRecord
 ) -> None:
@@ -301,14 +317,7 @@ def test_a_record_locked_elsewhere_leaves_the_group_and_waits_alone(
         # Through the generator: the locked record's job waits alone, on the lock, as a job
         # always did; a second record's jobs are not held up by it meanwhile.
         groups = ReportGroups(lambda: UnitOfWork(session_factory))
-        waiting: list[object] = []
-        alone = threading.Thread(target=lambda: waiting.append(groups.generate(locked)))
-        alone.start()
-        wait_until(
-            lambda: sessions_waiting_for_a_lock(settings.database_url) >= 1,
-            timeout=30,
-            what="the locked record's job waiting on its lock",
-        )
+        alone, waiting = generate_waiting_on_its_lock(groups, locked, settings.database_url)
         later = good_record(make_record, 7)
         assert groups.generate(later).outcome is GenerationOutcome.GENERATED
         assert waiting == []
@@ -554,18 +563,11 @@ def test_a_locked_record_alone_whose_commit_landed_but_whose_reply_was_lost_is_g
     waited alone for the lock, and its COMMIT landed with the reply lost."""
     record_id = good_record(make_record, 0)
     groups = ReportGroups(lambda: UnitOfWork(session_factory))
-    results: list[object] = []
     with row_locked(settings.database_url, record_id):
         fail_once(
             monkeypatch, "write", psycopg.OperationalError("server closed the connection"), after_running=True
         )
-        alone = threading.Thread(target=lambda: results.append(groups.generate(record_id)))
-        alone.start()
-        wait_until(
-            lambda: sessions_waiting_for_a_lock(settings.database_url) >= 1,
-            timeout=30,
-            what="the locked record's job waiting on its lock",
-        )
+        alone, results = generate_waiting_on_its_lock(groups, record_id, settings.database_url)
     alone.join(30)
     assert [outcome(r) for r in results] == [GENERATED]
     assert_generated(session_factory, record_id)
