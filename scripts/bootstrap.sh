@@ -68,7 +68,7 @@ if [[ ",$extras," == *",test,"* ]]; then
       echo "[bootstrap] installing$missing with apt-get (browser, scale-out and fresh-machine tests)" >&2
       apt_install_quietly $missing
     else
-      echo "[bootstrap]$missing not found: the tests that need them will be skipped" >&2
+      echo "[bootstrap]$missing not found: the tests that need them fail under make test (install them; plain pytest skips them)" >&2
     fi
   fi
 fi

@@ -90,7 +90,8 @@ class SentinelGroup:
     def start(self) -> SentinelGroup:
         server_binary = shutil.which("redis-server") or "/usr/bin/redis-server"
         sentinel = sentinel_binary()
-        assert sentinel is not None
+        if sentinel is None:
+            raise RuntimeError("redis-sentinel is not installed (scripts/bootstrap.sh installs it)")
         base = (
             'bind 127.0.0.1\nprotected-mode no\nsave ""\nappendonly no\ndaemonize no\n'
             f"min-replicas-to-write {self.min_replicas_to_write}\n"

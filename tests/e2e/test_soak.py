@@ -24,6 +24,7 @@ import pytest
 
 from scripts.processes import SessionProcess
 from scripts.sentinel_group import sentinel_binary
+from tests.support.binaries import needs
 
 pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.timeout(1200)]
 
@@ -39,7 +40,7 @@ def test_a_seeded_soak_keeps_every_promise(tmp_path: Path) -> None:
 
 
 @pytest.mark.sentinel_soak
-@pytest.mark.skipif(sentinel_binary() is None, reason="redis-sentinel is not installed")
+@needs(sentinel_binary(), "redis-sentinel")
 def test_a_seeded_soak_on_redis_sentinel_keeps_every_promise(tmp_path: Path) -> None:
     """Redis Sentinel (failovers, the master SIGKILLed or SIGSTOPped), as the README promises."""
     soak(tmp_path, "sentinel")

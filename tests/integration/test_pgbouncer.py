@@ -25,6 +25,7 @@ from redis_adapters.report_message import ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.status import RecordStatus
 from services.persistence.db import make_engine
+from tests.support.binaries import needs
 from tests.support.envelope import data
 from tests.support.pgbouncer import PgBouncer, pgbouncer_binary
 from tests.support.processes import WorkerProcess, wait_until
@@ -36,7 +37,7 @@ from web import create_app, issue_user_token
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(pgbouncer_binary() is None, reason="pgbouncer is not installed"),
+    needs(pgbouncer_binary(), "pgbouncer"),
 ]
 
 #: More than psycopg's prepare threshold (5) runs of each query on each connection.

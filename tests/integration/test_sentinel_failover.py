@@ -46,6 +46,7 @@ from scripts.sentinel_group import SentinelGroup, sentinel_binary
 from services.domain.events import EventType
 from services.domain.status import RecordStatus
 from services.persistence.models import AssessmentRecord, EventLogEntry
+from tests.support.binaries import needs
 from tests.support.processes import WorkerProcess, wait_until
 from tests.support.record_state import statuses
 from tests.support.submissions import answer_sheet, submit
@@ -53,7 +54,7 @@ from web import create_app, issue_user_token
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(sentinel_binary() is None, reason="redis-sentinel is not installed"),
+    needs(sentinel_binary(), "redis-sentinel"),
 ]
 
 log = logging.getLogger(__name__)

@@ -74,7 +74,8 @@ class PgBouncer:
 
     def start(self) -> PgBouncer:
         binary = pgbouncer_binary()
-        assert binary is not None
+        if binary is None:
+            raise RuntimeError("pgbouncer is not installed (scripts/bootstrap.sh installs it)")
         self.directory = Path(tempfile.mkdtemp(prefix="pgbouncer-"))
         self.directory.chmod(0o755)  # readable by `nobody`; holds the test server's password only
         config = self.directory / "pgbouncer.ini"

@@ -30,6 +30,7 @@ from redis_adapters.redis_clients import redis_client
 from scripts.cluster import RedisClusterServers
 from scripts.sentinel_group import SentinelGroup, sentinel_binary
 from services.domain.status import RecordStatus
+from tests.support.binaries import needs
 from tests.support.pgbouncer import PgBouncer, pgbouncer_binary
 from tests.support.processes import wait_until
 from tests.system.burst import Burst
@@ -195,7 +196,7 @@ def test_topology_external_redis_and_postgresql(
     steady(stack, figures)
 
 
-@pytest.mark.skipif(pgbouncer_binary() is None, reason="pgbouncer is not installed")
+@needs(pgbouncer_binary(), "pgbouncer")
 def test_topology_pgbouncer_in_transaction_mode(
     bouncer: PgBouncer, redis_url: str, redis_client: redis.Redis, start_stack: StartStack
 ) -> None:
@@ -279,7 +280,7 @@ def through_a_failover(
     assert error_lines_of(stack, [(killed_at, followed_by)]) == []
 
 
-@pytest.mark.skipif(sentinel_binary() is None, reason="redis-sentinel is not installed")
+@needs(sentinel_binary(), "redis-sentinel")
 def test_topology_sentinel_master_killed_mid_burst(
     test_database: str, sentinels: SentinelGroup, start_stack: StartStack
 ) -> None:
