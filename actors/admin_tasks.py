@@ -11,7 +11,6 @@ While PostgreSQL is down the message waits behind the availability gate, as repo
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +25,6 @@ from redis_adapters.queues import (
     RETRY_DELAYS_MS,
 )
 from services.domain.errors import DatabaseUnavailable
-from services.domain.events import Event, EventType, emit
 from services.usecases.regeneration_tasks import TaskState, run_task
 
 logger = logging.getLogger(__name__)
@@ -58,24 +56,8 @@ def mark_task_failed(message: dramatiq.Message[Any]) -> None:
 )
 def regenerate_matching(task_id: str) -> None:
     made = bootstrap.services()
-
-    def log_regenerated(record_ids: Sequence[int], enqueued: bool) -> None:
-        """Each record's timeline shows its regeneration, as a single or batch one does."""
-        events = [
-            Event.new(
-                EventType.REPORT_REGENERATED,
-                record_id=r,
-                actor=f"task:{task_id}",
-                data={"batch": True, "task": task_id, "enqueued": enqueued},
-            )
-            for r in record_ids
-        ]
-        emit(made.events, *events)
-
     try:
-        run_task(
-            made.uow, made.report_queue, made.dead_letters, made.tasks, task_id, on_reset=log_regenerated
-        )
+        run_task(made.uow, made.report_queue, made.dead_letters, made.tasks, task_id)
     except DatabaseUnavailable as exc:
         # Not an attempt: the gate holds the task until PostgreSQL answers (broker/src/listbroker/gate.py).
         raise DependencyUnavailable(str(exc)) from exc

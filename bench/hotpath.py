@@ -42,7 +42,7 @@ from redis_adapters.keyspace import AutosaveKeys, EventLogKeys
 from services.domain.events import Event, EventType
 from services.domain.saved_answers import parse_saved
 from services.persistence.db import make_engine, make_session_factory
-from services.persistence.event_store import insert_events
+from services.persistence.event_writes import insert_events
 
 AUTOSAVE_KEYS = AutosaveKeys.default(prefix="bench:hotpath:")
 EVENT_KEYS = EventLogKeys.with_prefix("bench:eventlog:")

@@ -44,8 +44,9 @@ LATE_TOLERANCE_S = 5.0
 #: reconnect backoff is at most 5 + 10 s, the availability gate's probe at most 5 s).
 RECOVERY_S = 20.0
 CLOCK_SLACK_S = 0.5
-#: A restart's event (regenerated, requeued) is logged after its job is queued: the job's first
-#: attempt can end this long before it on a loaded machine.
+#: The reconciler's `report.requeued` is logged after its job is queued: the job's first attempt
+#: can end this long before it on a loaded machine. (A submission's and a regeneration's events
+#: commit with their change, before the job is queued.)
 RESTART_EVENT_LAG_S = 1.0
 #: A process is checked for leaks when it lived this long; its first WARMUP_S are skipped.
 LEAK_MIN_SPAN_S = 90.0
@@ -117,7 +118,7 @@ class Accepted:
     drilled: bool
     at: float  # wall clock
     #: False: the submission's answer was lost and its retry refused (2005): the commit
-    #: happened, but the web may have died before it logged `answers.submitted`.
+    #: happened (and with it `answers.submitted`, written in the submission's transaction).
     answered: bool = True
     #: startAssessment calls the client made (a retry of a lost answer starts again, idempotent).
     starts: int = 1
@@ -174,49 +175,15 @@ class Verdict:
         return dict(Counter(v.kind for v in self.violations))
 
 
-#: The web stamps `answers.submitted` / `report.regenerated` after it queued the job, so the
-#: job's first attempt may carry an earlier time; such a start is put back before it when
-#: it follows within this long (a web process stopped in between included).
-START_LOOKAHEAD_S = 30.0
-STARTS = ("answers.submitted", "report.regenerated")
-
-
-def causal_order(events: Sequence[EventRow]) -> list[EventRow]:
-    """One record's events by time, but an attempt seen while the record is not in status 3
-    pulls the (re)start that follows it within START_LOOKAHEAD_S in front of it."""
-    pending = sorted(events, key=lambda e: e.at)
-    ordered: list[EventRow] = []
-    status = 0
-    while pending:
-        event = pending.pop(0)
-        if event.type in ATTEMPT_EVENTS and status != STATUS_GENERATING:
-            index = next(
-                (
-                    k
-                    for k, later in enumerate(pending)
-                    if later.type in STARTS and later.at - event.at <= START_LOOKAHEAD_S
-                ),
-                None,
-            )
-            if index is not None:
-                pending.insert(0, event)
-                event = pending.pop(index + 1)
-        target = EVENT_STATUS.get(event.type)
-        if event.type == "report.dead_lettered" and not event.data.get("statusSet"):
-            target = None
-        if target is not None:
-            status = target
-        ordered.append(event)
-    return ordered
-
-
 def check(observed: Observed) -> Verdict:
     verdict = Verdict()
     grouped: dict[int, list[EventRow]] = {}
     for event in observed.events:
         if event.record_id is not None:
             grouped.setdefault(event.record_id, []).append(event)
-    by_record = {rid: causal_order(events) for rid, events in grouped.items()}
+    # By their recorded times: a submission's and a regeneration's events carry the time of
+    # their change's transaction (written in it), before any attempt of the job it queued.
+    by_record = {rid: sorted(events, key=lambda e: e.at) for rid, events in grouped.items()}
     check_event_ids(observed.events, verdict)
     for submission in observed.accepted:
         check_submission(submission, observed, by_record.get(submission.record_id, []), verdict)
@@ -283,7 +250,8 @@ def check_submission(
     expected = {
         "record.created": (1, 1),
         "record.started": (1, submission.starts),
-        "answers.submitted": (1 if submission.answered else 0, 1),
+        # Committed with the submission: there even when the web died before answering.
+        "answers.submitted": (1, 1),
     }
     for step, (least, most) in expected.items():
         if not least <= counts[step] <= most:
@@ -357,13 +325,14 @@ def _epochs(events: list[EventRow]) -> list[list[EventRow]]:
     epochs: list[list[EventRow]] = [[]]
     for event in events:
         if _starts_a_job(event) and epochs[-1]:
-            # The restart's event is logged once its job is queued, and that job's first
+            # The reconciler's event is logged once its job is queued, and that job's first
             # attempt may end (a drilled failure) moments before it: such an attempt 1 is
             # the new job's (found by the 60-minute soak: 2-87 ms before).
             moved = [
                 e
                 for e in epochs[-1]
-                if e.type == "report.generation_failed"
+                if event.type == "report.requeued"
+                and e.type == "report.generation_failed"
                 and e.data.get("attempt") == 1
                 and event.at - e.at <= RESTART_EVENT_LAG_S
             ]

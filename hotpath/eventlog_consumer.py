@@ -38,7 +38,7 @@ from redis_adapters.keyspace import EventLogKeys
 from redis_adapters.lock import RedisLock
 from redis_adapters.lua_scripts import lua_source
 from services.domain.events import Event
-from services.persistence.event_store import insert_events
+from services.persistence.event_writes import insert_events
 from services.persistence.isolation import write_isolating
 from services.persistence.partitions import PartitionManager
 

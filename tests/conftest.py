@@ -107,9 +107,11 @@ def engine(settings: Settings) -> Iterator[Engine]:
 
 
 def truncate_records(engine: Engine) -> None:
-    """Remove every record (answers, results and summaries cascade); keep the questionnaire."""
+    """Remove every record (answers, results and summaries cascade) and the event log (record ids
+    start again at 1, and submissions and regenerations write their events in their own
+    transactions); keep the questionnaire."""
     with engine.begin() as conn:
-        conn.execute(text("TRUNCATE assessment_records RESTART IDENTITY CASCADE"))
+        conn.execute(text("TRUNCATE assessment_records, event_log RESTART IDENTITY CASCADE"))
 
 
 @pytest.fixture

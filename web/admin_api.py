@@ -17,7 +17,7 @@ from flask import Blueprint
 
 from redis_adapters.queue_figures import queue_figures
 from redis_adapters.queues import ADMIN_QUEUE_NAME, REPORT_QUEUE_NAME
-from services.domain.errors import QueueUnavailable, ResetNotQueued
+from services.domain.errors import QueueUnavailable
 from services.domain.events import EventType
 from services.domain.views import RecordFilter
 from services.persistence import event_store
@@ -35,7 +35,7 @@ from web.deps import (
     report_queue,
     task_store,
 )
-from web.event_logging import log_event, log_events
+from web.event_logging import log_event
 from web.request_models import (
     AuditQuery,
     DrillStartRequest,
@@ -86,20 +86,15 @@ def regenerate_report(json: IdRequest) -> Reply:
     0. 3241 if the record is missing or soft-deleted, 2005 (当前状态不允许重新生成) for another
     status, 5003 if the job could not be queued.
     """
-    try:
-        admin.regenerate_report(
-            new_uow(),
-            report_queue(),
-            json.id,
-            actor=current_admin(),
-            audit=audit_log(),
-            dead_letters=queue_operations(),
-        )
-    except ResetNotQueued:
-        # Reset all the same (the reconciler queues its job): the timeline shows it.
-        log_event(EventType.REPORT_REGENERATED, record_id=json.id, batch=False, enqueued=False)
-        raise
-    log_event(EventType.REPORT_REGENERATED, record_id=json.id, batch=False, enqueued=True)
+    # Its `report.regenerated` event is committed with the reset (services/usecases/change_events.py).
+    admin.regenerate_report(
+        new_uow(),
+        report_queue(),
+        json.id,
+        actor=current_admin(),
+        audit=audit_log(),
+        dead_letters=queue_operations(),
+    )
     return success()
 
 
@@ -119,14 +114,6 @@ def batch_regenerate_report(json: IdsRequest) -> Reply:
         actor=current_admin(),
         audit=audit_log(),
         dead_letters=queue_operations(),
-    )
-    # Every record reset, queued or not (the reconciler queues one the queue refused).
-    log_events(
-        EventType.REPORT_REGENERATED,
-        outcome.reset,
-        batch=True,
-        requested=len(json.ids),
-        enqueued=bool(outcome.queued),
     )
     return success(outcome.result)
 

@@ -125,9 +125,7 @@ def submit_answers(json: SubmitAnswersRequest) -> Reply:
     result = assessment.submit_answers(
         new_uow(), report_queue(), user_id, json.record_id, answers, autosave=autosave_store()
     )
-    log_event(
-        EventType.ANSWERS_SUBMITTED, record_id=json.record_id, user_id=user_id, enqueued=result.enqueued
-    )
+    # Its `answers.submitted` event was written with the submission (services/usecases/change_events.py).
     return success(result)
 
 

@@ -1,4 +1,4 @@
-"""The event log's storage: the SQL that writes events into `event_log` and reads them back.
+"""The event log's storage: the direct writer (DirectEventWriter) and the reads of `event_log`.
 
 An event carries its own unique id and time, so storing it twice is a no-op
 (``ON CONFLICT DO NOTHING`` on the primary key ``(occurred_at, id)``): the consumer may
@@ -23,6 +23,7 @@ from services.domain.events import Event, EventType
 from services.domain.limits import is_id, is_strict_int
 from services.domain.views import EventView, Page
 from services.persistence.db import make_engine
+from services.persistence.event_writes import insert_events
 from services.persistence.isolation import write_isolating
 from services.persistence.models import AUDIT_EVENTS, AssessmentRecord, EventLogEntry
 from services.persistence.partitions import PartitionManager
@@ -130,44 +131,9 @@ class DirectEventWriter:
 
 # -- storage ------------------------------------------------------------------------------
 
-_INSERT = text(
-    """
-    INSERT INTO event_log (id, occurred_at, event_type, record_id, user_id, actor, data)
-    SELECT * FROM unnest(
-        CAST(:ids AS uuid[]), CAST(:times AS timestamptz[]), CAST(:types AS varchar[]),
-        CAST(:records AS bigint[]), CAST(:users AS bigint[]), CAST(:actors AS varchar[]),
-        CAST(:data AS jsonb[]))
-    ON CONFLICT DO NOTHING
-    """
-)
-
-
 _UPDATE_DATA = text(
     "UPDATE event_log SET data = CAST(:data AS jsonb) WHERE id = CAST(:id AS uuid) AND occurred_at = :at"
 )
-
-
-def insert_events(session: Session, events: Sequence[Event]) -> int:
-    """Insert `events` in one statement (one array parameter per column, whatever their number).
-
-    Events already stored (same occurred_at and id) are skipped: returns how many rows
-    were new. The caller owns the transaction.
-    """
-    if not events:
-        return 0
-    result = session.execute(
-        _INSERT,
-        {
-            "ids": [str(e.id) for e in events],
-            "times": [e.occurred_at for e in events],
-            "types": [e.event_type for e in events],
-            "records": [e.record_id for e in events],
-            "users": [e.user_id for e in events],
-            "actors": [e.actor for e in events],
-            "data": [json.dumps(e.data, ensure_ascii=False) for e in events],
-        },
-    )
-    return int(getattr(result, "rowcount", 0) or 0)
 
 
 def event_view(row: EventLogEntry) -> EventView:

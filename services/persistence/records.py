@@ -9,7 +9,7 @@ a thousand ids cost the statements of one).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import BigInteger, ColumnElement, any_, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -91,8 +91,9 @@ class RecordRepository:
             )
         }
 
-    def store_submission(self, record_id: int, merged: MergedAnswers) -> None:
-        """Replace the record's answers, set status 3 and its final progress."""
+    def store_submission(self, record_id: int, merged: MergedAnswers) -> datetime:
+        """Replace the record's answers, set status 3 and its final progress; the submission's
+        time (`submitted_at`, the transaction's)."""
         session = self.session
         # Replace, not merge: a resubmission (status 2 after a failed attempt) leaves no stale rows.
         session.execute(delete(Answer).where(Answer.record_id == record_id))
@@ -114,7 +115,7 @@ class RecordRepository:
         stamp: ColumnElement[datetime] = func.now()
         if merged.latest_saved_ms is not None:
             stamp = func.greatest(stamp, from_epoch_ms(merged.latest_saved_ms))
-        session.execute(
+        submitted_at = session.execute(
             update(AssessmentRecord)
             .where(AssessmentRecord.id == record_id)
             .values(
@@ -126,8 +127,10 @@ class RecordRepository:
                     func.coalesce(AssessmentRecord.progress_updated_at, stamp), stamp
                 ),
             )
+            .returning(AssessmentRecord.submitted_at)
             .execution_options(synchronize_session=False)
-        )
+        ).scalar_one()
+        return submitted_at or datetime.now(UTC)  # set just above: never None
 
     # -- the admin's side ---------------------------------------------------------------
 
@@ -190,16 +193,24 @@ class RecordRepository:
         ).all()
         return {row.id: row.status for row in rows}
 
-    def reset_for_regeneration(self, ids: Sequence[int]) -> None:
-        """Status 3, no completion time, no results, no summary: set-based, one statement each."""
-        self.session.execute(
-            update(AssessmentRecord)
-            .where(any_id(AssessmentRecord.id, ids))
-            .values(status=RecordStatus.GENERATING, completed_at=None)
-            .execution_options(synchronize_session=False)
+    def reset_for_regeneration(self, ids: Sequence[int]) -> datetime:
+        """Status 3, no completion time, no results, no summary: set-based, one statement each.
+        The reset's moment: the database's clock once the rows are locked (clock_timestamp(),
+        as a report's completed_at), so a report made after it is always later."""
+        stamp = (
+            self.session.execute(
+                update(AssessmentRecord)
+                .where(any_id(AssessmentRecord.id, ids))
+                .values(status=RecordStatus.GENERATING, completed_at=None)
+                .returning(func.clock_timestamp())
+                .execution_options(synchronize_session=False)
+            )
+            .scalars()
+            .first()
         )
         self.session.execute(delete(DimensionResult).where(any_id(DimensionResult.record_id, ids)))
         self.session.execute(delete(ReportSummary).where(any_id(ReportSummary.record_id, ids)))
+        return stamp or datetime.now(UTC)
 
     def soft_delete(self, record_id: int) -> bool:
         """Mark the live record deleted; False when missing or already deleted."""

@@ -3,7 +3,8 @@
 Service functions receive a `UnitOfWork`, enter it, and commit explicitly; leaving the
 block without `commit()` rolls back. This keeps the transaction boundary visible in the
 service code and out of Flask and Dramatiq. Inside it, the repositories work on its
-session: `uow.records` (the assessment record and its answers), `uow.questions`, `uow.reports`.
+session: `uow.records` (the assessment record and its answers), `uow.questions`,
+`uow.reports`, and `uow.events` (the events of a change, committed with it).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.domain.errors import DatabaseUnavailable
+from services.persistence.event_writes import EventRepository
 from services.persistence.questions import QuestionRepository
 from services.persistence.records import RecordRepository
 from services.persistence.report_sql import ReportRepository
@@ -24,6 +26,7 @@ class UnitOfWork:
     records: RecordRepository
     questions: QuestionRepository
     reports: ReportRepository
+    events: EventRepository
 
     def __init__(self, session_factory: sessionmaker[Session]) -> None:
         self._session_factory = session_factory
@@ -40,6 +43,7 @@ class UnitOfWork:
         self.records = RecordRepository(self.session)
         self.questions = QuestionRepository(self.session)
         self.reports = ReportRepository(self.session)
+        self.events = EventRepository(self.session)
         return self
 
     def __exit__(

@@ -2,16 +2,17 @@
 given an audit log, see services/usecases/audit.py).
 
 Regeneration resets a record in status 3 (生成中) or 5 (生成失败) to 3, clears its
-results and summary, commits, and only then queues a job with RetryCount 0: a worker
-that takes the job at once must see the reset. Errors use the .NET API's codes: missing or
-soft-deleted record 3241, wrong status 2005, empty id list 1001.
+results and summary, writes its `report.regenerated` event, commits, and only then queues
+a job with RetryCount 0: a worker that takes the job at once must see the reset. Errors use
+the .NET API's codes: missing or soft-deleted record 3241, wrong status 2005, empty id list 1001.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from services.domain.errors import (
     MSG_EMPTY_ID_LIST,
@@ -23,12 +24,14 @@ from services.domain.errors import (
     ResetNotQueued,
     ServiceError,
 )
+from services.domain.events import Event, EventType
 from services.domain.limits import MAX_ID, is_id, is_strict_int
 from services.domain.opsmodel import REGENERATED, SKIPPED, AdminActor, AuditLog, ItemOutcome, QueueOperations
 from services.domain.status import REGENERATABLE, RecordStatus, status_text
 from services.domain.views import AdminRecordRow, BatchRegenerateResult, Page, RecordFilter
 from services.persistence.uow import UnitOfWork
 from services.usecases.audit import assume_utc, begin_action, skipped_detail, summarize
+from services.usecases.change_events import log_change, note_not_enqueued
 from services.usecases.ports import ReportQueue
 
 logger = logging.getLogger(__name__)
@@ -107,7 +110,7 @@ def regenerate_report(
     """
     trail = begin_action(audit, actor, "regenerate", [record_id])
     try:
-        _regenerate_one(uow, queue, record_id, dead_letters)
+        _regenerate_one(uow, queue, record_id, dead_letters, actor)
     except ServiceError as exc:
         trail.finish("failed", detail=f"{exc.code} {exc.message}")
         raise
@@ -118,7 +121,11 @@ def regenerate_report(
 
 
 def _regenerate_one(
-    uow: UnitOfWork, queue: ReportQueue, record_id: int, dead_letters: QueueOperations | None
+    uow: UnitOfWork,
+    queue: ReportQueue,
+    record_id: int,
+    dead_letters: QueueOperations | None,
+    actor: AdminActor | None,
 ) -> None:
     if not is_id(record_id):
         raise RecordNotFound()
@@ -128,7 +135,15 @@ def _regenerate_one(
             raise RecordNotFound()
         if status not in REGENERATABLE:
             raise InvalidOperation(MSG_REGENERATE_NOT_ALLOWED)
-        uow.records.reset_for_regeneration([record_id])
+        reset_at = uow.records.reset_for_regeneration([record_id])
+        events = log_change(
+            uow,
+            EventType.REPORT_REGENERATED,
+            [record_id],
+            at=reset_at,
+            actor=actor.name if actor else None,
+            data={"batch": False},
+        )
         uow.commit()
     try:
         if dead_letters is None:
@@ -137,6 +152,7 @@ def _regenerate_one(
             _enqueue(queue, dead_letters, [record_id])
     except Exception as exc:
         logger.error("record %s was reset for regeneration but could not be queued", record_id, exc_info=True)
+        note_not_enqueued(uow, events)
         raise ResetNotQueued() from exc
     logger.info("report of record %s queued for regeneration", record_id)
 
@@ -177,18 +193,32 @@ _DUPLICATE = (ParamError.code, "重复的记录ID，已按第一次出现处理"
 _QUEUE_DOWN = (QueueUnavailable.code, QueueUnavailable.default_message)
 
 
-def reset_records(uow: UnitOfWork, record_ids: list[int]) -> dict[int, int]:
-    """Reset the records in status 3/5 among `record_ids` to 3 (committed); every live record's
-    status before the reset (missing and soft-deleted ones left out)."""
+@dataclass(frozen=True)
+class Reset:
+    #: Every live record's status before the reset (missing and soft-deleted ones left out).
+    statuses: dict[int, int]
+    #: The `report.regenerated` events committed with the reset, one per record reset.
+    events: tuple[Event, ...] = ()
+
+
+def reset_records(
+    uow: UnitOfWork, record_ids: list[int], *, actor: str | None, data: Mapping[str, Any]
+) -> Reset:
+    """Reset the records in status 3/5 among `record_ids` to 3, each with its `report.regenerated`
+    event (`actor`, `data`) in the same transaction (committed)."""
     if not record_ids:
-        return {}
+        return Reset({})
     with uow:
         statuses = uow.records.lock_live_statuses(record_ids)
         resettable = [i for i in record_ids if statuses.get(i) in REGENERATABLE]
-        if resettable:
-            uow.records.reset_for_regeneration(resettable)
-            uow.commit()
-    return statuses
+        if not resettable:
+            return Reset(statuses)
+        reset_at = uow.records.reset_for_regeneration(resettable)
+        events = log_change(
+            uow, EventType.REPORT_REGENERATED, resettable, at=reset_at, actor=actor, data=data
+        )
+        uow.commit()
+    return Reset(statuses, tuple(events))
 
 
 def batch_regenerate(
@@ -199,6 +229,8 @@ def batch_regenerate(
     actor: AdminActor | None = None,
     audit: AuditLog | None = None,
     dead_letters: QueueOperations | None = None,
+    logged_as: str | None = None,
+    event_data: Mapping[str, Any] | None = None,
 ) -> BatchOutcome:
     """Regenerate every eligible record of `record_ids`; the others are skipped, each with why.
 
@@ -215,7 +247,9 @@ def batch_regenerate(
     queue call (through `dead_letters`, which also drops the records' dead letters, when
     given). If that call fails it is logged and all those ids count as skipped (5003);
     their records stay in 3 and may be regenerated again. `actor`/`audit` as for
-    `regenerate_report`.
+    `regenerate_report`. Each record reset has its `report.regenerated` event committed with
+    the reset, its actor `logged_as` (default: the actor's name), its data ``batch: true``,
+    the number requested and `event_data`; ``enqueued: false`` is added when the queue refused.
     """
     if not record_ids:
         raise ParamError(MSG_EMPTY_ID_LIST)
@@ -224,7 +258,13 @@ def batch_regenerate(
     trail = begin_action(audit, actor, "batch_regenerate", list(record_ids))
     # First occurrences in request order; ids outside BIGINT cannot exist, skip them here.
     candidates = list(dict.fromkeys(i for i in record_ids if is_id(i)))
-    statuses = reset_records(uow, candidates)
+    reset = reset_records(
+        uow,
+        candidates,
+        actor=logged_as or (actor.name if actor else None),
+        data={"batch": True, "requested": len(record_ids), **(event_data or {})},
+    )
+    statuses = reset.statuses
     eligible = [i for i in candidates if statuses.get(i) in REGENERATABLE]
     queued = False
     if eligible:
@@ -238,6 +278,7 @@ def batch_regenerate(
                 eligible[:20],
                 exc_info=True,
             )
+            note_not_enqueued(uow, reset.events)
     items = _batch_items(record_ids, statuses, set(eligible), queued)
     done = tuple(eligible) if queued else ()
     result = BatchRegenerateResult(

@@ -17,6 +17,7 @@ from services.domain.errors import (
     RecordNotFound,
     ServiceError,
 )
+from services.domain.events import EventType
 from services.domain.interpretation import interpret
 from services.domain.limits import is_id
 from services.domain.questionnaire import Questionnaire, load_questionnaire
@@ -37,6 +38,7 @@ from services.persistence.models import (
 )
 from services.persistence.uow import UnitOfWork
 from services.usecases.autosave import AutosaveStore
+from services.usecases.change_events import log_change, note_not_enqueued
 from services.usecases.ports import ReportQueue
 
 logger = logging.getLogger(__name__)
@@ -170,10 +172,12 @@ def submit_answers(
     are dropped after the commit. If the store cannot be read, `answers` alone must be
     complete (AutosaveUnavailable, 5003, otherwise).
 
-    The job is queued only after the commit (a worker must find the answers). If the
-    queue fails, the failure is logged and the call still succeeds with
-    ``enqueued=False``: the record stays in 3, which the reconciler process reads as a job
-    owed and queues once the queue answers (reconciler/loop.py).
+    The `answers.submitted` event is written in the submission's transaction, with its time
+    (services/usecases/change_events.py). The job is queued only after the commit (a worker
+    must find the answers). If the queue fails, the failure is logged, the event is marked
+    ``enqueued: false`` and the call still succeeds with ``enqueued=False``: the record stays
+    in 3, which the reconciler process reads as a job owed and queues once the queue answers
+    (reconciler/loop.py).
     """
     sealed = False
     try:
@@ -190,7 +194,15 @@ def submit_answers(
                 autosaved = _load(autosave, record.id) if sealed else None
                 stored = uow.records.stored_answers(record.id)
                 merged = merge_submission(active_ids, stored, autosaved, answers)
-            uow.records.store_submission(record.id, merged)
+            submitted_at = uow.records.store_submission(record.id, merged)
+            events = log_change(
+                uow,
+                EventType.ANSWERS_SUBMITTED,
+                [record.id],
+                at=submitted_at,
+                actor=f"user:{user_id}",
+                user_id=user_id,
+            )
             uow.commit()
     except BaseException:
         if sealed and autosave is not None:
@@ -210,6 +222,7 @@ def submit_answers(
             record_id,
             exc,
         )
+        note_not_enqueued(uow, events)
     return SubmitResult(record_id=record_id, status=int(RecordStatus.GENERATING), enqueued=enqueued)
 
 

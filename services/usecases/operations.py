@@ -46,6 +46,7 @@ from services.persistence.event_store import last_errors
 from services.persistence.uow import UnitOfWork
 from services.usecases.admin import reset_records  # the same reset as a regeneration
 from services.usecases.audit import begin_action, list_audit, summarize
+from services.usecases.change_events import note_not_enqueued
 from services.usecases.reports import mark_generation_failed
 
 __all__ = [
@@ -131,7 +132,10 @@ def requeue_dead_letters(
             outcomes[message_id] = _skip(message_id, _UNREADABLE)
         else:
             targets[message_id] = letter.record_id
-    statuses = reset_records(uow, sorted(set(targets.values())))
+    reset = reset_records(
+        uow, sorted(set(targets.values())), actor=actor.name, data={"batch": True, "deadLetter": True}
+    )
+    statuses = reset.statuses
     ready: list[str] = []
     for message_id, record_id in targets.items():
         status = statuses.get(record_id)
@@ -142,7 +146,10 @@ def requeue_dead_letters(
             outcomes[message_id] = _skip(message_id, (InvalidOperation.code, reason))
         else:
             ready.append(message_id)
-    outcomes.update(_requeue(queue, ready))
+    requeued = _requeue(queue, ready)
+    outcomes.update(requeued)
+    refused = {targets[m] for m, item in requeued.items() if item.code == QueueUnavailable.code}
+    note_not_enqueued(uow, [e for e in reset.events if e.record_id in refused])
     items = [outcomes[m] for m in order]
     trail.finish(
         summarize(items, REQUEUED),

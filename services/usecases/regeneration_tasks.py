@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -262,11 +262,10 @@ def run_task(
     task_id: str,
     *,
     page_size: int = PAGE_SIZE,
-    on_reset: Callable[[Sequence[int], bool], None] | None = None,
 ) -> Task | None:
     """Run (or resume at its cursor) the task; its final progress, None if it is unknown.
-    `on_reset` is told the ids each page reset, and whether their jobs were queued (the actor
-    logs their events; a page the queue refused was reset all the same).
+    Each record reset has its `report.regenerated` event (actor ``task:<id>``) committed with
+    its page's reset, so a worker killed after a page's commit loses none of them.
 
     Raises what a page raises (DatabaseUnavailable, QueueUnavailable when Redis refused a
     page's jobs, ...): the actor's retries resume the task later; the records of a page
@@ -283,9 +282,14 @@ def run_task(
     store.started(task_id, datetime.now(UTC))
     cursor, pages, regenerated, skipped = task.cursor, task.pages, task.regenerated, task.skipped
     while ids := _page(new_uow(), task, cursor, page_size):
-        outcome = batch_regenerate(new_uow(), queue, ids, dead_letters=dead_letters)
-        if on_reset is not None and outcome.reset:
-            on_reset(outcome.reset, bool(outcome.queued))
+        outcome = batch_regenerate(
+            new_uow(),
+            queue,
+            ids,
+            dead_letters=dead_letters,
+            logged_as=f"task:{task_id}",
+            event_data={"task": task_id},
+        )
         if any(item.code == QueueUnavailable.code for item in outcome.items):
             raise QueueUnavailable(f"task {task_id}: the report queue refused a page after id {cursor}")
         if not store.page_done(

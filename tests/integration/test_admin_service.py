@@ -234,8 +234,8 @@ def test_batch_of_a_thousand_ids_is_set_based(
     assert (result.success_count, result.skipped_count) == (500, 500)
     assert len(queue.batches) == 1
     assert len(queue.batches[0]) == 500
-    # SELECT ... FOR UPDATE, UPDATE, two DELETEs: the same for 1 id or 1,000.
-    assert len(statements) == 4, statements
+    # SELECT ... FOR UPDATE, UPDATE, two DELETEs, one INSERT of the events: the same for 1 id or 1,000.
+    assert len(statements) == 5, statements
     with session_factory() as s:
         statuses = dict(
             s.execute(

@@ -15,7 +15,7 @@ import dramatiq
 import pytest
 import redis
 from listbroker import RedisListBroker
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from redis_adapters.queue_figures import queue_figures
@@ -30,9 +30,11 @@ from redis_adapters.queues import (
 from redis_adapters.report_message import ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.errors import DatabaseUnavailable
+from services.domain.events import EventType
 from services.domain.opsmodel import REGENERATED, REQUEUED, SKIPPED
 from services.domain.status import RecordStatus
 from services.persistence.db import make_engine, make_session_factory
+from services.persistence.models import EventLogEntry
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin, operations
 from services.usecases.audit import DatabaseAuditLog
@@ -138,6 +140,15 @@ def test_requeue_swaps_the_entry_for_a_fresh_job_in_one_step(
     [entry] = operations.list_audit(uow, action="requeue").items
     assert entry.detail is not None
     assert entry.detail.startswith("all; ")
+    # The record went from 5 back to 3: its timeline says so, committed with the reset.
+    with session_factory() as s:
+        logged = s.execute(
+            select(EventLogEntry.actor, EventLogEntry.data).where(
+                EventLogEntry.record_id == record_id,
+                EventLogEntry.event_type == EventType.REPORT_REGENERATED.value,
+            )
+        ).all()
+    assert [tuple(row) for row in logged] == [(ACTOR.name, {"batch": True, "deadLetter": True})]
 
 
 def test_requeue_skips_with_a_code_and_reason_per_entry(

@@ -16,7 +16,6 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response as WerkzeugResponse
 
 from services.domain.errors import ServiceError
-from services.domain.events import EventType
 from services.domain.limits import MAX_ID
 from services.domain.status import REGENERATABLE, STATUS_TEXT, RecordStatus
 from services.domain.views import RecordFilter
@@ -27,7 +26,6 @@ from web.console.acting import actor
 from web.console.blueprint import bp
 from web.console.display import admin_timezone, day_after, day_start, parse_day
 from web.deps import audit_log, current, new_uow, queue_operations, report_queue, task_store
-from web.event_logging import log_event, log_events
 from web.report_page import dimensions_chart
 
 PAGE_SIZE = 20
@@ -143,7 +141,6 @@ def regenerate_one(record_id: int) -> WerkzeugResponse:
     except ServiceError as exc:
         flash(f"记录 {record_id} 未能重新生成：{exc.message}", "error")
     else:
-        log_event(EventType.REPORT_REGENERATED, record_id=record_id, batch=False)
         flash(f"记录 {record_id} 已重新加入生成队列", "ok")
     if request.form.get("from_detail"):
         return redirect(url_for("console.record", record_id=record_id))
@@ -160,7 +157,6 @@ def regenerate_selected() -> str | WerkzeugResponse:
     outcome = admin.batch_regenerate(
         new_uow(), report_queue(), ids, actor=actor(), audit=audit_log(), dead_letters=queue_operations()
     )
-    log_events(EventType.REPORT_REGENERATED, outcome.queued, batch=True, requested=len(ids))
     return render_template(
         "console/outcomes.html", title="批量重新生成结果", items=outcome.items, back=_back_to_list()
     )

@@ -1,0 +1,85 @@
+"""The event log's writes: the one INSERT every writer shares, and the repository a unit of work
+uses to write the events of a change in the change's own transaction.
+
+An event carries its own unique id and time, so storing it twice is a no-op
+(``ON CONFLICT DO NOTHING`` on the primary key ``(occurred_at, id)``). The reads and the
+direct writer are in services/persistence/event_store.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from services.domain.events import Event
+
+_INSERT = text(
+    """
+    INSERT INTO event_log (id, occurred_at, event_type, record_id, user_id, actor, data)
+    SELECT * FROM unnest(
+        CAST(:ids AS uuid[]), CAST(:times AS timestamptz[]), CAST(:types AS varchar[]),
+        CAST(:records AS bigint[]), CAST(:users AS bigint[]), CAST(:actors AS varchar[]),
+        CAST(:data AS jsonb[]))
+    ON CONFLICT DO NOTHING
+    """
+)
+
+
+def insert_events(session: Session, events: Sequence[Event]) -> int:
+    """Insert `events` in one statement (one array parameter per column, whatever their number).
+
+    Events already stored (same occurred_at and id) are skipped: returns how many rows
+    were new. The caller owns the transaction.
+    """
+    if not events:
+        return 0
+    result = session.execute(
+        _INSERT,
+        {
+            "ids": [str(e.id) for e in events],
+            "times": [e.occurred_at for e in events],
+            "types": [e.event_type for e in events],
+            "records": [e.record_id for e in events],
+            "users": [e.user_id for e in events],
+            "actors": [e.actor for e in events],
+            "data": [json.dumps(e.data, ensure_ascii=False) for e in events],
+        },
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+_AMEND = text(
+    "UPDATE event_log SET data = data || CAST(:patch AS jsonb)"
+    " WHERE occurred_at = ANY(CAST(:times AS timestamptz[])) AND id = ANY(CAST(:ids AS uuid[]))"
+)
+
+
+class EventRepository:
+    """The event log inside a unit of work: the events of a database change written in the
+    change's own transaction, so that they are stored if and only if it commits, with the
+    change's time, whatever happens to the process after the commit."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, events: Sequence[Event]) -> None:
+        insert_events(self.session, events)
+
+    def amend(self, events: Sequence[Event], patch: dict[str, Any]) -> int:
+        """Merge `patch` into the stored `data` of `events` (what was learnt after their commit,
+        such as a job the queue refused); how many rows changed."""
+        if not events:
+            return 0
+        result = self.session.execute(
+            _AMEND,
+            {
+                "patch": json.dumps(patch, ensure_ascii=False),
+                "times": sorted({e.occurred_at for e in events}),
+                "ids": [str(e.id) for e in events],
+            },
+        )
+        return int(getattr(result, "rowcount", 0) or 0)

@@ -1,0 +1,172 @@
+"""The events of a status change commit with it (services/usecases/change_events.py), against the
+real PostgreSQL: stored when the change commits, whatever happens to the process next, never
+when it does not, and stamped with the change's time.
+
+Found by the 60-minute soak of round four (RELIABILITY.md): a regeneration task's worker killed
+between a page's commit and its events left four records regenerated with no
+`report.regenerated`, and a submission whose web was slow to reach a hung Redis logged
+`answers.submitted` ten seconds after its commit, after its job's first attempts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from services.domain.errors import InvalidOperation, QueueUnavailable
+from services.domain.events import EventType
+from services.domain.opsmodel import AdminActor
+from services.persistence.models import AssessmentRecord, EventLogEntry
+from services.persistence.uow import UnitOfWork
+from services.usecases import admin, assessment
+from tests.integration.test_assessment_service import full_answers
+from tests.support.fakes import FailingQueue, RecordingQueue
+
+ADMIN = AdminActor(name="admin:0123456789ab", credential="admin-token 0123456789ab")
+
+
+class ProcessKilled(BaseException):
+    """Stands for the process dying right after the commit: nothing after it runs (not even
+    `except Exception` handlers), as with a SIGKILL."""
+
+
+class DyingQueue:
+    """A report queue whose process dies as the job is handed to it."""
+
+    def enqueue(self, record_id: int) -> None:
+        raise ProcessKilled
+
+    def enqueue_many(self, record_ids: Sequence[int]) -> None:
+        raise ProcessKilled
+
+
+def stored(session_factory: sessionmaker[Session], event_type: EventType) -> list[EventLogEntry]:
+    with session_factory() as s:
+        return list(
+            s.scalars(
+                select(EventLogEntry)
+                .where(EventLogEntry.event_type == event_type.value)
+                .order_by(EventLogEntry.record_id)
+            ).all()
+        )
+
+
+def record_row(session_factory: sessionmaker[Session], record_id: int) -> AssessmentRecord:
+    with session_factory() as s:
+        record = s.get(AssessmentRecord, record_id)
+        assert record is not None
+        return record
+
+
+# -- the submission ------------------------------------------------------------------------
+
+
+def test_a_submission_has_its_event_even_when_its_process_dies_after_the_commit(
+    uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int]
+) -> None:
+    record_id = make_record(2, user_id=42)
+    with pytest.raises(ProcessKilled):
+        assessment.submit_answers(uow, DyingQueue(), 42, record_id, full_answers())
+    record = record_row(session_factory, record_id)
+    assert record.status == 3
+    [event] = stored(session_factory, EventType.ANSWERS_SUBMITTED)
+    assert (event.record_id, event.user_id, event.actor) == (record_id, 42, "user:42")
+    # Its time is the submission's own, not when a process got round to logging it.
+    assert event.occurred_at == record.submitted_at
+    assert event.data == {}
+
+
+def test_a_submission_whose_job_is_refused_is_marked_not_enqueued(
+    uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int]
+) -> None:
+    record_id = make_record(1, user_id=42)
+    result = assessment.submit_answers(uow, FailingQueue(), 42, record_id, full_answers())
+    assert result.enqueued is False
+    [event] = stored(session_factory, EventType.ANSWERS_SUBMITTED)
+    assert (event.record_id, event.data) == (record_id, {"enqueued": False})
+
+
+def test_a_refused_submission_stores_no_event(
+    uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int]
+) -> None:
+    record_id = make_record(4, user_id=42)
+    with pytest.raises(InvalidOperation):
+        assessment.submit_answers(uow, RecordingQueue(), 42, record_id, full_answers())
+    assert stored(session_factory, EventType.ANSWERS_SUBMITTED) == []
+
+
+# -- regenerations -------------------------------------------------------------------------
+
+
+def regenerate_one(uow: UnitOfWork, queue: Any, ids: list[int]) -> None:
+    admin.regenerate_report(uow, queue, ids[0], actor=ADMIN)
+
+
+def regenerate_batch(uow: UnitOfWork, queue: Any, ids: list[int]) -> None:
+    admin.batch_regenerate(uow, queue, ids, actor=ADMIN)
+
+
+@pytest.mark.parametrize("regenerate", [regenerate_one, regenerate_batch], ids=["single", "batch"])
+def test_a_regeneration_has_its_events_even_when_its_process_dies_after_the_commit(
+    uow: UnitOfWork,
+    session_factory: sessionmaker[Session],
+    make_record: Callable[..., int],
+    regenerate: Callable[[UnitOfWork, Any, list[int]], None],
+) -> None:
+    ids = [make_record(5), make_record(5)] if regenerate is regenerate_batch else [make_record(5)]
+    before = datetime.now().astimezone()
+    with pytest.raises(ProcessKilled):
+        regenerate(uow, DyingQueue(), ids)
+    assert {record_row(session_factory, i).status for i in ids} == {3}
+    events = stored(session_factory, EventType.REPORT_REGENERATED)
+    assert [e.record_id for e in events] == ids
+    assert {e.actor for e in events} == {ADMIN.name}
+    assert {e.data["batch"] for e in events} == {regenerate is regenerate_batch}
+    # One moment for one reset, taken by the database once the rows were locked.
+    assert len({e.occurred_at for e in events}) == 1
+    assert events[0].occurred_at >= before
+
+
+@pytest.mark.parametrize("regenerate", [regenerate_one, regenerate_batch], ids=["single", "batch"])
+def test_a_regeneration_whose_jobs_are_refused_is_marked_not_enqueued(
+    uow: UnitOfWork,
+    session_factory: sessionmaker[Session],
+    make_record: Callable[..., int],
+    regenerate: Callable[[UnitOfWork, Any, list[int]], None],
+) -> None:
+    ids = [make_record(5), make_record(3)]
+    if regenerate is regenerate_one:
+        with pytest.raises(QueueUnavailable):
+            regenerate(uow, FailingQueue(), ids)
+        ids = ids[:1]
+    else:
+        regenerate(uow, FailingQueue(), ids)
+    events = stored(session_factory, EventType.REPORT_REGENERATED)
+    assert [(e.record_id, e.data.get("enqueued")) for e in events] == [(i, False) for i in ids]
+
+
+def test_a_batch_logs_only_the_records_it_reset(
+    uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int]
+) -> None:
+    failed, done, deleted = make_record(5), make_record(4), make_record(5, deleted=True)
+    queue = RecordingQueue()
+    outcome = admin.batch_regenerate(uow, queue, [failed, done, deleted, 999_999_999], actor=ADMIN)
+    assert outcome.queued == (failed,)
+    events = stored(session_factory, EventType.REPORT_REGENERATED)
+    assert [(e.record_id, e.data) for e in events] == [(failed, {"batch": True, "requested": 4})]
+    # Nothing to amend when the queue took the jobs: the event is the commit's, as it was.
+    assert queue.batches == [[failed]]
+
+
+def test_a_refused_regeneration_stores_no_event(
+    uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int]
+) -> None:
+    record_id = make_record(4)
+    with pytest.raises(InvalidOperation):
+        admin.regenerate_report(uow, RecordingQueue(), record_id, actor=ADMIN)
+    assert stored(session_factory, EventType.REPORT_REGENERATED) == []
