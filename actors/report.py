@@ -102,9 +102,13 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> bool:
         return False
     changed: bool | None = None
     try:
-        changed = reports.mark_generation_failed(bootstrap.services().uow(), record_id)
+        # Status 5 commits with its event (statusSet: true)...
+        changed = reports.mark_generation_failed(
+            bootstrap.services().uow(), record_id, actor=WORKER_ACTOR, data=why
+        )
     finally:
-        _log_event(EventType.REPORT_DEAD_LETTERED, record_id, **why, statusSet=changed)
+        if not changed:  # ... no change (not in 3 any more) or none known (the database failed) logs here.
+            _log_event(EventType.REPORT_DEAD_LETTERED, record_id, **why, statusSet=changed)
     logger.error(
         "Report of record %d dead-lettered after %s; status 5 %s.",
         record_id,

@@ -166,7 +166,7 @@ class Reconciler:
     def _record_failures(self, page: Sequence[reconcile.OwedRecord], dead: Sequence[int]) -> list[int]:
         wanted = set(dead)
         changed = reconcile.mark_failed_unless_changed(
-            UnitOfWork(self.factory), [r for r in page if r.id in wanted]
+            UnitOfWork(self.factory), [r for r in page if r.id in wanted], actor=RECONCILER_ACTOR
         )
         if changed:
             self.queue.index.clear_dead_marks(changed)
@@ -175,7 +175,7 @@ class Reconciler:
                 len(changed),
                 _ids(changed),
             )
-            self._log_events(EventType.REPORT_FAILURE_RECORDED, changed, statusSet=True)
+            # Their `report.failure_recorded` events committed with the change.
         return changed
 
     def _log_events(self, event_type: EventType, record_ids: Sequence[int], **data: object) -> None:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
+from services.domain.events import EventType
 from services.persistence.uow import UnitOfWork
+from services.usecases.change_events import log_change
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,11 @@ def records_owed(uow: UnitOfWork, *, grace_ms: int, after_id: int, limit: int) -
     return [OwedRecord(record_id, updated_at) for record_id, updated_at in rows]
 
 
-def mark_failed_unless_changed(uow: UnitOfWork, records: Sequence[OwedRecord]) -> list[int]:
-    """Set these records from 3 to 5 if each is still as read; the ids changed.
+def mark_failed_unless_changed(
+    uow: UnitOfWork, records: Sequence[OwedRecord], *, actor: str | None = None
+) -> list[int]:
+    """Set these records from 3 to 5 if each is still as read; the ids changed, each with its
+    `report.failure_recorded` event (``statusSet: true``) committed with the change.
 
     For jobs dead-lettered while the database was down: the worker could not set
     status 5 then. A record changed since it was read (an admin regenerated it) is left.
@@ -43,6 +48,16 @@ def mark_failed_unless_changed(uow: UnitOfWork, records: Sequence[OwedRecord]) -
     if not records:
         return []
     with uow:
-        changed = uow.records.fail_unless_changed([r.id for r in records], [r.updated_at for r in records])
+        changed = sorted(
+            uow.records.fail_unless_changed([r.id for r in records], [r.updated_at for r in records])
+        )
+        log_change(
+            uow,
+            EventType.REPORT_FAILURE_RECORDED,
+            changed,
+            at=datetime.now(UTC),
+            actor=actor,
+            data={"statusSet": True},
+        )
         uow.commit()
-    return sorted(changed)
+    return changed

@@ -14,18 +14,20 @@ the same set-based SQL with one id (services/persistence/report_sql.py).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import Enum, StrEnum
 from typing import Any
 
 from services.domain.errors import ParamError, ServiceError
+from services.domain.events import EventType
 from services.domain.limits import MAX_ID
 from services.domain.scoring import DimensionSpec, QuestionSpec, Scorer, ScoreReport, format_ids
 from services.domain.status import RecordStatus
 from services.persistence import report_sql
 from services.persistence.uow import UnitOfWork
+from services.usecases.change_events import log_change
 
 logger = logging.getLogger(__name__)
 
@@ -222,11 +224,25 @@ def would_generate(uow: UnitOfWork, record_ids: Sequence[int]) -> set[int]:
         return uow.records.generating_among(valid)
 
 
-def mark_generation_failed(uow: UnitOfWork, record_id: int) -> bool:
-    """Set a record from 3 to 5 (生成失败); True if it changed, False if it was not in 3."""
+def mark_generation_failed(
+    uow: UnitOfWork, record_id: int, *, actor: str | None = None, data: Mapping[str, Any] | None = None
+) -> bool:
+    """Set a record from 3 to 5 (生成失败); True if it changed, False if it was not in 3.
+
+    A change commits with its `report.dead_lettered` event (`actor`, `data` and
+    ``statusSet: true``; services/usecases/change_events.py); no change writes none."""
     if not 1 <= record_id <= MAX_ID:
         return False
     with uow:
         changed = uow.records.fail_generating(record_id)
+        if changed:
+            log_change(
+                uow,
+                EventType.REPORT_DEAD_LETTERED,
+                [record_id],
+                at=datetime.now(UTC),
+                actor=actor,
+                data={**(data or {}), "statusSet": True},
+            )
         uow.commit()
     return changed

@@ -23,7 +23,7 @@ from services.domain.events import EventType
 from services.domain.opsmodel import AdminActor
 from services.persistence.models import AssessmentRecord, EventLogEntry
 from services.persistence.uow import UnitOfWork
-from services.usecases import admin, assessment
+from services.usecases import admin, assessment, reconcile, reports
 from tests.integration.test_assessment_service import full_answers
 from tests.support.fakes import FailingQueue, RecordingQueue
 
@@ -170,3 +170,34 @@ def test_a_refused_regeneration_stores_no_event(
     with pytest.raises(InvalidOperation):
         admin.regenerate_report(uow, RecordingQueue(), record_id, actor=ADMIN)
     assert stored(session_factory, EventType.REPORT_REGENERATED) == []
+
+
+# -- status 5 ------------------------------------------------------------------------------
+
+
+def test_a_dead_letter_that_sets_status_5_commits_its_event(
+    uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int]
+) -> None:
+    generating, done = make_record(3), make_record(4)
+    assert reports.mark_generation_failed(uow, generating, actor="worker", data={"retries": 3}) is True
+    assert reports.mark_generation_failed(uow, done, actor="worker", data={"retries": 3}) is False
+    [event] = stored(session_factory, EventType.REPORT_DEAD_LETTERED)
+    assert (event.record_id, event.actor, event.data) == (
+        generating,
+        "worker",
+        {"retries": 3, "statusSet": True},
+    )
+    assert record_row(session_factory, generating).status == 5
+
+
+def test_the_reconcilers_status_5_commits_its_events(
+    uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int]
+) -> None:
+    first, second = make_record(3), make_record(3)
+    owed = reconcile.records_owed(uow, grace_ms=0, after_id=0, limit=10)
+    regenerated_since = admin.batch_regenerate(uow, RecordingQueue(), [second], actor=ADMIN)
+    assert regenerated_since.queued == (second,)
+    changed = reconcile.mark_failed_unless_changed(uow, owed, actor="reconciler")
+    assert changed == [first]  # the other one changed since it was read
+    events = stored(session_factory, EventType.REPORT_FAILURE_RECORDED)
+    assert [(e.record_id, e.actor, e.data) for e in events] == [(first, "reconciler", {"statusSet": True})]
