@@ -33,9 +33,7 @@ from services.domain.views import (
     ScaleOptionView,
     SubmitResult,
 )
-from services.persistence.models import (
-    AssessmentRecord,
-)
+from services.persistence.records import RecordRow
 from services.persistence.uow import UnitOfWork
 from services.usecases.autosave import AutosaveStore
 from services.usecases.change_events import log_change, note_not_enqueued
@@ -57,7 +55,7 @@ def _check_id(value: object, what: str) -> int:
     return value
 
 
-def record_view(record: AssessmentRecord) -> RecordView:
+def record_view(record: RecordRow) -> RecordView:
     return RecordView(
         id=record.id,
         user_id=record.user_id,
@@ -71,7 +69,7 @@ def record_view(record: AssessmentRecord) -> RecordView:
     )
 
 
-def _own_record(uow: UnitOfWork, user_id: int, record_id: int, *, lock: bool = False) -> AssessmentRecord:
+def _own_record(uow: UnitOfWork, user_id: int, record_id: int, *, lock: bool = False) -> RecordRow:
     """The live record `record_id` of `user_id`, optionally row-locked; else RecordNotFound."""
     _check_id(user_id, "用户ID")
     if not is_id(record_id):

@@ -1,0 +1,404 @@
+"""Benchmark 13 (issue 24, deliverable 3): the web tier against a lean baseline, per submission.
+
+    python -m bench.web_tier [--clients 16] [--duration 30] [--rounds 3] [--quick]
+
+A submission is the three calls a user makes: createRecord, startAssessment and
+submitAnswers with the 40 answers. Two servers run side by side on the same PostgreSQL and
+on a private Redis (so its CPU is this benchmark's alone):
+
+- **product**: the Procfile's web line (2 workers × 64 threads, the project's gunicorn worker
+  class and logger);
+- **baseline**: bench/web_baseline.py, a minimal WSGI app doing the same writes and LPUSHes by
+  hand, under gunicorn with the same settings (workers, threads, keep-alive, access log).
+
+The Procfile's hotpath process runs throughout (both sides' events go to `eventlog:queue`).
+In each round each side gets `--clients` closed-loop clients (a keep-alive connection each)
+for `--duration` seconds, sides interleaved, order alternating from round to round, after an
+unmeasured warm-up of each. Measured
+per side and round: submissions/s, p50/p99 of a whole submission (the three calls), and CPU
+seconds per submission of the web server's processes, of PostgreSQL's backends serving the
+database, of Redis and of the hot path (psutil, /proc). The load generator runs on the same
+machine: its CPU is reported too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, text
+
+from bench import cpu, db, launch, output, stats, stores
+from scripts.processes import ProcfileProcess, procfile_command, wait_until
+
+SIDES = ("product", "baseline")
+
+
+@dataclass
+class Tally:
+    latencies_s: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_http(service: launch.Service, port: int) -> None:
+    def ready() -> bool:
+        if not service.alive():
+            raise RuntimeError(f"{service.name} exited:\n{service.output()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/assessment/createRecord", timeout=1):
+                return True
+        except OSError as exc:
+            return getattr(exc, "code", None) is not None  # any HTTP answer: it is up
+
+    wait_until(ready, timeout=60, what=service.name, interval=0.1)
+
+
+def start_product(env: dict[str, str]) -> tuple[launch.Service, int]:
+    port = _free_port()
+    argv, full_env = procfile_command("web", {**os.environ, **env, "PORT": str(port)})
+    service = launch.Service("web-product", argv, full_env)
+    _wait_http(service, port)
+    return service, port
+
+
+def start_baseline(env: dict[str, str]) -> tuple[launch.Service, int]:
+    """The baseline under gunicorn with the web line's settings but for the project's own
+    worker class and logger (`gthread`, gunicorn's default logger)."""
+    port = _free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "bench.web_baseline:app",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        env["WEB_CONCURRENCY"],
+        "--worker-class",
+        "gthread",
+        "--threads",
+        env["WEB_THREADS"],
+        "--keep-alive",
+        "5",
+        "--access-logfile",
+        "-",
+        "--graceful-timeout",
+        "30",
+        "--no-control-socket",
+    ]
+    service = launch.Service("web-baseline", argv, {**os.environ, **env})
+    _wait_http(service, port)
+    return service, port
+
+
+def _call(conn: http.client.HTTPConnection, path: str, body: dict[str, Any], token: str) -> dict[str, Any]:
+    conn.request(
+        "POST",
+        path,
+        body=json.dumps(body),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+    )
+    response = conn.getresponse()
+    payload = json.loads(response.read() or b"{}")
+    if response.status != 200 or payload.get("code") != 0:
+        raise RuntimeError(f"{path}: HTTP {response.status} {str(payload)[:200]}")
+    return dict(payload.get("data") or {})
+
+
+def run_side(
+    port: int, clients: int, duration_s: float, answers: list[dict[str, int]]
+) -> tuple[Tally, float]:
+    """`clients` closed-loop clients for `duration_s`; the tally and the elapsed seconds."""
+    from web.auth import issue_user_token
+
+    tally = Tally()
+    deadline = time.monotonic() + duration_s
+
+    def client(index: int) -> None:
+        token = issue_user_token(launch.BENCH_SECRET, stores.BENCH_USER_BASE + index)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            while time.monotonic() < deadline:
+                began = time.perf_counter()
+                try:
+                    record = _call(conn, "/api/assessment/createRecord", {}, token)
+                    _call(conn, "/api/assessment/startAssessment", {"recordId": record["id"]}, token)
+                    _call(
+                        conn,
+                        "/api/assessment/submitAnswers",
+                        {"recordId": record["id"], "answers": answers},
+                        token,
+                    )
+                except (OSError, http.client.HTTPException, RuntimeError) as exc:
+                    conn.close()
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                    with tally.lock:
+                        tally.errors.append(str(exc)[:200])
+                    continue
+                elapsed = time.perf_counter() - began
+                with tally.lock:
+                    tally.latencies_s.append(elapsed)
+        finally:
+            conn.close()
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return tally, time.monotonic() - started
+
+
+def written(engine: Engine, client: Any, port: int, answers: list[dict[str, int]]) -> dict[str, Any]:
+    """One submission through a server, and what it left: the record, its answers, its events
+    (once the hot path stored them) and its job. The two sides must leave the same."""
+    from web.auth import issue_user_token
+
+    token = issue_user_token(launch.BENCH_SECRET, stores.BENCH_USER_BASE)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        created = _call(conn, "/api/assessment/createRecord", {}, token)
+        _call(conn, "/api/assessment/startAssessment", {"recordId": created["id"]}, token)
+        _call(conn, "/api/assessment/submitAnswers", {"recordId": created["id"], "answers": answers}, token)
+    finally:
+        conn.close()
+    wait_until(lambda: client.llen("eventlog:queue") == 0, timeout=60, what="the hot path", interval=0.1)
+    jobs = [json.loads(raw) for raw in client.lrange("report:queue", 0, -1)]
+    with engine.connect() as db_conn:
+        record = db_conn.execute(
+            text(
+                "SELECT id, status, answered_count, started_at IS NOT NULL, submitted_at IS NOT NULL"
+                " FROM assessment_records WHERE user_id >= :base"
+            ),
+            {"base": stores.BENCH_USER_BASE},
+        ).one()
+        stored: dict[int, int] = dict(
+            db_conn.execute(
+                text("SELECT question_id, value FROM answers WHERE record_id = :id"), {"id": record.id}
+            ).all()
+        )
+        events = sorted(
+            db_conn.scalars(text("SELECT event_type FROM event_log WHERE record_id = :id"), {"id": record.id})
+        )
+    return {
+        "status": record.status,
+        "answered_count": record.answered_count,
+        "started": record[3],
+        "submitted": record[4],
+        "answers_match": stored == {a["questionId"]: a["value"] for a in answers},
+        "events": events,
+        "jobs": [(job["RecordId"] == record.id, job["RetryCount"]) for job in jobs],
+    }
+
+
+def _settle(client: Any, engine: Engine) -> None:
+    """Wait for the hot path to have taken the round's events, then drop the round's rows and jobs."""
+    wait_until(lambda: client.llen("eventlog:queue") == 0, timeout=120, what="the hot path", interval=0.2)
+    client.delete("report:queue")
+    db.delete_bench_records(engine)
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM event_log WHERE user_id >= :base"), {"base": stores.BENCH_USER_BASE})
+
+
+def measure(
+    side: str,
+    *,
+    port: int,
+    web: launch.Service,
+    hotpath: ProcfileProcess,
+    engine: Engine,
+    client: Any,
+    args: argparse.Namespace,
+    answers: list[dict[str, int]],
+) -> dict[str, Any]:
+    web_before, pg_before, redis_before = (
+        cpu.tree_cpu(web.pid),
+        cpu.backend_cpu(engine),
+        cpu.redis_cpu(client),
+    )
+    hot_before, me_before = cpu.tree_cpu(hotpath.pid), time.process_time()
+    busy_before = cpu.machine_busy()
+    load = os.getloadavg()[0]
+    tally, elapsed = run_side(port, args.clients, args.duration, answers)
+    # The events of the round are the hot path's work: wait until it took them.
+    wait_until(lambda: client.llen("eventlog:queue") == 0, timeout=120, what="the hot path", interval=0.1)
+    n = len(tally.latencies_s)
+    if tally.errors:
+        output.log(f"  {side}: {len(tally.errors)} failed submissions, e.g. {tally.errors[:2]}")
+    busy_after = cpu.machine_busy()
+    per = 1000.0 / max(n, 1)
+    row = {
+        "side": side,
+        "submissions": n,
+        "errors": len(tally.errors),
+        "per_s": n / elapsed,
+        "p50_ms": stats.percentile(tally.latencies_s, 50) * 1000 if n else 0.0,
+        "p99_ms": stats.percentile(tally.latencies_s, 99) * 1000 if n else 0.0,
+        "web_cpu_ms": (cpu.tree_cpu(web.pid) - web_before) * per,
+        "pg_cpu_ms": cpu.cpu_delta(pg_before, cpu.backend_cpu(engine)) * per,
+        "redis_cpu_ms": (cpu.redis_cpu(client) - redis_before) * per,
+        "hotpath_cpu_ms": (cpu.tree_cpu(hotpath.pid) - hot_before) * per,
+        "client_cpu_ms": (time.process_time() - me_before) * per,
+        "machine_busy": (busy_after[0] - busy_before[0]) / max(busy_after[1] - busy_before[1], 1e-9),
+        "load_avg": load,
+    }
+    _settle(client, engine)
+    return row
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(prog="python -m bench.web_tier", description=__doc__.split("\n")[0])
+    parser.add_argument("--clients", type=int, default=16, help="closed-loop clients per side (default 16)")
+    parser.add_argument(
+        "--duration", type=float, default=30.0, help="seconds per side and round (default 30)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: 2 clients, 2 s, 1 round")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.quick:
+        args.clients, args.duration, args.rounds = 2, 2.0, 1
+    database_url = stores.database_url()
+    engine = db.prepare(database_url)
+    with engine.connect() as conn:
+        questions = list(conn.scalars(text("SELECT id FROM questions WHERE is_active ORDER BY id")))
+    answers = [{"questionId": q, "value": q * 7 % 5 + 1} for q in questions]
+    rows: list[dict[str, Any]] = []
+    with stores.private_redis() as redis_url:
+        client = stores.redis_client(redis_url)
+        shape = {"WEB_CONCURRENCY": "2", "WEB_THREADS": "64"}
+        env = {**launch.stack_env(redis_url, database_url), **shape, "PYTHONUNBUFFERED": "1"}
+        output.log(
+            f"bench.web_tier: {args.clients} clients × {args.duration:g} s × {args.rounds} rounds per side,"
+            " web 2 × 64 threads"
+        )
+        log = Path(tempfile.mkstemp(prefix="mi-bench-hotpath-", suffix=".log")[1])
+        hotpath = ProcfileProcess("hotpath", env={**os.environ, **env}, log_path=log)
+        servers: dict[str, tuple[launch.Service, int]] = {}
+        checks: dict[str, dict[str, Any]] = {}
+        try:
+            servers["product"] = start_product(env)
+            servers["baseline"] = start_baseline(env)
+            # Unmeasured: each server's first requests import and connect lazily, and so does
+            # the client (the token signer).
+            for side in SIDES:
+                run_side(servers[side][1], args.clients, min(5.0, args.duration), answers)
+                _settle(client, engine)
+            # Both sides do the same work: one submission each, and what it left compared.
+            for side in SIDES:
+                checks[side] = written(engine, client, servers[side][1], answers)
+                _settle(client, engine)
+            if checks["product"] != checks["baseline"]:
+                raise RuntimeError(f"the baseline does not write what the product does: {checks}")
+            for number in range(args.rounds):
+                order = SIDES if number % 2 == 0 else tuple(reversed(SIDES))
+                for side in order:
+                    web, port = servers[side]
+                    row = measure(
+                        side,
+                        port=port,
+                        web=web,
+                        hotpath=hotpath,
+                        engine=engine,
+                        client=client,
+                        args=args,
+                        answers=answers,
+                    )
+                    row["round"] = number + 1
+                    rows.append(row)
+                    output.log(
+                        f"  round {number + 1} {side}: {row['per_s']:.1f}/s, p99 {row['p99_ms']:.1f} ms,"
+                        f" web {row['web_cpu_ms']:.2f} ms CPU/submission"
+                    )
+        finally:
+            for web, _ in servers.values():
+                web.stop()
+            hotpath.stop()
+            log.unlink(missing_ok=True)
+            db.delete_bench_records(engine)
+    result = {**summarize(rows, args), "checks": checks}
+    output.write_results("web_tier", result)
+    return result
+
+
+def summarize(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    keys = (
+        "per_s",
+        "p50_ms",
+        "p99_ms",
+        "web_cpu_ms",
+        "pg_cpu_ms",
+        "redis_cpu_ms",
+        "hotpath_cpu_ms",
+        "client_cpu_ms",
+    )
+    medians = {
+        side: {k: stats.median([r[k] for r in rows if r["side"] == side]) for k in keys} for side in SIDES
+    }
+    rounds = sorted({r["round"] for r in rows})
+    by = {(r["round"], r["side"]): r for r in rows}
+    ratios = [
+        {
+            "round": n,
+            "rate": stats.ratio(by[(n, "product")]["per_s"], by[(n, "baseline")]["per_s"]),
+            "web_cpu": stats.ratio(by[(n, "product")]["web_cpu_ms"], by[(n, "baseline")]["web_cpu_ms"]),
+        }
+        for n in rounds
+    ]
+    table_rows = [
+        [side, *(medians[side][k] for k in keys), " / ".join(f"{by[(n, side)]['per_s']:.0f}" for n in rounds)]
+        for side in SIDES
+    ]
+    table = output.print_table(
+        "Web tier per submission (createRecord + startAssessment + submitAnswers of 40),"
+        f" {args.clients} clients, {args.duration:g} s × {args.rounds} rounds (medians of rounds)",
+        [
+            "side",
+            "subm/s",
+            "p50 ms",
+            "p99 ms",
+            "web CPU ms",
+            "PG CPU ms",
+            "Redis CPU ms",
+            "hotpath CPU ms",
+            "client CPU ms",
+            "subm/s per round",
+        ],
+        table_rows,
+    )
+    ratio_table = output.print_table(
+        "product / baseline, per round",
+        ["round", "submissions/s", "web CPU per submission"],
+        [[r["round"], r["rate"], r["web_cpu"]] for r in ratios]
+        + [
+            [
+                "median",
+                stats.median([r["rate"] for r in ratios]),
+                stats.median([r["web_cpu"] for r in ratios]),
+            ]
+        ],
+    )
+    return {"rows": rows, "medians": medians, "ratios": ratios, "tables": [table, ratio_table]}
+
+
+if __name__ == "__main__":
+    main()
