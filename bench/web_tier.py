@@ -1,6 +1,6 @@
 """Benchmark 13 (issue 24, deliverable 3): the web tier against a lean baseline, per submission.
 
-    python -m bench.web_tier [--clients 16] [--duration 30] [--rounds 3] [--quick]
+    python -m bench.web_tier [--clients 16] [--duration 30] [--rounds 3] [--base DIR] [--quick]
 
 A submission is the three calls a user makes: createRecord, startAssessment and
 submitAnswers with the 40 answers. Two servers run side by side on the same PostgreSQL and
@@ -9,7 +9,12 @@ on a private Redis (so its CPU is this benchmark's alone):
 - **product**: the Procfile's web line (2 workers × 64 threads, the project's gunicorn worker
   class and logger);
 - **baseline**: bench/web_baseline.py, a minimal WSGI app doing the same writes and LPUSHes by
-  hand, under gunicorn with the same settings (workers, threads, keep-alive, access log).
+  hand, under gunicorn with the same settings (workers, threads, keep-alive, access log);
+- **product-base** (with `--base DIR`): the web line of another tree (an export of another
+  commit), for before and after in one run.
+
+Before measuring, one submission through each side must leave the same record, answers,
+events and job (`checks` in the result).
 
 The Procfile's hotpath process runs throughout (both sides' events go to `eventlog:queue`).
 In each round each side gets `--clients` closed-loop clients (a keep-alive connection each)
@@ -40,10 +45,11 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from bench import cpu, db, launch, output, stats, stores
+from bench import ROOT, cpu, db, launch, output, stats, stores
 from scripts.processes import ProcfileProcess, procfile_command, wait_until
 
-SIDES = ("product", "baseline")
+#: The product's web line from another tree (`--base`), measured beside the others.
+BASE_SIDE = "product-base"
 
 
 @dataclass
@@ -72,10 +78,13 @@ def _wait_http(service: launch.Service, port: int) -> None:
     wait_until(ready, timeout=60, what=service.name, interval=0.1)
 
 
-def start_product(env: dict[str, str]) -> tuple[launch.Service, int]:
+def start_product(env: dict[str, str], tree: Path = ROOT) -> tuple[launch.Service, int]:
+    """The Procfile's web line of `tree` (this one, or an export of another commit)."""
     port = _free_port()
-    argv, full_env = procfile_command("web", {**os.environ, **env, "PORT": str(port)})
-    service = launch.Service("web-product", argv, full_env)
+    argv, full_env = procfile_command(
+        "web", {**os.environ, **env, "PORT": str(port)}, procfile=tree / "Procfile"
+    )
+    service = launch.Service("web-product", argv, full_env, cwd=tree)
     _wait_http(service, port)
     return service, port
 
@@ -274,6 +283,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: 2 clients, 2 s, 1 round")
+    parser.add_argument(
+        "--base",
+        type=Path,
+        help="also run the web line of the code in DIR (`git archive <commit> | tar -x -C DIR`) as"
+        " 'product-base', the same load in every round: before and after in one run",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.quick:
         args.clients, args.duration, args.rounds = 2, 2.0, 1
@@ -298,19 +313,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         try:
             servers["product"] = start_product(env)
             servers["baseline"] = start_baseline(env)
+            if args.base:
+                servers[BASE_SIDE] = start_product(env, args.base.resolve())
+            sides = tuple(servers)
             # Unmeasured: each server's first requests import and connect lazily, and so does
             # the client (the token signer).
-            for side in SIDES:
+            for side in sides:
                 run_side(servers[side][1], args.clients, min(5.0, args.duration), answers)
                 _settle(client, engine)
             # Both sides do the same work: one submission each, and what it left compared.
-            for side in SIDES:
+            for side in sides:
                 checks[side] = written(engine, client, servers[side][1], answers)
                 _settle(client, engine)
-            if checks["product"] != checks["baseline"]:
-                raise RuntimeError(f"the baseline does not write what the product does: {checks}")
+            if any(checks[side] != checks["product"] for side in sides):
+                raise RuntimeError(f"the sides do not write the same: {checks}")
             for number in range(args.rounds):
-                order = SIDES if number % 2 == 0 else tuple(reversed(SIDES))
+                order = sides if number % 2 == 0 else tuple(reversed(sides))
                 for side in order:
                     web, port = servers[side]
                     row = measure(
@@ -351,22 +369,35 @@ def summarize(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
         "hotpath_cpu_ms",
         "client_cpu_ms",
     )
+    sides = list(dict.fromkeys(r["side"] for r in rows))
     medians = {
-        side: {k: stats.median([r[k] for r in rows if r["side"] == side]) for k in keys} for side in SIDES
+        side: {k: stats.median([r[k] for r in rows if r["side"] == side]) for k in keys} for side in sides
     }
     rounds = sorted({r["round"] for r in rows})
     by = {(r["round"], r["side"]): r for r in rows}
+
+    def ratio(n: int, side: str, other: str, key: str) -> float:
+        return stats.ratio(by[(n, side)][key], by[(n, other)][key])
+
     ratios = [
         {
             "round": n,
-            "rate": stats.ratio(by[(n, "product")]["per_s"], by[(n, "baseline")]["per_s"]),
-            "web_cpu": stats.ratio(by[(n, "product")]["web_cpu_ms"], by[(n, "baseline")]["web_cpu_ms"]),
+            "rate": ratio(n, "product", "baseline", "per_s"),
+            "web_cpu": ratio(n, "product", "baseline", "web_cpu_ms"),
+            **(
+                {
+                    "rate_vs_base": ratio(n, "product", BASE_SIDE, "per_s"),
+                    "web_cpu_vs_base": ratio(n, "product", BASE_SIDE, "web_cpu_ms"),
+                }
+                if BASE_SIDE in sides
+                else {}
+            ),
         }
         for n in rounds
     ]
     table_rows = [
         [side, *(medians[side][k] for k in keys), " / ".join(f"{by[(n, side)]['per_s']:.0f}" for n in rounds)]
-        for side in SIDES
+        for side in sides
     ]
     table = output.print_table(
         "Web tier per submission (createRecord + startAssessment + submitAnswers of 40),"
@@ -385,17 +416,12 @@ def summarize(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
         ],
         table_rows,
     )
+    columns = [k for k in ("rate", "web_cpu", "rate_vs_base", "web_cpu_vs_base") if k in ratios[0]]
     ratio_table = output.print_table(
-        "product / baseline, per round",
-        ["round", "submissions/s", "web CPU per submission"],
-        [[r["round"], r["rate"], r["web_cpu"]] for r in ratios]
-        + [
-            [
-                "median",
-                stats.median([r["rate"] for r in ratios]),
-                stats.median([r["web_cpu"] for r in ratios]),
-            ]
-        ],
+        "product / baseline (and product / product-base), per round",
+        ["round", *columns],
+        [[r["round"], *(r[k] for k in columns)] for r in ratios]
+        + [["median", *(stats.median([r[k] for r in ratios]) for k in columns)]],
     )
     return {"rows": rows, "medians": medians, "ratios": ratios, "tables": [table, ratio_table]}
 
