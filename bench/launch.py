@@ -153,29 +153,39 @@ def start_worker(
     return service
 
 
-def start_web(redis: str, database: str, *, workers: int = 2, threads: int = 1) -> tuple[Service, int]:
-    """The real app from the Procfile's web line on a free loopback port (WEB_CONCURRENCY
-    workers of WEB_THREADS threads)."""
+def free_port() -> int:
+    """A TCP port free on loopback now."""
     import socket
-    import urllib.request
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
+        return int(sock.getsockname()[1])
+
+
+def wait_for_http(service: Service, port: int, path: str = "/api/assessment/questions") -> None:
+    """Until `service` answers HTTP on `port` (any status: it is up); raises if it exits."""
+    import urllib.request
+
+    def ready() -> bool:
+        if not service.alive():
+            raise RuntimeError(f"{service.name} exited:\n{service.output()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=1):
+                return True
+        except OSError as exc:
+            return getattr(exc, "code", None) is not None  # any HTTP answer: the app is up
+
+    wait_until(ready, timeout=60, what=service.name, interval=0.1)
+
+
+def start_web(redis: str, database: str, *, workers: int = 2, threads: int = 1) -> tuple[Service, int]:
+    """The real app from the Procfile's web line on a free loopback port (WEB_CONCURRENCY
+    workers of WEB_THREADS threads)."""
+    port = free_port()
     shape = {"PORT": str(port), "WEB_CONCURRENCY": str(workers), "WEB_THREADS": str(threads)}
     argv, full_env = procfile_command(
         "web", {**os.environ, "PYTHONUNBUFFERED": "1", **stack_env(redis, database), **shape}
     )
     service = Service("web", argv, full_env)
-
-    def ready() -> bool:
-        if not service.alive():
-            raise RuntimeError(f"gunicorn exited:\n{service.output()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/assessment/questions", timeout=1):
-                return True
-        except OSError as exc:
-            return getattr(exc, "code", None) is not None  # any HTTP answer: the app is up
-
-    wait_until(ready, timeout=60, what="gunicorn", interval=0.1)
+    wait_for_http(service, port)
     return service, port

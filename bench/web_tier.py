@@ -32,12 +32,10 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,40 +57,21 @@ class Tally:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_http(service: launch.Service, port: int) -> None:
-    def ready() -> bool:
-        if not service.alive():
-            raise RuntimeError(f"{service.name} exited:\n{service.output()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/assessment/createRecord", timeout=1):
-                return True
-        except OSError as exc:
-            return getattr(exc, "code", None) is not None  # any HTTP answer: it is up
-
-    wait_until(ready, timeout=60, what=service.name, interval=0.1)
-
-
 def start_product(env: dict[str, str], tree: Path = ROOT) -> tuple[launch.Service, int]:
     """The Procfile's web line of `tree` (this one, or an export of another commit)."""
-    port = _free_port()
+    port = launch.free_port()
     argv, full_env = procfile_command(
         "web", {**os.environ, **env, "PORT": str(port)}, procfile=tree / "Procfile"
     )
     service = launch.Service("web-product", argv, full_env, cwd=tree)
-    _wait_http(service, port)
+    launch.wait_for_http(service, port, "/api/assessment/createRecord")
     return service, port
 
 
 def start_baseline(env: dict[str, str]) -> tuple[launch.Service, int]:
     """The baseline under gunicorn with the web line's settings but for the project's own
     worker class and logger (`gthread`, gunicorn's default logger)."""
-    port = _free_port()
+    port = launch.free_port()
     argv = [
         sys.executable,
         "-m",
@@ -115,7 +94,7 @@ def start_baseline(env: dict[str, str]) -> tuple[launch.Service, int]:
         "--no-control-socket",
     ]
     service = launch.Service("web-baseline", argv, {**os.environ, **env})
-    _wait_http(service, port)
+    launch.wait_for_http(service, port, "/api/assessment/createRecord")
     return service, port
 
 
