@@ -41,6 +41,7 @@ from typing import Any
 import psycopg
 import redis
 
+from services.domain.limits import is_id
 from web.auth import verify_user_token
 
 EVENT_QUEUE = "eventlog:queue"
@@ -127,7 +128,7 @@ def create_record(user_id: int, body: dict[str, Any], start: StartResponse) -> I
 
 def start_assessment(user_id: int, body: dict[str, Any], start: StartResponse) -> Iterable[bytes]:
     record_id = body.get("recordId")
-    if not isinstance(record_id, int) or isinstance(record_id, bool) or record_id < 1:
+    if not is_id(record_id):
         return _reply(start, "400 BAD REQUEST", 1001, "recordId 必须是正整数")
     conn = _conn()
     with conn.transaction():
@@ -146,7 +147,7 @@ def start_assessment(user_id: int, body: dict[str, Any], start: StartResponse) -
 def submit_answers(user_id: int, body: dict[str, Any], start: StartResponse) -> Iterable[bytes]:
     record_id = body.get("recordId")
     answers = body.get("answers")
-    if not isinstance(record_id, int) or isinstance(record_id, bool) or record_id < 1:
+    if not is_id(record_id):
         return _reply(start, "400 BAD REQUEST", 1001, "recordId 必须是正整数")
     conn = _conn()
     active = _active_questions(conn)

@@ -215,7 +215,12 @@ def test_the_reconciler_on_the_cluster(
     [job] = cluster.lrange(report.queue, 0, -1)
     assert ReportQueueMessage.decode(as_bytes(job)).record_id == lost
     assert cluster.hgetall(report.jobs) == {str(lost).encode(): b"1"}  # the dead mark is cleared
-    assert cluster.llen(KEYS.eventlog.queue) == 2  # a requeue and a failure recorded
+    assert cluster.llen(KEYS.eventlog.queue) == 1  # the requeue's event
+    with session_factory() as session:  # the failure's, committed with status 5
+        recorded = session.scalars(
+            text("SELECT record_id FROM event_log WHERE event_type = 'report.failure_recorded'")
+        ).all()
+    assert recorded == [dead_lettered]
 
 
 @pytest.fixture
