@@ -26,6 +26,7 @@ BENCHMARKS = (
     "batch_regenerate",
     "memory",
     "generation_limit",
+    "web_tier",
 )
 
 

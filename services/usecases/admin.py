@@ -179,9 +179,6 @@ class BatchOutcome:
     result: BatchRegenerateResult
     #: The records reset and queued, in request order.
     queued: tuple[int, ...]
-    #: The records reset (committed), queued or not, in request order: each one's timeline
-    #: shows its regeneration (an unqueued one's job comes from the reconciler).
-    reset: tuple[int, ...] = ()
 
     @property
     def items(self) -> list[ItemOutcome]:
@@ -290,7 +287,7 @@ def batch_regenerate(
         detail=f"{result.success_count} regenerated, {result.skipped_count} skipped"
         + (f"; {detail}" if (detail := skipped_detail(items)) else ""),
     )
-    return BatchOutcome(result, done, tuple(eligible))
+    return BatchOutcome(result, done)
 
 
 def _batch_items(

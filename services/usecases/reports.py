@@ -225,24 +225,29 @@ def would_generate(uow: UnitOfWork, record_ids: Sequence[int]) -> set[int]:
 
 
 def mark_generation_failed(
-    uow: UnitOfWork, record_id: int, *, actor: str | None = None, data: Mapping[str, Any] | None = None
+    uow: UnitOfWork,
+    record_id: int,
+    *,
+    dead_letter: Mapping[str, Any] | None = None,
+    actor: str | None = None,
 ) -> bool:
     """Set a record from 3 to 5 (生成失败); True if it changed, False if it was not in 3.
 
-    A change commits with its `report.dead_lettered` event (`actor`, `data` and
-    ``statusSet: true``; services/usecases/change_events.py); no change writes none."""
+    For a dead letter (`dead_letter`: its event's data), a change commits with its
+    `report.dead_lettered` event (`actor`, the data and ``statusSet: true``;
+    services/usecases/change_events.py); no change writes none."""
     if not 1 <= record_id <= MAX_ID:
         return False
     with uow:
         changed = uow.records.fail_generating(record_id)
-        if changed:
+        if changed and dead_letter is not None:
             log_change(
                 uow,
                 EventType.REPORT_DEAD_LETTERED,
                 [record_id],
                 at=datetime.now(UTC),
                 actor=actor,
-                data={**(data or {}), "statusSet": True},
+                data={**dead_letter, "statusSet": True},
             )
         uow.commit()
     return changed

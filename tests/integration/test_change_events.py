@@ -15,18 +15,21 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.domain.errors import InvalidOperation, QueueUnavailable
 from services.domain.events import EventType
 from services.domain.opsmodel import AdminActor
+from services.domain.questionnaire import load_questionnaire
 from services.persistence.models import AssessmentRecord, EventLogEntry
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin, assessment, reconcile, reports
-from tests.integration.test_assessment_service import full_answers
+from tests.conftest import default_answer
 from tests.support.fakes import FailingQueue, RecordingQueue
 
+#: A whole submission: every active question answered.
+ANSWERS = [(q.id, default_answer(q.id)) for q in load_questionnaire().questions]
 ADMIN = AdminActor(name="admin:0123456789ab", credential="admin-token 0123456789ab")
 
 
@@ -71,7 +74,7 @@ def test_a_submission_has_its_event_even_when_its_process_dies_after_the_commit(
 ) -> None:
     record_id = make_record(2, user_id=42)
     with pytest.raises(ProcessKilled):
-        assessment.submit_answers(uow, DyingQueue(), 42, record_id, full_answers())
+        assessment.submit_answers(uow, DyingQueue(), 42, record_id, ANSWERS)
     record = record_row(session_factory, record_id)
     assert record.status == 3
     [event] = stored(session_factory, EventType.ANSWERS_SUBMITTED)
@@ -85,7 +88,7 @@ def test_a_submission_whose_job_is_refused_is_marked_not_enqueued(
     uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int]
 ) -> None:
     record_id = make_record(1, user_id=42)
-    result = assessment.submit_answers(uow, FailingQueue(), 42, record_id, full_answers())
+    result = assessment.submit_answers(uow, FailingQueue(), 42, record_id, ANSWERS)
     assert result.enqueued is False
     [event] = stored(session_factory, EventType.ANSWERS_SUBMITTED)
     assert (event.record_id, event.data) == (record_id, {"enqueued": False})
@@ -96,7 +99,7 @@ def test_a_refused_submission_stores_no_event(
 ) -> None:
     record_id = make_record(4, user_id=42)
     with pytest.raises(InvalidOperation):
-        assessment.submit_answers(uow, RecordingQueue(), 42, record_id, full_answers())
+        assessment.submit_answers(uow, RecordingQueue(), 42, record_id, ANSWERS)
     assert stored(session_factory, EventType.ANSWERS_SUBMITTED) == []
 
 
@@ -119,7 +122,8 @@ def test_a_regeneration_has_its_events_even_when_its_process_dies_after_the_comm
     regenerate: Callable[[UnitOfWork, Any, list[int]], None],
 ) -> None:
     ids = [make_record(5), make_record(5)] if regenerate is regenerate_batch else [make_record(5)]
-    before = datetime.now().astimezone()
+    with session_factory() as s:  # the database's clock, which stamps the reset
+        before: datetime = s.execute(text("SELECT clock_timestamp()")).scalar_one()
     with pytest.raises(ProcessKilled):
         regenerate(uow, DyingQueue(), ids)
     assert {record_row(session_factory, i).status for i in ids} == {3}
@@ -179,8 +183,9 @@ def test_a_dead_letter_that_sets_status_5_commits_its_event(
     uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int]
 ) -> None:
     generating, done = make_record(3), make_record(4)
-    assert reports.mark_generation_failed(uow, generating, actor="worker", data={"retries": 3}) is True
-    assert reports.mark_generation_failed(uow, done, actor="worker", data={"retries": 3}) is False
+    letter = {"retries": 3}
+    assert reports.mark_generation_failed(uow, generating, dead_letter=letter, actor="worker") is True
+    assert reports.mark_generation_failed(uow, done, dead_letter=letter, actor="worker") is False
     [event] = stored(session_factory, EventType.REPORT_DEAD_LETTERED)
     assert (event.record_id, event.actor, event.data) == (
         generating,
