@@ -70,14 +70,13 @@ def _attempt() -> int | None:
     return int(message.options.get("retry_count", 0)) + 1
 
 
-def _other_jobs_alive(record_id: int) -> bool:
+def _other_jobs_alive(record_id: int) -> bool | None:
     """Is another job of the record alive besides the one being dead-lettered (the index still
-    counts that one)? False when the index cannot be read: the status is then set as before."""
+    counts that one)? None when the index cannot be read now (Redis failing)."""
     try:
         return bootstrap.services().report_queue.jobs_alive(record_id) > 1
     except Exception:
-        logger.warning("job index unreadable; record %d's dead letter decides its status", record_id)
-        return False
+        return None
 
 
 def mark_record_failed(message: dramatiq.Message[Any]) -> bool:
@@ -86,18 +85,25 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> bool:
     Only its last job decides: while another job of the record is alive (an admin regenerated
     it while this one was retrying), this dead letter leaves the status alone and returns
     False; should that job end first after all, the index's `dead` mark has the reconciler
-    set 5 (README, "The reconciler")."""
+    set 5 (README, "The reconciler"). The same when the index cannot be read (Redis failing):
+    guessing "none alive" set 5 under a regenerated job with attempts left (found by the
+    seeded soak), while leaving it costs only the reconciler's delay when this job was the
+    last after all."""
     record_id = int(message.args[0])
     # A poison pill (lost with its worker too many times) says so in its event.
     lost = message.options.get(LOST_DELIVERIES_OPTION)
     why: dict[str, object] = {"retries": MAX_RETRY_COUNT} if lost is None else {"lostDeliveries": lost}
     after = f"{MAX_RETRY_COUNT} retries" if lost is None else f"{lost} deliveries lost with their worker"
-    if _other_jobs_alive(record_id):
+    alive = _other_jobs_alive(record_id)
+    if alive is not False:
         _log_event(EventType.REPORT_DEAD_LETTERED, record_id, **why, statusSet=False)
         logger.error(
-            "Report of record %d dead-lettered after %s; status left to its other job alive.",
+            "Report of record %d dead-lettered after %s; status left to %s.",
             record_id,
             after,
+            "its other job alive"
+            if alive
+            else "the reconciler (the job index is unreadable: another job may be alive)",
         )
         return False
     changed: bool | None = None

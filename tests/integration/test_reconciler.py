@@ -6,11 +6,14 @@ from collections.abc import Callable
 from typing import Any
 
 import dramatiq
+import pytest
 import redis
 from listbroker import DEAD_MARK, RedisListBroker
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors import bootstrap
+from actors.report import generate_report
 from reconciler.loop import STATS_KEY, Reconciler, ReconcilerSettings
 from redis_adapters.queues import (
     DEAD_LETTER_QUEUE_KEY,
@@ -162,6 +165,44 @@ def test_a_job_dead_lettered_while_the_database_is_down_ends_in_status_5(
     broker.join(REPORT_QUEUE_NAME, timeout=20_000)
     assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 1
     assert status_of(session_factory, record_id) == 3
+    age(session_factory, record_id)
+    assert reconciler(redis_client, session_factory).run_once().failed == [record_id]
+    assert status_of(session_factory, record_id) == 5
+
+
+def test_a_dead_letter_that_cannot_read_the_job_index_leaves_status_5_to_the_reconciler(
+    make_record: Callable[..., int],
+    session_factory: sessionmaker[Session],
+    redis_client: redis.Redis,
+    broker: RedisListBroker,
+    make_worker: WorkerFactory,
+    worker_services: bootstrap.WorkerServices,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The report actor's own hook, Redis failing its index read: the first of two jobs of a
+    record must not set 5 under the other (found by the seeded soak: a regenerated job still had
+    attempts left); the last one's dead mark has the reconciler set 5."""
+
+    def unreadable(record_id: int) -> int:
+        raise redis.ConnectionError("Redis failing")
+
+    monkeypatch.setattr(worker_services.report_queue, "jobs_alive", unreadable)
+    declare_actor(
+        generate_report.fn,
+        broker,
+        actor_name=generate_report.actor_name,
+        queue_name=generate_report.queue_name,
+        **{**generate_report.options, "retry_delays": (10, 10, 10)},
+    )
+    record_id = make_record(status=3, answers={})  # every attempt fails: no answers
+    queue = RedisReportQueue(redis_client)
+    queue.enqueue(record_id)
+    queue.enqueue(record_id)  # a second job of the record (an admin's regeneration)
+    make_worker(broker)
+    broker.join(REPORT_QUEUE_NAME, timeout=20_000)
+    assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 2
+    assert status_of(session_factory, record_id) == 3
+    assert redis_client.hget(REPORT_JOBS_KEY, str(record_id)) == DEAD_MARK.encode()
     age(session_factory, record_id)
     assert reconciler(redis_client, session_factory).run_once().failed == [record_id]
     assert status_of(session_factory, record_id) == 5
