@@ -5,8 +5,10 @@ Declared as an `ActorSpec`: importing this module builds and touches no broker;
 event sink, the fault drill, the unit of work) is the worker process's, built once at its
 boot (actors/bootstrap.py).
 
-Each outcome goes to the event log (`eventlog:queue`): generated, a failed attempt (with
-its number), dead-lettered. Logging an event never fails the job (services.domain.events.emit).
+Each outcome goes to the event log: `report.generated` committed with the report (its
+attempt in its data), a failed attempt (with its number) and a dead letter that sets no
+status through `eventlog:queue`. Logging an event never fails the job
+(services.domain.events.emit).
 
 The jobs that a worker process's threads run at the same moment are generated together, one
 transaction per group (group commit, services/usecases/report_groups.py); each job keeps its own
@@ -26,7 +28,7 @@ from actors import bootstrap
 from observability import prometheus
 from redis_adapters.queues import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, RETRY_DELAYS_MS
 from services.domain.errors import DatabaseUnavailable
-from services.domain.events import Event, EventSink, EventType, emit, report_generated
+from services.domain.events import Event, EventSink, EventType, emit
 from services.usecases import reports
 
 logger = logging.getLogger(__name__)
@@ -34,8 +36,8 @@ logger = logging.getLogger(__name__)
 #: Longest a single generation may run before it counts as a failed attempt.
 GENERATION_TIME_LIMIT_MS = 5 * 60_000
 
-#: Who the worker's events name as their actor.
-WORKER_ACTOR = "worker"
+#: Who the worker's events name as their actor (its reports' events too).
+WORKER_ACTOR = reports.GENERATOR_ACTOR
 #: Longest error text kept in a failure event.
 MAX_ERROR_CHARS = 500
 
@@ -140,7 +142,7 @@ def generate_report(record_id: int) -> None:
     """Generate the report; a record that is not in status 3 is acknowledged and skipped."""
     try:
         # Raises FaultDrillFailure for a record in the fault drill (asked once per group).
-        generation = bootstrap.services().report_groups.generate(record_id)
+        generation = bootstrap.services().report_groups.generate(record_id, attempt=_attempt())
     except DatabaseUnavailable as exc:
         # Nothing was done: no attempt is spent while the database is down (broker/src/listbroker/gate.py).
         raise DependencyUnavailable(str(exc)) from exc
@@ -148,15 +150,8 @@ def generate_report(record_id: int) -> None:
         error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
         _log_event(EventType.REPORT_GENERATION_FAILED, record_id, attempt=_attempt(), error=error)
         raise
-    # The outcome's log line is services.usecases.reports' (one line per report, with its reason).
-    generated = generation.outcome is reports.GenerationOutcome.GENERATED
-    if generation.report_at is not None:
-        # Also when the job found the report made (a redelivery of a job whose worker died
-        # after the commit, before this event): the same event, stored once (events.report_generated).
-        data: dict[str, object] = {"attempt": _attempt()}
-        if not generated:
-            data["foundGenerated"] = True
-        _log_events(report_generated(record_id, generation.report_at, actor=WORKER_ACTOR, data=data))
-    # Read back by the write itself (RETURNING): no query of its own.
-    if generated and generation.latency_s is not None:
+    # The outcome's log line is services.usecases.reports' (one line per report, with its
+    # reason); the report's `report.generated` event was committed with it (with the attempt).
+    # The latency is read back by the write itself (RETURNING): no query of its own.
+    if generation.outcome is reports.GenerationOutcome.GENERATED and generation.latency_s is not None:
         prometheus.report_latency_s.observe(generation.latency_s)

@@ -56,32 +56,6 @@ class EventType(StrEnum):
     REPORT_FAILURE_RECORDED = "report.failure_recorded"
 
 
-#: Names each report's `report.generated` event (`report_generated`); never change it, or a
-#: report logged before and after the change would be stored twice.
-REPORT_EVENT_NAMESPACE = uuid.UUID("3f0b6a52-8d6e-5c1b-9a57-1e2f4c8d7b90")
-
-
-def report_generated(
-    record_id: int, report_at: datetime, *, actor: str | None = None, data: dict[str, Any] | None = None
-) -> Event:
-    """The `report.generated` event of the record's report made at `report_at` (its completed_at).
-
-    Its id and time follow from the record and that moment, so the event of one report is
-    one row however many jobs log it: a job that finds the report of an attempt killed after
-    its commit and before its event logs it again, and the table's key (occurred_at, id),
-    inserted ON CONFLICT DO NOTHING, keeps the first. A regeneration is a new moment, a new event.
-    """
-    moment = report_at.astimezone(UTC)
-    return Event(
-        id=uuid.uuid5(REPORT_EVENT_NAMESPACE, f"{record_id}@{moment.isoformat()}"),
-        event_type=EventType.REPORT_GENERATED,
-        occurred_at=moment,
-        record_id=record_id,
-        actor=actor,
-        data=dict(data or {}),
-    )
-
-
 class InvalidEvent(MiAssessmentError):
     """A log entry that cannot be decoded into an `Event` (kept aside, never dropped)."""
 

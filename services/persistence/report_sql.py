@@ -14,7 +14,7 @@ prepares each once per connection. Written for the tables of services/persistenc
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,6 +26,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from services.domain.events import EventType
 from services.domain.scoring import DimensionScore, ScoreReport
 from services.domain.status import RecordStatus
 from services.persistence.models import Dimension, DimensionResult, ReportSummary
@@ -44,8 +45,8 @@ LATENCY_SQL = (
 #: The records' locks. A group never waits (SKIP LOCKED: a record another transaction holds
 #: is left out, its job runs alone and waits there), so it cannot be held up or deadlock; a
 #: single record waits, and then sees what the other transaction left.
-#: completed_at is read with them: a job that finds its record already in status 4 re-logs
-#: that report's `report.generated` event under the same id (actors/report.py).
+#: completed_at is read with them: a job that finds its record already in status 4 names
+#: the report it found.
 LOCK_SKIPPING = (
     "SELECT id, status, is_deleted, completed_at FROM assessment_records WHERE id = ANY(%s)"
     " ORDER BY id FOR UPDATE SKIP LOCKED"
@@ -79,11 +80,19 @@ INSERT_SUMMARIES = (
 # clock_timestamp(), not now(): now() is when the transaction began, which for a generation
 # that waited on a row lock is long before the report existed. updated_at = now() is what
 # the model's onupdate wrote. It returns the latency (see LATENCY_SQL), so observing it
-# costs no statement of its own. Built from constants only (no input reaches it):
+# costs no statement of its own. The same statement inserts each report's `report.generated`
+# event (its time the report's completed_at, its data given per record): the event of a
+# status change commits with it (services/usecases/change_events.py), so no process killed
+# after the commit can lose it. Built from constants only (no input reaches it):
 COMPLETE = (
-    "UPDATE assessment_records AS r SET status = %s, completed_at = clock_timestamp(), updated_at = now()"  # noqa: S608
-    " FROM assessment_records AS before WHERE r.id = ANY(%s) AND before.id = r.id"
-    " RETURNING r.id, r.completed_at, " + LATENCY_SQL
+    "WITH done AS (UPDATE assessment_records AS r"  # noqa: S608
+    " SET status = %(status)s, completed_at = clock_timestamp(), updated_at = now()"
+    " FROM assessment_records AS before WHERE r.id = ANY(%(ids)s) AND before.id = r.id"
+    " RETURNING r.id, r.completed_at, " + LATENCY_SQL + " AS latency),"
+    " logged AS (INSERT INTO event_log (id, occurred_at, event_type, record_id, actor, data)"
+    " SELECT gen_random_uuid(), done.completed_at, %(event_type)s, done.id, %(actor)s, e.data"
+    " FROM done JOIN json_to_recordset(%(events)s::json) AS e(r bigint, data jsonb) ON e.r = done.id)"
+    " SELECT id, completed_at, latency FROM done"
 )
 
 
@@ -168,9 +177,16 @@ class Completed:
     latency_s: float | None
 
 
-def write(session: Session, reports: dict[int, ScoreReport]) -> dict[int, Completed]:
-    """Replace the results and summaries of `reports`' records, set them to 4 and commit the
-    session's transaction: one round trip. Returns what each record's completion read back."""
+def write(
+    session: Session,
+    reports: dict[int, ScoreReport],
+    *,
+    event_data: Mapping[int, Mapping[str, object]],
+    actor: str | None,
+) -> dict[int, Completed]:
+    """Replace the results and summaries of `reports`' records, set them to 4, insert their
+    `report.generated` events (`actor`, `event_data[record id]`) and commit the session's
+    transaction: one round trip. Returns what each record's completion read back."""
     ids = list(reports)
     results = json.dumps(
         [
@@ -197,7 +213,18 @@ def write(session: Session, reports: dict[int, ScoreReport]) -> dict[int, Comple
         conn.execute(DELETE_SUMMARIES, (ids,))
         conn.execute(INSERT_RESULTS, (results,))
         conn.execute(INSERT_SUMMARIES, (summaries,))
-        completed = conn.execute(COMPLETE, (RecordStatus.COMPLETED, ids))
+        completed = conn.execute(
+            COMPLETE,
+            {
+                "status": RecordStatus.COMPLETED,
+                "ids": ids,
+                "event_type": EventType.REPORT_GENERATED.value,
+                "actor": actor,
+                "events": json.dumps(
+                    [{"r": rid, "data": dict(event_data.get(rid, {}))} for rid in ids], ensure_ascii=False
+                ),
+            },
+        )
         # Queued in the same round trip as the writes (psycopg syncs the pipeline here). The
         # driver's commit, not the session's: the session would hand the connection back to
         # the pool while its pipeline is still open, and another thread could take it and

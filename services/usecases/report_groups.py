@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Sequence
+from typing import NamedTuple
 
 from services.domain.errors import DatabaseUnavailable, ServiceError
 from services.domain.limits import MAX_ID
@@ -52,12 +53,19 @@ from services.usecases.reports import (
 )
 
 # The set-based generation itself is services.usecases.reports' (one path for one record or many).
-__all__ = ["DUPLICATE", "INVALID_ID", "Deferred", "GroupResult", "ReportGroups", "generate_reports"]
+__all__ = ["DUPLICATE", "INVALID_ID", "Deferred", "GroupResult", "Job", "ReportGroups", "generate_reports"]
 
 logger = logging.getLogger(__name__)
 
 
 INVALID_ID = Generation(GenerationOutcome.SKIPPED, detail="not a valid record id")
+
+
+class Job(NamedTuple):
+    """A job in a group: its record, and its attempt (for the report's event; None unknown)."""
+
+    record_id: int
+    attempt: int | None
 
 
 class ReportGroups:
@@ -78,7 +86,7 @@ class ReportGroups:
     ) -> None:
         self._uow_factory = uow_factory
         self._drilled = drilled
-        self._groups: GroupCommit[int, GroupResult] = GroupCommit(
+        self._groups: GroupCommit[Job, GroupResult] = GroupCommit(
             self._run, max_group=max_group, on_group=on_group
         )
 
@@ -91,13 +99,13 @@ class ReportGroups:
         """Jobs waiting for the next group."""
         return self._groups.waiting
 
-    def generate(self, record_id: int) -> Generation:
+    def generate(self, record_id: int, *, attempt: int | None = None) -> Generation:
         """As `services.usecases.reports.generate_one`, in a group with the other threads' records."""
         if not 1 <= record_id <= MAX_ID:
             logger.info("report of record %s skipped: not a valid record id", record_id)
             return INVALID_ID
         try:
-            result = self._groups.submit(record_id)
+            result = self._groups.submit(Job(record_id, attempt))
         except GroupFailed as exc:
             # The drill first, as the group asked it before its transaction (one call, rare path).
             if record_id in self._in_drill([record_id]):
@@ -108,12 +116,13 @@ class ReportGroups:
                 raise DatabaseUnavailable(str(cause)) from cause
             # Nothing of the group was committed, unless it lost its connection with the COMMIT
             # in the pipeline: this record alone, so any error is its own.
-            return self._alone(record_id, lost=cause if report_sql.connection_lost(cause) else None)
+            lost = cause if report_sql.connection_lost(cause) else None
+            return self._alone(record_id, attempt, lost=lost)
         if isinstance(result, ServiceError):
             raise result
         if isinstance(result, Deferred):
             # Locked elsewhere: wait for that transaction as a job alone always did.
-            return self._alone(record_id)
+            return self._alone(record_id, attempt)
         # The one line per report, logged here in the job's own thread (generate_one logs its own).
         if result.outcome is GenerationOutcome.GENERATED:
             logger.info("report of record %s generated", record_id)
@@ -121,13 +130,13 @@ class ReportGroups:
             logger.info("report of record %s skipped: %s", record_id, result.detail)
         return result
 
-    def _alone(self, record_id: int, *, lost: BaseException | None = None) -> Generation:
+    def _alone(self, record_id: int, attempt: int | None, *, lost: BaseException | None = None) -> Generation:
         """`generate_one` for this record, where a lost connection is not the record's failure.
 
         `lost`: the connection was lost before (a group's, or this path's own first try) with
         a COMMIT that may have landed. The record's run alone then tells: a report it finds
-        committed is that COMMIT's, GENERATED (so the job logs its report.generated; found by
-        the soak: the job said "skipped" and the record's timeline lacked its report). A run
+        committed is that COMMIT's, GENERATED (with its report.generated; found by the soak: the
+        job said "skipped" though its group had made the report). A run
         alone that loses its connection is tried once more (its own COMMIT may be the one in
         flight: found by the soak, "cannot exit pipeline mode while busy" failed an attempt
         after its report was committed); lost again, the outcome is unknown and nothing is
@@ -135,14 +144,14 @@ class ReportGroups:
         Any other error is the record's own (retried on the schedule, dead-lettered at last).
         """
         try:
-            alone = generate_one(self._uow_factory(), record_id)
+            alone = generate_one(self._uow_factory(), record_id, attempt=attempt)
         except Exception as again:
             if not report_sql.connection_lost(again):
                 raise
             if lost is not None:
                 raise DatabaseUnavailable(f"database lost twice, the outcome unknown: {again}") from again
             logger.info("report of record %s: connection lost (%s); trying once more", record_id, again)
-            return self._alone(record_id, lost=again)
+            return self._alone(record_id, attempt, lost=again)
         if lost is not None and alone.outcome is GenerationOutcome.SKIPPED and alone.report_at is not None:
             logger.info("report of record %s generated (commit landed, reply lost)", record_id)
             return Generation(
@@ -150,14 +159,16 @@ class ReportGroups:
             )
         return alone
 
-    def _run(self, record_ids: Sequence[int]) -> list[GroupResult | FaultDrillFailure]:
+    def _run(self, jobs: Sequence[Job]) -> list[GroupResult | FaultDrillFailure]:
         """The group's results; a drilled record's is its `FaultDrillFailure` (raised in its thread)."""
-        held = self._in_drill(record_ids)
+        held = self._in_drill([job.record_id for job in jobs])
         if held:
-            rest = [rid for rid in record_ids if rid not in held]
+            rest = [job for job in jobs if job.record_id not in held]
             generated = iter(self._generate(rest))
-            return [_drill_failure(rid) if rid in held else next(generated) for rid in record_ids]
-        return list(self._generate(record_ids))
+            return [
+                _drill_failure(job.record_id) if job.record_id in held else next(generated) for job in jobs
+            ]
+        return list(self._generate(jobs))
 
     def _in_drill(self, record_ids: Sequence[int]) -> set[int]:
         """The records in the fault drill now whose generation would really act: the drill fails
@@ -169,17 +180,21 @@ class ReportGroups:
         held = list(self._drilled(record_ids))
         return would_generate(self._uow_factory(), held) if held else set()
 
-    def _generate(self, record_ids: Sequence[int]) -> list[GroupResult]:
-        if not record_ids:
+    def _generate(self, jobs: Sequence[Job]) -> list[GroupResult]:
+        if not jobs:
             return []
         try:
-            return generate_reports(self._uow_factory(), record_ids)
+            return generate_reports(
+                self._uow_factory(),
+                [job.record_id for job in jobs],
+                attempts=[job.attempt for job in jobs],
+            )
         except DatabaseUnavailable:
             raise
         except Exception as exc:
             logger.warning(
                 "group of %d reports failed (%s: %s); each runs again alone",
-                len(record_ids),
+                len(jobs),
                 type(exc).__name__,
                 exc,
             )

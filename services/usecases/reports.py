@@ -31,6 +31,9 @@ from services.usecases.change_events import log_change
 
 logger = logging.getLogger(__name__)
 
+#: Who a report's `report.generated` event names as its actor (the worker's generation).
+GENERATOR_ACTOR = "worker"
+
 
 class GenerationOutcome(StrEnum):
     GENERATED = "generated"
@@ -49,9 +52,8 @@ class Generation:
     #: Why a SKIPPED record was skipped ("record in status 4"), for its job's log line.
     detail: str = ""
     #: The moment of the report the record has in status 4 after this job: the one it
-    #: generated or, SKIPPED in status 4, the one it found (None otherwise). It names that
-    #: report's `report.generated` event, so a job that finds the report of an attempt killed
-    #: before it logged the event logs the same event again, and the log keeps it once.
+    #: generated or, SKIPPED in status 4, the one it found (None otherwise). Its
+    #: `report.generated` event was committed with it, at that moment.
     report_at: datetime | None = None
 
 
@@ -103,7 +105,7 @@ def generate_report(uow: UnitOfWork, record_id: int) -> GenerationOutcome:
     return generate_one(uow, record_id).outcome
 
 
-def generate_one(uow: UnitOfWork, record_id: int) -> Generation:
+def generate_one(uow: UnitOfWork, record_id: int, *, attempt: int | None = None) -> Generation:
     """Score the answers of record `record_id` and write its results, summary and status 4.
 
     SKIPPED (no error) when the record is missing, soft-deleted or not in status 3.
@@ -115,12 +117,12 @@ def generate_one(uow: UnitOfWork, record_id: int) -> Generation:
 
     The set-based path of services/usecases/report_groups.py with one id, waiting for the
     record's lock where a group would leave it (services/persistence/report_sql.py: two
-    pipelined round trips).
+    pipelined round trips). `attempt`: the job's attempt, for the report's event.
     """
     if not 1 <= record_id <= MAX_ID:
         logger.info("report of record %s skipped: not a valid record id", record_id)
         return Generation(GenerationOutcome.SKIPPED)
-    (result,) = generate_reports(uow, [record_id], wait_for_locks=True)
+    (result,) = generate_reports(uow, [record_id], attempts=[attempt], wait_for_locks=True)
     if isinstance(result, ServiceError):
         raise result
     if not isinstance(result, Generation):  # pragma: no cover - a waiting lock never defers
@@ -147,9 +149,17 @@ DUPLICATE = Generation(GenerationOutcome.SKIPPED, detail="record in status 4 (ge
 
 
 def generate_reports(
-    uow: UnitOfWork, record_ids: Sequence[int], *, wait_for_locks: bool = False
+    uow: UnitOfWork,
+    record_ids: Sequence[int],
+    *,
+    attempts: Sequence[int | None] | None = None,
+    wait_for_locks: bool = False,
 ) -> list[GroupResult]:
     """Generate the reports of `record_ids` (valid ids, 1..MAX_ID) in one transaction.
+
+    Each report generated commits with its `report.generated` event (actor GENERATOR_ACTOR,
+    data ``{"attempt": n}``: `attempts[i]` is the attempt of the job of `record_ids[i]`, None
+    when unknown; the first job of an id given twice names it).
 
     One result per id, in order: a `Generation`, the `ServiceError` that record's job must
     raise, or `Deferred.LOCKED` for a record another transaction holds (not waited for; the
@@ -182,7 +192,12 @@ def generate_reports(
                 results[rid] = exc
         completed: dict[int, report_sql.Completed] = {}
         if reports:
-            completed = report_sql.write(uow.session, reports)
+            completed = report_sql.write(
+                uow.session,
+                reports,
+                event_data=_event_data(record_ids, attempts, reports),
+                actor=GENERATOR_ACTOR,
+            )
     for rid, done in completed.items():
         results[rid] = Generation(GenerationOutcome.GENERATED, latency_s=done.latency_s, report_at=done.at)
 
@@ -199,6 +214,17 @@ def generate_reports(
         seen.add(rid)
         ordered.append(result)
     return ordered
+
+
+def _event_data(
+    record_ids: Sequence[int], attempts: Sequence[int | None] | None, generated: Mapping[int, object]
+) -> dict[int, dict[str, object]]:
+    """The `report.generated` data of each record generated: its first job's attempt."""
+    data: dict[int, dict[str, object]] = {}
+    for index, rid in enumerate(record_ids):
+        if rid in generated and rid not in data:
+            data[rid] = {"attempt": attempts[index] if attempts is not None else None}
+    return data
 
 
 def _skipped(state: tuple[int, bool, datetime | None] | None) -> Generation:

@@ -11,16 +11,14 @@ import pytest
 import redis
 from listbroker import RedisListBroker
 from sqlalchemy import Engine, text
-from sqlalchemy.orm import Session, sessionmaker
 
 from actors import bootstrap
 from actors.report import generate_report, mark_record_failed
-from hotpath.eventlog_consumer import EventLogConsumer
 from redis_adapters.keyspace import EventLogKeys
 from redis_adapters.queues import MAX_RETRY_COUNT, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
 from redis_adapters.report_message import ReportQueueMessage
 from services.domain.errors import ServiceError
-from services.domain.events import Event, report_generated
+from services.domain.events import Event
 from services.domain.status import RecordStatus
 from services.usecases import reports
 from tests.support.actors import declare_actor
@@ -57,17 +55,18 @@ def test_outcomes_outside_a_worker(
     mark_record_failed(dramatiq.Message(REPORT_QUEUE_NAME, generate_report.actor_name, (broken,), {}, {}))
     events = logged(redis_client)
     assert [(e.event_type, e.record_id, e.actor) for e in events] == [
-        ("report.generated", ok, "worker"),
         ("report.generation_failed", broken, "worker"),
     ]
-    assert events[1].data["attempt"] is None  # no current message outside a worker
-    assert events[1].data["error"].startswith("ServiceError: ")
+    assert events[0].data["attempt"] is None  # no current message outside a worker
+    assert events[0].data["error"].startswith("ServiceError: ")
+    # The report's event was committed with it.
+    assert committed(engine, "report.generated") == [(ok, "worker", {"attempt": None})]
     assert committed(engine, "report.dead_lettered") == [
         (broken, "worker", {"retries": MAX_RETRY_COUNT, "statusSet": True})
     ]
     # A dead letter that changes nothing (the record is no longer in 3) is logged through Redis.
     mark_record_failed(dramatiq.Message(REPORT_QUEUE_NAME, generate_report.actor_name, (broken,), {}, {}))
-    assert [(e.event_type, e.data) for e in logged(redis_client)[2:]] == [
+    assert [(e.event_type, e.data) for e in logged(redis_client)[1:]] == [
         ("report.dead_lettered", {"retries": MAX_RETRY_COUNT, "statusSet": False})
     ]
 
@@ -98,7 +97,7 @@ def test_a_worker_logs_the_attempt_that_failed_and_the_dead_letter(
     make_worker(broker, threads=1)
     broker.join(REPORT_QUEUE_NAME, timeout=10_000)
     events = {(e.event_type, e.record_id): e.data for e in logged(redis_client)}
-    assert events[("report.generated", ok)] == {"attempt": 1}
+    assert committed(engine, "report.generated") == [(ok, "worker", {"attempt": 1})]
     assert events[("report.generation_failed", broken)]["attempt"] == MAX_RETRY_COUNT + 1
     assert committed(engine, "report.dead_lettered") == [
         (broken, "worker", {"retries": MAX_RETRY_COUNT, "statusSet": True})
@@ -127,73 +126,100 @@ def _stored_generated(engine: Engine, record_id: int) -> list[tuple[uuid.UUID, d
 
 
 @pytest.mark.usefixtures("event_log")
-def test_a_job_that_finds_its_report_made_logs_that_reports_event_once(
+def test_a_report_commits_with_its_event_so_a_job_killed_after_the_commit_loses_nothing(
     report_broker: RedisListBroker,
     make_worker: WorkerFactory,
     make_record: Callable[..., int],
     worker_services: bootstrap.WorkerServices,
     redis_client: redis.Redis,
-    session_factory: sessionmaker[Session],
     engine: Engine,
 ) -> None:
-    """A worker killed after its report's commit and before its event: the redelivered job (and
-    any other job of the record) finds status 4 and logs that report's event, stored once
-    (found by the soak: the event was lost with the worker)."""
+    """The generation's own transaction stores `report.generated`, at the report's moment: a
+    worker killed right after the commit leaves the event stored (the soak once lost it with
+    the worker, between the commit and the event's push to Redis), and the redelivered job and
+    any other job of the record, finding status 4, add nothing."""
     record = make_record(RecordStatus.GENERATING)
-    # The killed attempt: the generation committed, the job never logged its event.
-    assert reports.generate_one(worker_services.uow(), record).outcome is reports.GenerationOutcome.GENERATED
-    assert logged(redis_client) == []
+    # The killed attempt: the generation committed, nothing ran after it.
+    generated = reports.generate_one(worker_services.uow(), record, attempt=2)
+    assert generated.outcome is reports.GenerationOutcome.GENERATED
+    completed_at = _completed_at(engine, record)
+    assert [(row[1], row[2]) for row in _stored_generated(engine, record)] == [(completed_at, {"attempt": 2})]
     # Its redelivery, and a second job of the record (the reconciler's, an admin's).
     redis_client.lpush(
         REPORT_QUEUE_KEY, ReportQueueMessage.new(record).encode(), ReportQueueMessage.new(record).encode()
     )
     make_worker(report_broker, threads=2)
     report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
+    assert [e for e in logged(redis_client) if e.record_id == record] == []
+    assert [(row[1], row[2]) for row in _stored_generated(engine, record)] == [(completed_at, {"attempt": 2})]
+    assert _completed_at(engine, record) == completed_at
 
-    completed_at = _completed_at(engine, record)
-    expected = report_generated(record, completed_at)
-    events = [e for e in logged(redis_client) if e.record_id == record]
-    assert [(e.event_type, e.id, e.occurred_at) for e in events] == [
-        ("report.generated", expected.id, completed_at)
-    ] * 2
-    assert all(e.data.get("foundGenerated") is True for e in events)
 
-    consumer = EventLogConsumer(redis_client, session_factory)
-    assert consumer.run_once().taken == 2
-    stored = _stored_generated(engine, record)
-    assert [(row[0], row[1]) for row in stored] == [(expected.id, completed_at)]
+def test_a_generation_that_does_not_commit_stores_no_event(
+    make_record: Callable[..., int], worker_services: bootstrap.WorkerServices, engine: Engine
+) -> None:
+    """The event is the report's: when the write fails (here a trigger refuses the summary of
+    one record), the group's transaction stores no report and no event."""
+    record, other = make_record(RecordStatus.GENERATING), make_record(RecordStatus.GENERATING)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "CREATE FUNCTION refuse_summary() RETURNS trigger LANGUAGE plpgsql AS"
+                f" $$BEGIN IF NEW.record_id = {record} THEN RAISE EXCEPTION 'refused'; END IF;"
+                " RETURN NEW; END$$"
+            )
+        )
+        conn.execute(
+            text(
+                "CREATE TRIGGER refuse_summary BEFORE INSERT ON report_summaries"
+                " FOR EACH ROW EXECUTE FUNCTION refuse_summary()"
+            )
+        )
+    try:
+        with pytest.raises(Exception, match="refused"):
+            reports.generate_reports(worker_services.uow(), [record, other], attempts=[1, 1])
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text("DROP TRIGGER refuse_summary ON report_summaries"))
+            conn.execute(text("DROP FUNCTION refuse_summary()"))
+    assert _stored_generated(engine, record) == _stored_generated(engine, other) == []
+    with engine.connect() as conn:
+        statuses = conn.execute(
+            text("SELECT status FROM assessment_records WHERE id = ANY(:ids)"), {"ids": [record, other]}
+        ).scalars()
+        assert set(statuses) == {RecordStatus.GENERATING}
+    # The same records, nothing refused: reports and events together.
+    reports.generate_reports(worker_services.uow(), [record, other], attempts=[1, 3])
+    assert [row[2] for row in _stored_generated(engine, record)] == [{"attempt": 1}]
+    assert [row[2] for row in _stored_generated(engine, other)] == [{"attempt": 3}]
 
 
 @pytest.mark.usefixtures("event_log")
-def test_a_redelivered_job_logs_the_same_event_as_the_attempt_that_generated(
+def test_each_report_has_one_event_with_its_jobs_attempt_and_a_regeneration_a_new_one(
     report_broker: RedisListBroker,
     make_worker: WorkerFactory,
     make_record: Callable[..., int],
     redis_client: redis.Redis,
-    session_factory: sessionmaker[Session],
     engine: Engine,
 ) -> None:
-    """The event of a report already logged is not stored again by a later job of the record; a
-    regeneration is a new report, a new event."""
+    """A later job of the record stores no second event of the report; a regeneration is a new
+    report, a new event."""
     record = make_record(RecordStatus.GENERATING)
     make_worker(report_broker, threads=1)
-    redis_client.lpush(REPORT_QUEUE_KEY, ReportQueueMessage.new(record).encode())
+    redis_client.lpush(REPORT_QUEUE_KEY, ReportQueueMessage(record, 1, "2025-01-15T10:30:00").encode())
     report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
     first_report = _completed_at(engine, record)
     redis_client.lpush(REPORT_QUEUE_KEY, ReportQueueMessage.new(record).encode())
     report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
-
-    consumer = EventLogConsumer(redis_client, session_factory)
-    consumer.run_once()
-    stored = _stored_generated(engine, record)
-    assert [(row[1], row[2]) for row in stored] == [(first_report, {"attempt": 1})]
+    # The job's second attempt (retry count 1) made it.
+    assert [(row[1], row[2]) for row in _stored_generated(engine, record)] == [(first_report, {"attempt": 2})]
 
     # Regenerated (back to 3, as the admin's regeneration sets it) and generated again.
     with engine.begin() as conn:
         conn.execute(text("UPDATE assessment_records SET status = 3 WHERE id = :id"), {"id": record})
     redis_client.lpush(REPORT_QUEUE_KEY, ReportQueueMessage.new(record).encode())
     report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
-    consumer.run_once()
     second_report = _completed_at(engine, record)
     assert second_report > first_report
     assert sorted(row[1] for row in _stored_generated(engine, record)) == [first_report, second_report]
+    assert [e for e in logged(redis_client) if e.event_type == "report.generated"] == []

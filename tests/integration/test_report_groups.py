@@ -472,14 +472,20 @@ def test_a_group_whose_commit_landed_but_whose_reply_was_lost_reports_its_record
 ) -> None:
     """The connection lost with the group's COMMIT in the pipeline: the commit landed, the
     worker saw an error, and the record's run alone found it in status 4. It was the group's
-    report: GENERATED, so the job logs report.generated (found by the soak, bench/soak.py: the
-    job said "skipped" and the record's timeline lacked its report)."""
+    report: GENERATED, its report.generated committed with it (found by the soak, bench/soak.py:
+    the job said "skipped" and the record's timeline lacked its report)."""
     record_id = good_record(make_record, 0)
     lost = psycopg.OperationalError("cannot exit pipeline mode while busy")
     fail_once(monkeypatch, "write", lost, after_running=True)
     groups = ReportGroups(lambda: UnitOfWork(session_factory))
-    assert outcome(groups.generate(record_id)) == GENERATED
+    assert outcome(groups.generate(record_id, attempt=2)) == GENERATED
     assert_generated(session_factory, record_id)
+    with session_factory() as session:
+        events = session.execute(
+            text("SELECT data FROM event_log WHERE record_id = :id AND event_type = 'report.generated'"),
+            {"id": record_id},
+        ).scalars()
+        assert list(events) == [{"attempt": 2}]  # the group's, committed with its report; once
 
 
 def test_a_group_whose_connection_was_lost_twice_leaves_its_records_to_the_gate(
@@ -611,10 +617,12 @@ def test_a_pipeline_that_cannot_end_does_not_poison_the_pool(
 
     real_write = report_sql.write
 
-    def write_and_fail_to_exit(session: Session, reports: dict[int, Any]) -> dict[int, report_sql.Completed]:
+    def write_and_fail_to_exit(
+        session: Session, reports: dict[int, Any], **options: Any
+    ) -> dict[int, report_sql.Completed]:
         monkeypatch.setattr(report_sql, "write", real_write)
         monkeypatch.setattr(psycopg.Pipeline, "__exit__", exit_fails_busy)
-        return real_write(session, reports)
+        return real_write(session, reports, **options)
 
     monkeypatch.setattr(report_sql, "write", write_and_fail_to_exit)
     try:
