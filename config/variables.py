@@ -268,16 +268,18 @@ VARIABLES: tuple[Variable, ...] = (
         "worker",
         (
             "`dramatiq --processes`; 2 × 8 measured best of 2×8, 2×4, 2×2, 4×2, 4×1 on 2 cores before "
-            "group commit, 2 × 16 chosen after it (BENCHMARKS.md, benchmark 8)"
+            "group commit, 2 × 16 after it, 2 × 64 since issue 24 (BENCHMARKS.md, benchmarks 8 and 12)"
         ),
     ),
     Variable(
         "`WORKER_THREADS`",
-        "`16`",
+        "`64`",
         "worker",
         (
             "`dramatiq --threads`: the jobs a process runs at once, and so the most records in one of its "
-            "group-commit transactions (half of it on average)"
+            "group-commit transactions (about half of it under load); a job waits for a database "
+            "connection only when it runs alone (the pool's `DB_POOL_SIZE + DB_MAX_OVERFLOW`), and one "
+            "that waits out the pool spends no attempt"
         ),
     ),
     Variable(

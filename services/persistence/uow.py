@@ -36,10 +36,13 @@ class UnitOfWork:
         try:
             # Take the connection now (the pool pings it): "cannot reach the database" is
             # then told apart from a failure inside the transaction, see DatabaseUnavailable.
+            # The pool's timeout (every connection busy for `pool_timeout`) is one of those:
+            # a worker whose threads outnumber its pool waits, and a job that waited too long
+            # has done nothing, so it spends no attempt.
             self.session.connection()
-        except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
+        except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError) as exc:
             self.session.close()
-            raise DatabaseUnavailable(f"database unreachable: {exc.orig or exc}") from exc
+            raise DatabaseUnavailable(f"database unreachable: {getattr(exc, 'orig', None) or exc}") from exc
         self.records = RecordRepository(self.session)
         self.questions = QuestionRepository(self.session)
         self.reports = ReportRepository(self.session)
