@@ -37,12 +37,24 @@ class GroupFailed(Exception):
     """The group of this request failed as a whole (`__cause__` says why): it has no result."""
 
 
+def _held_lock() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 @dataclass(eq=False)
 class _Request(Generic[K, R]):
     key: K
     done: bool = False
+    #: Designated to lead the next group (by the leader of the last one).
+    lead: bool = False
     result: R | BaseException | None = None
     failure: BaseException | None = field(default=None, repr=False)
+    #: Held until the request is done or designated: its thread blocks on it alone, so the end
+    #: of a group wakes its members and the next leader, not every thread waiting (with 64
+    #: threads a shared condition woke ~60 per group, most only to wait again: issue 24).
+    wake: threading.Lock = field(default_factory=_held_lock, repr=False)
 
 
 @dataclass(frozen=True)
@@ -70,8 +82,9 @@ class GroupCommit(Generic[K, R]):
         self._run = run
         self._max_group = max_group
         self._on_group = on_group
-        self._cond = threading.Condition()
+        self._mutex = threading.Lock()
         self._pending: list[_Request[K, R]] = []
+        #: A group is running, or its next leader has been designated and is on its way.
         self._running = False
         self._groups = 0
         self._requests = 0
@@ -79,48 +92,71 @@ class GroupCommit(Generic[K, R]):
 
     @property
     def stats(self) -> GroupStats:
-        with self._cond:
+        with self._mutex:
             return GroupStats(self._groups, self._requests, self._largest)
 
     @property
     def waiting(self) -> int:
         """Requests waiting for the next group."""
-        with self._cond:
+        with self._mutex:
             return len(self._pending)
 
     def submit(self, key: K) -> R:
         """The result of `key` in the group it ran in; raises the exception `run` gave for it,
         or `GroupFailed` when the whole group failed."""
         request: _Request[K, R] = _Request(key)
-        group: list[_Request[K, R]] | None = None
-        with self._cond:
-            self._pending.append(request)
-            try:
-                while self._running and not request.done:
-                    self._cond.wait()
-            except BaseException:
-                # Interrupted while waiting (a time limit): not taken yet, so never run.
-                if not request.done and request in self._pending:
-                    self._pending.remove(request)
-                raise
-            if not request.done:
-                group = self._take(request)
+        with self._mutex:
+            follower = self._running
+            if follower:
+                self._pending.append(request)
+            else:
                 self._running = True
-        if group is not None:
-            self._lead(group)
+                request.lead = True
+        if follower:
+            try:
+                request.wake.acquire()
+            except BaseException:
+                # Interrupted (a time limit): not taken yet, so never run; leadership handed to
+                # it is passed on, so nobody waits forever.
+                self._abandon(request)
+                raise
+        if not request.done:
+            self._lead(request)
         return self._outcome(request)
+
+    def _abandon(self, request: _Request[K, R]) -> None:
+        with self._mutex:
+            if request.done:
+                return
+            if request in self._pending:
+                self._pending.remove(request)
+            elif request.lead:
+                request.lead = False
+                self._designate()
+
+    def _designate(self) -> None:
+        """Under the mutex, at the end of a group: the oldest waiting request leads the next
+        one (woken alone), or no group runs."""
+        if self._pending:
+            nxt = self._pending.pop(0)
+            nxt.lead = True
+            nxt.wake.release()
+        else:
+            self._running = False
 
     def _take(self, own: _Request[K, R]) -> list[_Request[K, R]]:
         """The leader's group: its own request, then the oldest pending ones, up to the cap."""
-        self._pending.remove(own)
         group = [own, *self._pending[: self._max_group - 1]]
         del self._pending[: self._max_group - 1]
         return group
 
-    def _lead(self, group: list[_Request[K, R]]) -> None:
+    def _lead(self, own: _Request[K, R]) -> None:
+        group = [own]
         results: Sequence[R | BaseException] = ()
         failure: BaseException | None = None
         try:
+            with self._mutex:
+                group = self._take(own)
             if self._on_group is not None:
                 self._on_group(len(group))
             results = self._run([r.key for r in group])
@@ -130,7 +166,7 @@ class GroupCommit(Generic[K, R]):
             failure = exc
         finally:
             # Also on BaseException (a time limit in the leader): the followers must never wait forever.
-            with self._cond:
+            with self._mutex:
                 for index, r in enumerate(group):
                     if failure is None and index < len(results):
                         r.result = results[index]
@@ -139,11 +175,13 @@ class GroupCommit(Generic[K, R]):
                             f"the leader of {r.key!r}'s group was interrupted"
                         )
                     r.done = True
+                    r.lead = False
+                    if r is not own:
+                        r.wake.release()
                 self._groups += 1
                 self._requests += len(group)
                 self._largest = max(self._largest, len(group))
-                self._running = False
-                self._cond.notify_all()
+                self._designate()
 
     @staticmethod
     def _outcome(request: _Request[K, R]) -> R:

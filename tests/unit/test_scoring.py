@@ -5,9 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from services.domain import scoring
 from services.domain.errors import ParamError
 from services.domain.questionnaire import load_questionnaire
 from services.domain.scoring import (
@@ -21,6 +22,7 @@ from services.domain.scoring import (
     level_for,
     score_answers,
     validate_answers,
+    validate_partial_answers,
 )
 
 Definition = tuple[list[DimensionSpec], list[QuestionSpec]]
@@ -293,3 +295,38 @@ def test_a_scorer_of_a_broken_questionnaire_refuses_each_record_as_score_answers
         with pytest.raises(ParamError) as refused:
             scorer.score(answers)
         assert refused.value.message == expected.value.message
+
+
+_ANSWER_PARTS = st.one_of(
+    st.integers(min_value=-1, max_value=7), st.booleans(), st.none(), st.text(max_size=2), st.floats()
+)
+
+
+@settings(max_examples=300)
+@given(
+    question_ids=st.sets(st.integers(min_value=1, max_value=12), max_size=8),
+    answers=st.lists(
+        st.one_of(
+            st.tuples(st.integers(min_value=0, max_value=13), st.integers(min_value=0, max_value=6)),
+            st.lists(_ANSWER_PARTS, min_size=0, max_size=3),
+            st.tuples(_ANSWER_PARTS, _ANSWER_PARTS),
+            _ANSWER_PARTS,
+        ),
+        max_size=10,
+    ),
+)
+def test_the_one_pass_check_agrees_with_the_pair_by_pair_check(
+    question_ids: set[int], answers: list[object]
+) -> None:
+    """The fast path answers only what the full check would accept, with the same values and
+    order; anything else goes to the full check, whose error names the problem."""
+    fast = scoring._well_formed(question_ids, answers)
+    try:
+        checked: dict[int, int] | ParamError = scoring._checked_answers(question_ids, answers)
+    except ParamError as exc:
+        checked = exc
+    if fast is not None:
+        assert isinstance(checked, dict)
+        assert list(fast.items()) == list(checked.items())
+    outcome = validate_partial_answers(question_ids, answers) if isinstance(checked, dict) else None
+    assert outcome == (checked if isinstance(checked, dict) else None)
