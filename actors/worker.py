@@ -16,16 +16,24 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
+from dramatiq.compat import StreamablePipe
 from listbroker import debounce_worker_sigterm
 
 from actors import admin_tasks, bootstrap, report
 from config.settings import Settings
-from observability.logs import configure_logging
+from observability.logs import configure_logging, inherited_stderr
 
 settings = Settings.from_env()
 # Dramatiq has set up (or, run by actors.run_worker, skipped) its logging: the project's
-# format, written to this process's stderr, which Dramatiq pipes to its main process.
-configure_logging("worker", level=settings.worker_log_level, stream=sys.stderr, fmt=settings.log_format)
+# format, on this process's stderr; in a worker process written straight to the stderr it
+# inherited (observability/logs.py, `inherited_stderr`) rather than through Dramatiq's pipe,
+# which its main process re-reads and re-writes line by line.
+configure_logging(
+    "worker",
+    level=settings.worker_log_level,
+    stream=inherited_stderr() if isinstance(sys.stderr, StreamablePipe) else sys.stderr,
+    fmt=settings.log_format,
+)
 broker = bootstrap.install(settings)
 debounce_worker_sigterm()
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -105,6 +106,19 @@ def formatter(fmt: str) -> logging.Formatter:
             reserved_attrs=[*RESERVED_ATTRS, "job"],
         )
     return logging.Formatter(TEXT_FORMAT)
+
+
+def inherited_stderr() -> TextIO:
+    """File descriptor 2 as this process inherited it, whatever `sys.stderr` was replaced with.
+
+    A Dramatiq worker process's `sys.stderr` is a pipe its main process reads and writes out
+    again, a record at a time: ~0.05 ms of the main process's CPU per report line (issue 24).
+    Its lines can go to the same place directly instead. Each record is one write (the
+    handler flushes it whole), and a write of up to PIPE_BUF bytes (4,096 on Linux) to a
+    pipe is never interleaved with another process's, so lines do not mingle; a longer
+    record (a traceback) could, as with any processes sharing a stderr.
+    """
+    return os.fdopen(os.dup(2), "w", encoding="utf-8", errors="replace", buffering=65536)
 
 
 def configure_logging(

@@ -249,3 +249,30 @@ def test_the_worker_processes_die_with_their_main_process(
         timeout=15,
         what=f"the worker processes {children} to end with their main process {master}",
     )
+
+
+def test_a_worker_process_writes_its_lines_itself_not_through_its_main_process(
+    start_worker: Callable[..., WorkerProcess],
+    make_record: MakeRecord,
+    redis_client: redis.Redis,
+    session_factory: sessionmaker[Session],
+) -> None:
+    """Dramatiq pipes a worker process's stderr to its main process, which writes each line out
+    again (~0.05 ms of its CPU per report line, issue 24). The job lines go straight to the
+    stderr the worker process inherited: they arrive while the main process is stopped."""
+    worker = start_worker(threads=1)
+    wait_until(consuming(redis_client), timeout=60, what="the worker to start consuming")
+    processes = _worker_processes(worker.pid)
+    (master,) = [pid for pid, parent in processes.items() if parent not in processes]
+    record_id = make_record(RecordStatus.GENERATING)
+    os.kill(master, signal.SIGSTOP)
+    try:
+        RedisReportQueue(redis_client).enqueue(record_id)
+        wait_until(
+            lambda: f"report of record {record_id} generated" in worker.output(),
+            timeout=30,
+            what="the job's line in the worker's log while its main process is stopped",
+        )
+    finally:
+        os.kill(master, signal.SIGCONT)
+    assert status_of(session_factory, record_id) == RecordStatus.COMPLETED
