@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import dramatiq
 import pytest
 from dramatiq.brokers.stub import StubBroker
@@ -29,4 +31,5 @@ def test_an_actor_option_of_a_left_out_middleware_is_refused_not_ignored() -> No
 
     for option in ("max_age", "notify_shutdown", "on_success", "pipe_ignore"):
         with pytest.raises(ValueError, match=option):
-            dramatiq.actor(broker=broker, actor_name=f"job_{option}", **{option: 1})(job)
+            options: dict[str, Any] = {option: 1}
+            dramatiq.actor(broker=broker, actor_name=f"job_{option}", **options)(job)
