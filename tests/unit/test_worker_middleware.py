@@ -30,6 +30,7 @@ def test_an_actor_option_of_a_left_out_middleware_is_refused_not_ignored() -> No
         pass
 
     for option in ("max_age", "notify_shutdown", "on_success", "pipe_ignore"):
+        options: dict[str, Any] = {option: 1}
+        declare = dramatiq.actor(broker=broker, actor_name=f"job_{option}", **options)
         with pytest.raises(ValueError, match=option):
-            options: dict[str, Any] = {option: 1}
-            dramatiq.actor(broker=broker, actor_name=f"job_{option}", **options)(job)
+            declare(job)
