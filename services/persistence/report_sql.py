@@ -67,11 +67,12 @@ DELETE_SUMMARIES = "DELETE FROM report_summaries WHERE record_id = ANY(%s)"
 # The group's rows go as one JSON document each (json.dumps is C; psycopg adapts an array
 # element by element in Python, which was the largest part of a group's parameters, issue 24).
 # Each JSON number is read back as the column's type exactly (a float's repr round-trips).
+# Each row a JSON array, not an object: encoding 240 objects (a group of 30 records) cost the
+# worker ~0.9 ms, the same rows as arrays ~0.35 ms (issue 24).
 INSERT_RESULTS = (
     "INSERT INTO dimension_results (record_id, dimension_id, raw_score, score, rank, level)"
-    " SELECT r, d, raw, score, rank, level"
-    " FROM json_to_recordset(%s::json) AS x(r bigint, d smallint, raw integer, score float8,"
-    " rank smallint, level text)"
+    " SELECT (x->>0)::bigint, (x->>1)::smallint, (x->>2)::integer, (x->>3)::float8,"
+    " (x->>4)::smallint, x->>5 FROM json_array_elements(%s::json) AS x"
 )
 INSERT_SUMMARIES = (
     "INSERT INTO report_summaries (record_id, top_dimensions, summary)"
@@ -190,14 +191,7 @@ def write(
     ids = list(reports)
     results = json.dumps(
         [
-            {
-                "r": rid,
-                "d": s.dimension_id,
-                "raw": s.raw_score,
-                "score": s.score,
-                "rank": s.rank,
-                "level": s.level,
-            }
+            (rid, s.dimension_id, s.raw_score, s.score, s.rank, s.level)
             for rid, report in reports.items()
             for s in report.dimensions
         ],
