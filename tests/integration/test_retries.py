@@ -9,8 +9,10 @@ from dataclasses import replace
 from typing import Any, cast
 
 import dramatiq
+import dramatiq.worker
 import pytest
 import redis
+from dramatiq.errors import ConnectionClosed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from listbroker import (
@@ -22,6 +24,7 @@ from listbroker import (
     ListMessageProxy,
     RedisListBroker,
 )
+from listbroker.consumer import RedisListConsumer
 
 from redis_adapters.queues import (
     DEAD_LETTER_QUEUE_KEY,
@@ -317,3 +320,47 @@ def test_a_hook_that_leaves_its_follow_up_keeps_the_dead_mark_of_a_last_job(
     broker.join(REPORT_QUEUE_NAME, timeout=20_000)
     assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 1
     assert redis_client.hget(REPORT_JOBS_KEY, "9") == left
+
+
+def test_a_retry_redis_failed_to_record_is_recorded_by_the_ack_not_lost(
+    broker: RedisListBroker,
+    make_worker: WorkerFactory,
+    redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by a 10-minute soak: a connection reset while ExactRetries recorded a failed
+    attempt's retry, then Dramatiq acknowledged the message (it had not failed for Dramatiq):
+    the job left its processing list and the index with a retry to come, and another job's
+    dead letter set status 5 under it. The ack records the retry instead, once Redis answers
+    (Dramatiq repeats an ack that raised a connection error)."""
+    monkeypatch.setattr(dramatiq.worker, "POST_PROCESS_MESSAGE_RETRY_DELAY_SECS", 0.05)
+    real_settle = RedisListConsumer.settle
+    failures = {"left": 2}  # the retry's recording, then the ack's first try of it
+
+    def flaky_settle(
+        self: RedisListConsumer, proxy: ListMessageProxy, mode: str, *args: Any, **kw: Any
+    ) -> bool:
+        if mode == "delay" and failures["left"]:
+            failures["left"] -= 1
+            raise ConnectionClosed(redis.ConnectionError("Connection reset by peer"))
+        return real_settle(self, proxy, mode, *args, **kw)
+
+    monkeypatch.setattr(RedisListConsumer, "settle", flaky_settle)
+    attempts: list[int] = []
+
+    def fails_once(record_id: int) -> None:
+        attempts.append(record_id)
+        if len(attempts) == 1:
+            raise RuntimeError("boom")
+
+    declare_report_actor(broker, fails_once, delays=(10, 10, 10))
+    RedisReportQueue(redis_client).enqueue(7)  # counted in the job index
+    make_worker(broker, threads=1)
+    deadline = time.monotonic() + 30
+    while len(attempts) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    broker.join(REPORT_QUEUE_NAME, timeout=20_000)
+    assert attempts == [7, 7]  # the retry ran
+    assert failures["left"] == 0
+    assert redis_client.hget(REPORT_JOBS_KEY, "7") is None  # the job ended with its success
+    assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 0

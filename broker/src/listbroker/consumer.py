@@ -20,8 +20,8 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable
-from typing import Any, Protocol, cast
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, TypeVar, cast
 
 import dramatiq
 import redis
@@ -37,6 +37,8 @@ from listbroker.keys import QueueKeys
 from listbroker.scripts import Scripts
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Longest single BLMOVE, kept below the client's socket timeout.
 MAX_BLOCK_SECONDS = 5.0
@@ -114,10 +116,24 @@ class ListMessageProxy(MessageProxy):
         #: retry scheduled), "push" (dead-lettered), "ack"; None until then, or when the
         #: message was no longer ours (reaped) and nothing was recorded.
         self.settled_as: str | None = None
+        #: The outcome whose recording failed on a Redis error (a retry, a dead letter, a
+        #: return to the queue), recorded by the consumer's ack or nack instead, which
+        #: Dramatiq repeats until Redis answers. Without it the ack that follows removed the
+        #: job from its processing list and the index: a failed attempt's retry was lost, and
+        #: another job's dead letter set status 5 under it (found by the soak).
+        self._unrecorded: Callable[[], object] | None = None
+
+    def _record(self, step: Callable[[], T]) -> T:
+        try:
+            return step()
+        except ConnectionClosed:
+            self._unrecorded = step
+            raise
 
     def retry_later(self, message: dramatiq.Message[Any], delay_ms: int) -> bool:
         """Atomically drop this delivery and schedule `message` to be queued after `delay_ms`."""
-        return self._origin.settle(self, "delay", self._origin.codec.encode(message), delay_ms)
+        encoded = self._origin.codec.encode(message)
+        return self._record(lambda: self._origin.settle(self, "delay", encoded, delay_ms))
 
     def dead_letter(
         self,
@@ -137,7 +153,7 @@ class ListMessageProxy(MessageProxy):
         if error is None:
             error = getattr(self, "_exception", None)
         entry = self._origin.dead_entry(self, error, attempts)
-        return self._origin.settle(self, "push", entry, unconfirmed=unconfirmed)
+        return self._record(lambda: self._origin.settle(self, "push", entry, unconfirmed=unconfirmed))
 
     def return_to_dead(self) -> bool:
         """Put this message back in the dead-letter list verbatim, the job index untouched.
@@ -145,15 +161,26 @@ class ListMessageProxy(MessageProxy):
         For a dead letter moved back to the queue by hand (it carries `dead_letter`): it
         was never counted as a job alive, so it must not uncount another one.
         """
-        return self._origin.settle(self, "push", self.payload, index=False)
+        return self._record(lambda: self._origin.settle(self, "push", self.payload, index=False))
 
     def give_back(self) -> None:
         """Return this message, never run, to the head of its queue without counting an attempt."""
-        self._origin._requeue([self])
+        self._record(lambda: self._origin._requeue([self]))
 
     @property
     def settled(self) -> bool:
         return self._finished
+
+
+def _record_deferred(proxy: ListMessageProxy) -> bool:
+    """Record the outcome whose recording failed on a Redis error, if there is one (raises
+    ConnectionClosed while Redis still fails: Dramatiq tries the ack or nack again)."""
+    step = proxy._unrecorded
+    if step is None:
+        return False
+    step()
+    proxy._unrecorded = None
+    return True
 
 
 def adaptive_prefetch(prefetch: int, pace_s: float) -> int:
@@ -332,11 +359,12 @@ class RedisListConsumer(Consumer):
 
     def ack(self, message: MessageProxy) -> None:
         proxy = _own(message)
-        proxy._origin._ack(proxy)
+        if not _record_deferred(proxy):
+            proxy._origin._ack(proxy)
 
     def nack(self, message: MessageProxy) -> None:
         proxy = _own(message)
-        if not proxy.settled:
+        if not _record_deferred(proxy) and not proxy.settled:
             proxy.dead_letter()
 
     def _ack(self, proxy: ListMessageProxy) -> None:
