@@ -43,7 +43,7 @@ from typing import Any
 
 import dramatiq
 from dramatiq.common import compute_backoff
-from dramatiq.errors import Retry
+from dramatiq.errors import ConnectionClosed, Retry
 from dramatiq.middleware import Retries, SkipMessage
 from dramatiq.middleware.retries import DEFAULT_MAX_BACKOFF
 
@@ -167,6 +167,21 @@ class ExactRetries(Retries):
             return
         if message.settled:
             return
+        try:
+            self._record_failure(broker, message, exception)
+        except ConnectionClosed as exc:
+            # Kept on the message (consumer.py, `_unrecorded`): its acknowledgement, which
+            # Dramatiq repeats until Redis answers, records it. One line, not Dramatiq's
+            # CRITICAL with a traceback: a Redis outage is expected.
+            logger.warning(
+                "Message %s: its outcome could not be recorded (%s); its acknowledgement will.",
+                message,
+                exc.__cause__ or exc,
+            )
+
+    def _record_failure(
+        self, broker: dramatiq.Broker, message: ListMessageProxy, exception: BaseException
+    ) -> None:
         if isinstance(exception, DependencyUnavailable):
             # The actor found a dependency down before it did anything: not an attempt.
             message.give_back()
