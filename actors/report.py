@@ -77,7 +77,8 @@ def _other_jobs_alive(record_id: int) -> bool | None:
     counts that one)? None when the index cannot be read now (Redis failing)."""
     try:
         return bootstrap.services().report_queue.jobs_alive(record_id) > 1
-    except Exception:
+    except Exception as exc:
+        logger.warning("job index unreadable for record %d (%s)", record_id, exc)
         return None
 
 

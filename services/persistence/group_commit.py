@@ -47,7 +47,8 @@ def _held_lock() -> threading.Lock:
 class _Request(Generic[K, R]):
     key: K
     done: bool = False
-    #: Designated to lead the next group (by the leader of the last one).
+    #: Designated to lead the next group by the leader of the last one (read only if its
+    #: thread is interrupted before it leads: the leadership is then passed on).
     lead: bool = False
     result: R | BaseException | None = None
     failure: BaseException | None = field(default=None, repr=False)
@@ -111,7 +112,6 @@ class GroupCommit(Generic[K, R]):
                 self._pending.append(request)
             else:
                 self._running = True
-                request.lead = True
         if follower:
             try:
                 request.wake.acquire()
