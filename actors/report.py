@@ -22,14 +22,17 @@ from typing import Any
 
 import dramatiq
 from dramatiq.middleware import CurrentMessage
-from listbroker import LOST_DELIVERIES_OPTION, DependencyUnavailable, actor_spec
+from listbroker import LOST_DELIVERIES_OPTION, DependencyUnavailable, ListMessageProxy, actor_spec
 
 from actors import bootstrap
+from config.settings import DEFAULT_REPORT_BATCH_SIZE
 from observability import prometheus
+from observability.job_observer import in_job_context
 from redis_adapters.queues import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, RETRY_DELAYS_MS
 from services.domain.errors import DatabaseUnavailable
 from services.domain.events import Event, EventSink, EventType, emit
 from services.usecases import reports
+from services.usecases.report_groups import GroupFailed, Job
 
 logger = logging.getLogger(__name__)
 
@@ -67,9 +70,7 @@ def _attempt() -> int | None:
     """The current attempt on the retry schedule: 1 for the first, 2 for the first retry, ...
     (a delivery lost with its worker is not an attempt); None outside a worker."""
     message = CurrentMessage.get_current_message()
-    if message is None:
-        return None
-    return int(message.options.get("retry_count", 0)) + 1
+    return None if message is None else _attempt_of(message)
 
 
 def _other_jobs_alive(record_id: int) -> bool | None:
@@ -127,6 +128,65 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> bool:
     return True
 
 
+def generate_report_batch(messages: list[ListMessageProxy]) -> None:
+    """The report actor's batch function (broker/src/listbroker/batches.py): the records of up
+    to REPORT_BATCH_SIZE jobs generated in one transaction, in this thread.
+
+    Each job keeps its own outcome: its failure is stuffed into its message (ExactRetries then
+    retries it alone, or dead-letters it with `mark_record_failed`), logged as an event with its
+    attempt; a job that found the database down gets `DependencyUnavailable` (back to the
+    queue uncounted, the gate closed). A database down for the whole batch raises it for all.
+    Each report's line is logged with its own job's ids.
+    """
+    groups = bootstrap.services().report_groups
+    runnable: list[tuple[ListMessageProxy, Job]] = []
+    for message in messages:
+        try:
+            runnable.append((message, Job(int(message.args[0]), _attempt_of(message))))
+        except (IndexError, TypeError, ValueError) as exc:
+            message.stuff_exception(exc)
+    raw = groups.run_group([job for _, job in runnable])
+    down = [
+        r.__cause__
+        for r in raw
+        if isinstance(r, GroupFailed) and isinstance(r.__cause__, DatabaseUnavailable)
+    ]
+    if raw and len(down) == len(raw):
+        # Nothing was done: every job goes back uncounted, in one step (ExactRetries).
+        raise DependencyUnavailable(str(down[0])) from down[0]
+    failures: list[Event] = []
+    for (message, job), result in zip(runnable, raw, strict=True):
+        try:
+            with in_job_context(message):
+                generation = groups.settle(job, result)
+        except DatabaseUnavailable as exc:
+            unavailable = DependencyUnavailable(str(exc))
+            unavailable.__cause__ = exc
+            message.stuff_exception(unavailable)
+            continue
+        except Exception as exc:
+            message.stuff_exception(exc)
+            error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+            failures.append(
+                Event.new(
+                    EventType.REPORT_GENERATION_FAILED,
+                    record_id=job.record_id,
+                    actor=WORKER_ACTOR,
+                    data={"attempt": job.attempt, "error": error},
+                )
+            )
+            continue
+        if generation.outcome is reports.GenerationOutcome.GENERATED and generation.latency_s is not None:
+            prometheus.report_latency_s.observe(generation.latency_s)
+    if failures:
+        _log_events(*failures)
+
+
+def _attempt_of(message: dramatiq.Message[Any] | ListMessageProxy) -> int:
+    """The message's attempt on the retry schedule (see `_attempt`)."""
+    return int(message.options.get("retry_count", 0)) + 1
+
+
 @actor_spec(
     actor_name=REPORT_ACTOR_NAME,
     queue_name=REPORT_QUEUE_NAME,
@@ -138,6 +198,9 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> bool:
     # Expected: Dramatiq logs it as one INFO line, not an error with the chained traceback
     # of every job running when the database went (ExactRetries and the gate say the rest).
     throws=(DependencyUnavailable,),
+    # The worker's jobs go in batches of up to this many (actors/worker.py: REPORT_BATCH_SIZE).
+    batch_size=DEFAULT_REPORT_BATCH_SIZE,
+    batch_fn=generate_report_batch,
 )
 def generate_report(record_id: int) -> None:
     """Generate the report; a record that is not in status 3 is acknowledged and skipped."""

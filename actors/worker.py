@@ -7,7 +7,7 @@ builds the `RedisListBroker` and sets it as Dramatiq's global broker (actors/boo
 whose `ProcessBoot` middleware builds what the actors use once per worker process, after
 the fork), makes the worker process absorb a runner's duplicate SIGTERM, and declares the
 actors on the broker (the report actor, and the admin tasks' actor on the `admin` queue)
-with the retry schedule of the settings. Dramatiq imports it in its main process and
+with the retry schedule and the report batch size of the settings. Dramatiq imports it in its main process and
 again in each worker process.
 """
 
@@ -39,7 +39,8 @@ debounce_worker_sigterm()
 
 _schedule = {"retry_delays": settings.report_retry_delays_ms}
 generate_report = replace(
-    report.generate_report, options={**report.generate_report.options, **_schedule}
+    report.generate_report,
+    options={**report.generate_report.options, **_schedule, "batch_size": settings.report_batch_size},
 ).declare(broker)
 regenerate_matching = replace(
     admin_tasks.regenerate_matching, options={**admin_tasks.regenerate_matching.options, **_schedule}

@@ -10,6 +10,8 @@ the same Redis. Figures are medians of the runs; ratios are ours / peer.
 
 Systems:
   ours            listbroker.RedisListBroker, the worker's default middleware
+  ours-batch      the same, the no-op actor batched (batch_size=32, listbroker's batches.py):
+                  up to 32 messages per call, each still acknowledged on its own
   dramatiq        Dramatiq's RedisBroker, default prefetch (2 x threads)
   dramatiq-p100   Dramatiq's RedisBroker, dramatiq_queue_prefetch=100
   stub            Dramatiq's StubBroker: no Redis at all, the floor of a Dramatiq worker
@@ -38,17 +40,21 @@ ACTOR = "bench_noop"
 DRAMATIQ_NAMESPACE = "bench-dramatiq"
 RQ_QUEUE = "bench-noop"
 
-SYSTEMS = ("ours", "ours-p100", "dramatiq", "dramatiq-p100", "stub", "rq")
+#: The batch size of `ours-batch`'s no-op actor (the worker's REPORT_BATCH_SIZE default).
+NOOP_BATCH_SIZE = 32
+
+SYSTEMS = ("ours", "ours-p100", "ours-batch", "dramatiq", "dramatiq-p100", "stub", "rq")
 LABELS = {
     "ours": "ours (RedisListBroker)",
     "ours-p100": "ours, prefetch 100",
+    "ours-batch": f"ours, a batched actor (batch_size={NOOP_BATCH_SIZE})",
     "dramatiq": "Dramatiq RedisBroker",
     "dramatiq-p100": "Dramatiq RedisBroker, prefetch 100",
     "stub": "Dramatiq StubBroker",
     "rq": "RQ SimpleWorker (burst)",
 }
 #: Systems whose worker has a thread count; RQ's SimpleWorker runs one job at a time.
-THREADED = {"ours", "ours-p100", "dramatiq", "dramatiq-p100", "stub"}
+THREADED = {"ours", "ours-p100", "ours-batch", "dramatiq", "dramatiq-p100", "stub"}
 #: Systems run with dramatiq_queue_prefetch=100 (Dramatiq's own knob, read at import).
 PREFETCH_100 = {"ours-p100", "dramatiq-p100"}
 BATCH = 1000
@@ -91,7 +97,7 @@ def child_dramatiq(system: str, threads: int, n: int, url: str | None, batch: in
     counter = stats.RoundTripCounter().install()
     admin = redis.Redis.from_url(url) if url else None
     broker: dramatiq.Broker
-    if system in ("ours", "ours-p100"):
+    if system in ("ours", "ours-p100", "ours-batch"):
         from listbroker import RedisListBroker
 
         from actors.bootstrap import default_middleware
@@ -120,7 +126,17 @@ def child_dramatiq(system: str, threads: int, n: int, url: str | None, batch: in
         if next(calls) == n:
             done.set()
 
-    actor = dramatiq.actor(broker=broker, queue_name=QUEUE, actor_name=ACTOR, max_retries=0)(bench_noop)
+    def bench_noop_batch(messages: list[Any]) -> None:
+        # Each message of the batch counts as one processed (each is acknowledged on its own).
+        for _ in messages:
+            bench_noop()
+
+    batched: dict[str, Any] = (
+        {"batch_size": NOOP_BATCH_SIZE, "batch_fn": bench_noop_batch} if system == "ours-batch" else {}
+    )
+    actor = dramatiq.actor(broker=broker, queue_name=QUEUE, actor_name=ACTOR, max_retries=0, **batched)(
+        bench_noop
+    )
 
     def enqueue_batched() -> None:
         for start in range(0, n, batch):

@@ -60,6 +60,10 @@ APP_ENVS = ("production", "development", "test")
 LOG_FORMATS = ("text", "json")
 #: Silence after which a worker's jobs are returned to the queue (the broker's default).
 DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS = 60_000
+#: Most report jobs one worker thread generates in one call and one transaction (a batch,
+#: broker/src/listbroker/batches.py); each job keeps its own outcome. 1: one job per call,
+#: the threads' concurrent jobs then grouped (services/persistence/group_commit.py).
+DEFAULT_REPORT_BATCH_SIZE = 32
 #: The reconciler: pause between passes, grace of a record in status 3, records per page.
 DEFAULT_RECONCILE_INTERVAL_MS = 10_000
 DEFAULT_RECONCILE_GRACE_MS = 30_000
@@ -267,6 +271,8 @@ class Settings:
     broker_heartbeat_timeout_ms: int = DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS
     #: REPORT_RETRY_DELAYS_MS: the report and admin actors' retry schedule (tests and drills only).
     report_retry_delays_ms: tuple[int, ...] = RETRY_DELAYS_MS
+    #: REPORT_BATCH_SIZE: most report jobs per call and transaction (see DEFAULT_REPORT_BATCH_SIZE).
+    report_batch_size: int = DEFAULT_REPORT_BATCH_SIZE
     #: dramatiq_restart_delay is set: Dramatiq's own consumer restart delay is left to it.
     dramatiq_restart_delay: bool = False
     #: PROMETHEUS_MULTIPROC_DIR ("" unset): prometheus_client's multiprocess folder.
@@ -325,6 +331,7 @@ class Settings:
                 env, "BROKER_HEARTBEAT_TIMEOUT_MS", DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS, minimum=2_000
             ),
             report_retry_delays_ms=retry_delays_ms(env),
+            report_batch_size=env_int(env, "REPORT_BATCH_SIZE", DEFAULT_REPORT_BATCH_SIZE, minimum=1),
             dramatiq_restart_delay="dramatiq_restart_delay" in env,
             prometheus_multiproc_dir=env.get("PROMETHEUS_MULTIPROC_DIR", ""),
             event_spool_dir=env.get("EVENT_SPOOL_DIR", ""),

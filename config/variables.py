@@ -306,6 +306,18 @@ VARIABLES: tuple[Variable, ...] = (
         field="report_retry_delays_ms",
     ),
     Variable(
+        "`REPORT_BATCH_SIZE`",
+        "`32`",
+        "worker",
+        (
+            "most report jobs a worker thread takes in one call and generates in one transaction (of those "
+            "its process holds: a trickle runs one by one, with no wait for a batch to fill); each job is "
+            "still acknowledged, retried on its own schedule and dead-lettered alone. `1`: one job per "
+            "call, the threads' concurrent jobs grouped instead"
+        ),
+        field="report_batch_size",
+    ),
+    Variable(
         "`RECONCILE_INTERVAL_MS`",
         "`10000`",
         "reconciler",

@@ -23,12 +23,13 @@ import contextvars
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import dramatiq
 import redis
 from dramatiq.middleware import Middleware
-from listbroker import Backoff, DependencyUnavailable, ListMessageProxy
+from listbroker import Backoff, DependencyUnavailable, ListBatchProxy, ListMessageProxy
 
 from observability import prometheus as metrics
 from observability.heartbeat import Activity, Heartbeat
@@ -44,13 +45,32 @@ FLUSH_INTERVAL_S = 1.0
 FLUSH_MAX_BACKOFF_S = 10.0
 
 
-def describe(message: dramatiq.Message[Any]) -> str:
-    """What a job is, in a heartbeat: `report 42` for the report actor, else `<actor> <first arg>`."""
+def describe(message: Any) -> str:
+    """What a job is, in a heartbeat: `report 42` for the report actor, else `<actor> <first arg>`;
+    a batch: its first message's, and how many it holds (`report 42 (+31)`)."""
+    if isinstance(message, ListBatchProxy):
+        first = describe(message.items[0])
+        return first if len(message.items) == 1 else f"{first} (+{len(message.items) - 1})"
     name = "report" if message.actor_name == REPORT_ACTOR_NAME else message.actor_name
     return f"{name} {message.args[0]}" if message.args else name
 
 
-def job_of(message: dramatiq.Message[Any]) -> JobContext:
+@contextlib.contextmanager
+def in_job_context(message: ListMessageProxy) -> Iterator[None]:
+    """Within it, log lines carry the ids of `message` (one of a batch's)."""
+    token = job_context.set(job_of(message))
+    try:
+        yield
+    finally:
+        job_context.reset(token)
+
+
+def _each(message: Any) -> list[Any]:
+    """The messages a job stands for: a batch's items, or the message itself."""
+    return message.items if isinstance(message, ListBatchProxy) else [message]
+
+
+def job_of(message: dramatiq.Message[Any] | ListMessageProxy) -> JobContext:
     """The ids a job's log lines carry: its message id and, for the report actor, the record id."""
     record_id = message.args[0] if message.actor_name == REPORT_ACTOR_NAME and message.args else None
     return JobContext(message.message_id, record_id if isinstance(record_id, int) else None)
@@ -109,10 +129,18 @@ class JobObserver(Middleware):
     # ------------------------------------------------------------------ jobs
 
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
-        series = metrics.for_actor(message.queue_name, message.actor_name)
-        series.messages.inc()
-        series.inprogress.inc()
-        running = _Running(self.activity.begin(describe(message)), job_context.set(job_of(message)))
+        for each in _each(message):
+            series = metrics.for_actor(each.queue_name, each.actor_name)
+            series.messages.inc()
+            series.inprogress.inc()
+        # A batch's lines carry no one job's ids: the batch function sets each item's around
+        # that item's lines (actors/report.py).
+        job = None
+        if isinstance(message, ListBatchProxy):
+            message.item_context = in_job_context  # ExactRetries' lines of each item carry its ids
+        else:
+            job = job_of(message)
+        running = _Running(self.activity.begin(describe(message)), job_context.set(job))
         with self._lock:
             self._running[message.message_id] = running
 
@@ -125,15 +153,26 @@ class JobObserver(Middleware):
         exception: BaseException | None = None,
     ) -> None:
         running = self._finish(message)
-        series = metrics.for_actor(message.queue_name, message.actor_name)
-        if running is not None:
-            elapsed_ms = (time.perf_counter() - running.started) * 1000
-            series.duration_ms.observe(elapsed_ms)
+        elapsed_ms = None if running is None else (time.perf_counter() - running.started) * 1000
+        batch = isinstance(message, ListBatchProxy)
+        for each in _each(message):
+            series = metrics.for_actor(each.queue_name, each.actor_name)
+            if running is not None:
+                series.inprogress.dec()
+            if batch and each._exception is None and each.settled_as is not None:
+                self._skipped(each)  # refused on arrival (ExactRetries): it never ran
+                continue
+            if elapsed_ms is not None:
+                series.duration_ms.observe(elapsed_ms)
+            self._outcome(each, (each._exception or exception) if batch else exception)
+
+    def _outcome(self, message: Any, exception: BaseException | None) -> None:
         if exception is None:
             self._count(message, Outcome.PROCESSED)
             return
         if isinstance(exception, DependencyUnavailable):
             return  # not an attempt: the job went back to its queue uncounted (broker/src/listbroker/gate.py)
+        series = metrics.for_actor(message.queue_name, message.actor_name)
         series.errors.inc()
         outcomes = [Outcome.FAILED]
         settled_as = message.settled_as if isinstance(message, ListMessageProxy) else None
@@ -146,7 +185,13 @@ class JobObserver(Middleware):
         self._count(message, *outcomes)
 
     def after_skip_message(self, broker: dramatiq.Broker, message: Any) -> None:
-        self._finish(message)
+        running = self._finish(message)
+        for each in _each(message):
+            if running is not None:
+                metrics.for_actor(each.queue_name, each.actor_name).inprogress.dec()
+            self._skipped(each)
+
+    def _skipped(self, message: Any) -> None:
         if isinstance(message, ListMessageProxy) and message.settled_as == "push":
             metrics.for_actor(message.queue_name, message.actor_name).rejects.inc()
             self._count(message, Outcome.DEAD)
@@ -159,7 +204,6 @@ class JobObserver(Middleware):
         self.activity.end(running.token)
         with contextlib.suppress(ValueError):  # set in another thread's context: nothing to undo here
             job_context.reset(running.context)
-        metrics.for_actor(message.queue_name, message.actor_name).inprogress.dec()
         return running
 
     def _count(self, message: Any, *outcomes: Outcome) -> None:

@@ -1,5 +1,5 @@
 """`default_middleware()`: Dramatiq's defaults, its Retries replaced by ExactRetries, plus the
-current message and the shutdown requeue."""
+current message, the shutdown requeue and the batch options."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dramatiq.middleware import (
     ShutdownNotifications,
     TimeLimit,
 )
-from listbroker import ExactRetries, RequeueOnShutdown, default_middleware
+from listbroker import Batches, ExactRetries, RequeueOnShutdown, default_middleware
 
 
 def test_the_default_middleware_in_order() -> None:
@@ -26,6 +26,7 @@ def test_the_default_middleware_in_order() -> None:
         ExactRetries,
         CurrentMessage,
         RequeueOnShutdown,
+        Batches,
     ]
     # ExactRetries is Dramatiq's Retries (its options still work), only exact.
     assert isinstance(middleware[5], Retries)

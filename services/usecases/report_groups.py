@@ -35,7 +35,7 @@ import logging
 from collections.abc import Callable, Collection, Sequence
 from typing import NamedTuple
 
-from services.domain.errors import DatabaseUnavailable, ServiceError
+from services.domain.errors import DatabaseUnavailable
 from services.domain.limits import MAX_ID
 from services.persistence import report_sql
 from services.persistence.group_commit import DEFAULT_MAX_GROUP, GroupCommit, GroupFailed, GroupStats
@@ -53,12 +53,30 @@ from services.usecases.reports import (
 )
 
 # The set-based generation itself is services.usecases.reports' (one path for one record or many).
-__all__ = ["DUPLICATE", "INVALID_ID", "Deferred", "GroupResult", "Job", "ReportGroups", "generate_reports"]
+__all__ = [
+    "DUPLICATE",
+    "INVALID_ID",
+    "Deferred",
+    "GroupFailed",
+    "GroupResult",
+    "Job",
+    "Raw",
+    "ReportGroups",
+    "generate_reports",
+]
 
 logger = logging.getLogger(__name__)
 
 
 INVALID_ID = Generation(GenerationOutcome.SKIPPED, detail="not a valid record id")
+
+#: What a job's group gave it, before `ReportGroups.settle`: a result, the group's failure as a
+#: whole, or the job's fault drill failure.
+Raw = GroupResult | GroupFailed | FaultDrillFailure
+
+
+def _valid(record_id: int) -> bool:
+    return 1 <= record_id <= MAX_ID
 
 
 class Job(NamedTuple):
@@ -86,6 +104,7 @@ class ReportGroups:
     ) -> None:
         self._uow_factory = uow_factory
         self._drilled = drilled
+        self._on_group = on_group
         self._groups: GroupCommit[Job, GroupResult] = GroupCommit(
             self._run, max_group=max_group, on_group=on_group
         )
@@ -101,16 +120,44 @@ class ReportGroups:
 
     def generate(self, record_id: int, *, attempt: int | None = None) -> Generation:
         """As `services.usecases.reports.generate_one`, in a group with the other threads' records."""
-        if not 1 <= record_id <= MAX_ID:
+        job = Job(record_id, attempt)
+        if not _valid(record_id):
+            return self.settle(job, INVALID_ID)
+        try:
+            result: Raw = self._groups.submit(job)
+        except GroupFailed as exc:
+            result = exc
+        return self.settle(job, result)
+
+    def run_group(self, jobs: Sequence[Job]) -> list[Raw]:
+        """The jobs of a batch (broker/src/listbroker/batches.py) as one group, in the calling
+        thread: one raw result per job, in order, for `settle` (each job's own outcome)."""
+        valid = [job for job in jobs if _valid(job.record_id)]
+        raw: list[Raw] = []
+        if valid and self._on_group is not None:
+            self._on_group(len(valid))
+        try:
+            raw = list(self._run(valid)) if valid else []
+        except Exception as exc:
+            failed = GroupFailed(f"the group of {len(valid)} records failed: {exc}")
+            failed.__cause__ = exc
+            raw = [failed] * len(valid)
+        results = iter(raw)
+        return [next(results) if _valid(job.record_id) else INVALID_ID for job in jobs]
+
+    def settle(self, job: Job, result: Raw) -> Generation:
+        """The job's outcome from its group's raw result: its `Generation`, logged (one line per
+        report), or its error raised. A record the group left (locked elsewhere) or could not do
+        (the group failed as a whole) runs alone here, in the job's own thread."""
+        record_id, attempt = job
+        if result is INVALID_ID:
             logger.info("report of record %s skipped: not a valid record id", record_id)
             return INVALID_ID
-        try:
-            result = self._groups.submit(Job(record_id, attempt))
-        except GroupFailed as exc:
+        if isinstance(result, GroupFailed):
             # The drill first, as the group asked it before its transaction (one call, rare path).
             if record_id in self._in_drill([record_id]):
                 raise _drill_failure(record_id) from None
-            cause = exc.__cause__
+            cause = result.__cause__
             if isinstance(cause, DatabaseUnavailable):
                 # Nothing was done; a fresh instance per thread (an exception carries its traceback).
                 raise DatabaseUnavailable(str(cause)) from cause
@@ -118,12 +165,12 @@ class ReportGroups:
             # in the pipeline: this record alone, so any error is its own.
             lost = cause if report_sql.connection_lost(cause) else None
             return self._alone(record_id, attempt, lost=lost)
-        if isinstance(result, ServiceError):
+        if isinstance(result, BaseException):  # its ServiceError, or a FaultDrillFailure
             raise result
         if isinstance(result, Deferred):
             # Locked elsewhere: wait for that transaction as a job alone always did.
             return self._alone(record_id, attempt)
-        # The one line per report, logged here in the job's own thread (generate_one logs its own).
+        # The one line per report, logged in the job's own context (generate_one logs its own).
         if result.outcome is GenerationOutcome.GENERATED:
             logger.info("report of record %s generated", record_id)
         else:

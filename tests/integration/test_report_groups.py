@@ -24,7 +24,7 @@ from services.persistence import report_sql
 from services.persistence.db import make_engine, make_session_factory
 from services.persistence.uow import UnitOfWork
 from services.usecases.drill import FaultDrillFailure
-from services.usecases.report_groups import Deferred, ReportGroups, generate_reports
+from services.usecases.report_groups import Deferred, Job, ReportGroups, generate_reports
 from services.usecases.reports import Generation, GenerationOutcome, generate_one
 from tests.integration.test_report_generation import expected_scores, snapshot
 from tests.support.processes import row_locked, sessions_waiting_for_a_lock, wait_until
@@ -109,6 +109,63 @@ def test_each_record_of_a_group_gets_its_own_outcome(
     assert_untouched(session_factory, deleted)
     # Each record its own scores: the group did not mix them up.
     assert len({tuple(snapshot(session_factory, r)["results"]) for r in good}) == 3
+
+
+def settle_each(groups: ReportGroups, jobs: Sequence[Job]) -> list[object]:
+    """`run_group` of the jobs (a batch), then each job's `settle`: its Generation or its error."""
+    results: list[object] = []
+    for job, raw in zip(jobs, groups.run_group(jobs), strict=True):
+        try:
+            results.append(groups.settle(job, raw))
+        except Exception as exc:  # collected for the assertions
+            results.append(exc)
+    return results
+
+
+def test_a_batch_run_as_one_group_settles_each_job_on_its_own(
+    session_factory: sessionmaker[Session], make_record: MakeRecord
+) -> None:
+    good = [good_record(make_record, seed) for seed in range(3)]
+    no_answers = make_record(3, answers={})
+    sizes: list[int] = []
+    groups = ReportGroups(lambda: UnitOfWork(session_factory), on_group=sizes.append)
+    jobs = [Job(r, 1) for r in [good[0], 0, no_answers, good[1], good[2], good[0]]]
+
+    results = settle_each(groups, jobs)
+
+    assert [outcome(r) for r in results[:2]] == [GENERATED, SKIPPED]  # 0: not a valid id
+    assert isinstance(results[2], ServiceError)
+    assert [outcome(r) for r in results[3:]] == [GENERATED, GENERATED, SKIPPED]  # the duplicate
+    assert sizes == [5]  # one group: the valid ids, in one transaction
+    for record_id in good:
+        assert_generated(session_factory, record_id)
+    assert_untouched(session_factory, no_answers)
+
+
+def test_a_batch_whose_group_fails_runs_each_record_alone(
+    session_factory: sessionmaker[Session], make_record: MakeRecord, refused_insert: int
+) -> None:
+    bad = make_record(3, user_id=refused_insert, answers=varied_answers(1))
+    others = [good_record(make_record, seed) for seed in (2, 3)]
+    groups = ReportGroups(lambda: UnitOfWork(session_factory))
+
+    results = settle_each(groups, [Job(r, 1) for r in [others[0], bad, others[1]]])
+
+    assert isinstance(results[1], psycopg.Error | DBAPIError)  # its own error, from its run alone
+    assert [outcome(results[0]), outcome(results[2])] == [GENERATED, GENERATED]
+    for record_id in others:
+        assert_generated(session_factory, record_id)
+    assert_untouched(session_factory, bad)
+
+
+def test_a_batch_on_an_unreachable_database_is_database_unavailable_for_every_job() -> None:
+    engine = make_engine(CLOSED_DATABASE_URL, pool_size=1, connect_timeout_s=1)
+    try:
+        groups = ReportGroups(lambda: UnitOfWork(make_session_factory(engine)))
+        results = settle_each(groups, [Job(1, 1), Job(2, 1)])
+    finally:
+        engine.dispose()
+    assert all(isinstance(r, DatabaseUnavailable) for r in results), results
 
 
 def submit_at(engine: Engine, record_id: int, ago: str) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import cast
 
 import dramatiq
 import pytest
 import redis
-from listbroker import RedisListBroker
+from listbroker import DELAYED_PREFIX_LEN, RedisListBroker
 from sqlalchemy.orm import Session, sessionmaker
 
 from redis_adapters.queue_figures import QueueFigures, queue_figures
@@ -16,6 +17,7 @@ from redis_adapters.queues import (
     DEAD_LETTER_QUEUE_KEY,
     INVALID_QUEUE_KEY,
     MAX_RETRY_COUNT,
+    REPORT_DELAYED_KEY,
     REPORT_QUEUE_KEY,
     REPORT_QUEUE_NAME,
     RETRY_DELAYS_MS,
@@ -23,6 +25,7 @@ from redis_adapters.queues import (
 from redis_adapters.report_message import ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.status import RecordStatus
+from tests.support.processes import wait_until
 from tests.support.record_state import report_rows, status_of, wait_for_status
 from tests.support.retry_clock import RetryClock, assert_schedule
 
@@ -118,6 +121,31 @@ def test_last_failure_dead_letters_and_marks_the_record_failed(
     # The job as it was, with why and when it died (tests/integration/test_operations.py).
     assert replace(ReportQueueMessage.decode(dead), dead=None) == last
     assert status_of(session_factory, record_id) == RecordStatus.FAILED
+
+
+def test_jobs_taken_together_each_keep_their_own_outcome(
+    report_broker: RedisListBroker,
+    report_worker: dramatiq.Worker,
+    make_record: MakeRecord,
+    redis_client: redis.Redis,
+    session_factory: sessionmaker[Session],
+) -> None:
+    """The jobs the worker holds go to one call and one transaction (REPORT_BATCH_SIZE): a
+    record that cannot be generated fails its own job only, retried on its own schedule."""
+    good = [make_record(RecordStatus.GENERATING) for _ in range(6)]
+    bad = make_record(RecordStatus.GENERATING, answers={})  # generation raises: no answers
+    # One LPUSH: the worker finds them all waiting and takes them together.
+    jobs = [ReportQueueMessage.new(r).encode() for r in [*good[:3], bad, *good[3:]]]
+    redis_client.lpush(REPORT_QUEUE_KEY, *jobs)
+    for record_id in good:
+        wait_for_status(session_factory, record_id, RecordStatus.COMPLETED)
+        assert report_rows(session_factory, record_id) == (8, 1)
+    wait_until(lambda: redis_client.zcard(REPORT_DELAYED_KEY) == 1, timeout=10, what="the bad job's retry")
+    [member] = cast(list[bytes], redis_client.zrange(REPORT_DELAYED_KEY, 0, -1))
+    retry = ReportQueueMessage.decode(member[DELAYED_PREFIX_LEN:])
+    assert (retry.record_id, retry.retry_count) == (bad, 1)  # its first retry, on its own
+    assert status_of(session_factory, bad) == RecordStatus.GENERATING
+    assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 0
 
 
 @pytest.mark.slow

@@ -47,14 +47,20 @@ def start_worker(
 ) -> Iterator[Callable[..., WorkerProcess]]:
     started: list[WorkerProcess] = []
 
-    def start(*, redis: str | None = None, threads: int = 1, queues: tuple[str, ...] = ()) -> WorkerProcess:
+    def start(
+        *,
+        redis: str | None = None,
+        threads: int = 1,
+        queues: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> WorkerProcess:
         worker = WorkerProcess(
             queues=queues,
             database_url=settings.database_url,
             redis_url=redis or redis_url,
             log_path=tmp_path / f"worker-{len(started)}.log",
             threads=threads,
-            env=FAST_REAPER,
+            env={**FAST_REAPER, **(env or {})},
         )
         started.append(worker)
         return worker
@@ -145,33 +151,48 @@ def test_worker_killed_mid_task_resumes_at_the_cursor_and_queues_each_record_onc
     assert sorted(queued) == ids  # each record queued once
 
 
+@pytest.mark.parametrize(
+    ("batch_size", "prefetch"),
+    [
+        (1, 2),  # one job per call: `first` runs, `second` waits in the worker
+        (2, 4),  # batches of 2: `first` and `second` run together, `third` and `fourth` wait
+    ],
+)
 def test_sigterm_finishes_in_flight_work_and_returns_prefetched_messages(
     start_worker: Callable[..., WorkerProcess],
     make_record: MakeRecord,
     redis_client: redis.Redis,
     session_factory: sessionmaker[Session],
     settings: Settings,
+    batch_size: int,
+    prefetch: int,
 ) -> None:
-    first, second, third = (make_record(RecordStatus.GENERATING) for _ in range(3))
-    with row_locked(settings.database_url, first):
-        worker = start_worker(threads=1)  # prefetch 2: `first` runs, `second` waits in the worker
-        wait_until(consuming(redis_client), timeout=30, what="the worker to start consuming")
-        RedisReportQueue(redis_client).enqueue_many([first, second, third])
+    records = [make_record(RecordStatus.GENERATING) for _ in range(prefetch + 1)]
+    running, waiting, left = records[:batch_size], records[batch_size:prefetch], records[prefetch:]
+    with row_locked(settings.database_url, records[0]):
+        # Queued before the worker starts: its first fetch takes its whole prefetch at once.
+        RedisReportQueue(redis_client).enqueue_many(records)
+        worker = start_worker(
+            threads=1, env={"REPORT_BATCH_SIZE": str(batch_size), "dramatiq_queue_prefetch": str(prefetch)}
+        )
         wait_until(
             lambda: sessions_waiting_for_a_lock(settings.database_url) > 0,
             timeout=30,
             what="generation to start",
         )
-        wait_until(lambda: queue_figures(redis_client).in_flight == 2, timeout=30, what="the prefetch")
+        wait_until(lambda: queue_figures(redis_client).in_flight == prefetch, timeout=30, what="the prefetch")
         worker.signal(signal.SIGTERM)
         time.sleep(1.0)
-        assert worker.process.poll() is None  # waiting for the message in flight
+        assert worker.process.poll() is None  # waiting for the work in flight
     assert worker.process.wait(timeout=30) == 0, worker.output()
 
-    assert status_of(session_factory, first) == RecordStatus.COMPLETED
-    assert status_of(session_factory, second) == RecordStatus.GENERATING, worker.output()
+    for record_id in running:
+        assert status_of(session_factory, record_id) == RecordStatus.COMPLETED, worker.output()
+    for record_id in waiting:
+        assert status_of(session_factory, record_id) == RecordStatus.GENERATING, worker.output()
     queued = [ReportQueueMessage.decode(m) for m in redis_client.lrange(REPORT_QUEUE_KEY, 0, -1)]
-    assert [m.record_id for m in queued] == [third, second]  # `second` is next, as before
+    # The prefetched ones are next, in their order, as before.
+    assert [m.record_id for m in queued] == [*waiting, *left][::-1]
     assert all(m.retry_count == 0 for m in queued)
     assert not redis_client.exists(f"{REPORT_QUEUE_KEY}:crashed")  # no attempt counted
     assert queue_figures(redis_client).in_flight == 0

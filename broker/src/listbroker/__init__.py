@@ -14,6 +14,8 @@ nothing: an application builds a `RedisListBroker` and sets it with `dramatiq.se
   schedule, then a dead letter and the `on_dead_letter` hook.
 - `AvailabilityGate` and `DependencyUnavailable` (gate.py, errors.py): hold messages
   while a dependency is down rather than spend attempts on it.
+- `Batches` (batches.py): the actor options `batch_size` and `batch_fn` hand up to N
+  messages of an actor to one call, each message keeping its own outcome.
 - `RequeueOnShutdown` (shutdown.py), `debounce_worker_sigterm` (signals.py): graceful
   shutdown under Procfile runners; `default_middleware()` (middleware.py): Dramatiq's
   defaults with ExactRetries, CurrentMessage and RequeueOnShutdown.
@@ -31,6 +33,14 @@ nothing: an application builds a `RedisListBroker` and sets it with `dramatiq.se
 from __future__ import annotations
 
 from listbroker.backoff import Backoff
+from listbroker.batches import (
+    BATCH_FN_OPTION,
+    BATCH_SIZE_OPTION,
+    Batches,
+    Batching,
+    ListBatchProxy,
+    batching_of,
+)
 from listbroker.broker import (
     DEFAULT_DELAY_POLL_MS,
     DEFAULT_HEARTBEAT_INTERVAL_MS,
@@ -66,6 +76,8 @@ from listbroker.signals import debounce_worker_sigterm
 from listbroker.spec import ActorSpec, actor_spec
 
 __all__ = [
+    "BATCH_FN_OPTION",
+    "BATCH_SIZE_OPTION",
     "DEAD_LETTER_OPTION",
     "DEAD_MARK",
     "DEFAULT_DELAY_POLL_MS",
@@ -82,6 +94,8 @@ __all__ = [
     "ActorSpec",
     "AvailabilityGate",
     "Backoff",
+    "Batches",
+    "Batching",
     "BrokerError",
     "Codec",
     "DeadLetterHook",
@@ -94,6 +108,7 @@ __all__ = [
     "ExactRetries",
     "InvalidMessage",
     "JobIndex",
+    "ListBatchProxy",
     "ListMessageProxy",
     "Probe",
     "QueueFigures",
@@ -103,6 +118,7 @@ __all__ = [
     "Removed",
     "RequeueOnShutdown",
     "actor_spec",
+    "batching_of",
     "connection_errors",
     "dead_letter_option",
     "debounce_worker_sigterm",

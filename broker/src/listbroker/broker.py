@@ -35,6 +35,7 @@ from dramatiq.errors import ConnectionClosed, QueueJoinTimeout, QueueNotFound
 from dramatiq.middleware import Middleware
 
 from listbroker.backoff import Backoff
+from listbroker.batches import Batching, batching_of
 from listbroker.codecs import Codec, DramatiqCodec, job_key_pattern
 from listbroker.connections import connection_errors, hot_path_connections
 from listbroker.consumer import MAX_BLOCK_SECONDS, RedisListConsumer
@@ -171,6 +172,11 @@ class RedisListBroker(Broker):
 
     def codec_for(self, queue_name: str) -> Codec:
         return self.codecs.get(q_name(queue_name), self.default_codec)
+
+    def batching(self, actor_name: str) -> Batching | None:
+        """How a consumer hands out the actor's messages (batches.py); None for one per call."""
+        actor = self.actors.get(actor_name)
+        return None if actor is None else batching_of(actor)
 
     def declare_queue(self, queue_name: str) -> None:
         if queue_name not in self.queues:

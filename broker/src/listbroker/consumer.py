@@ -29,6 +29,7 @@ from dramatiq.broker import Consumer, MessageProxy
 from dramatiq.errors import ConnectionClosed
 
 from listbroker.backoff import Backoff
+from listbroker.batches import Batching, ListBatchProxy
 from listbroker.codecs import Codec, job_key_pattern
 from listbroker.connections import HotPathConnections, connection_errors
 from listbroker.deadletters import DEAD_LETTER_OPTION, dead_letter_option
@@ -88,6 +89,9 @@ class ConsumerHost(Protocol):
     def queue_keys(self, queue_name: str) -> QueueKeys: ...
 
     def codec_for(self, queue_name: str) -> Codec: ...
+
+    def batching(self, actor_name: str) -> Batching | None:
+        """How the actor's messages are handed out: in batches (batches.py), or one by one (None)."""
 
     def delay_scheduled(self, delay_ms: int) -> None:
         """A message was delayed by `delay_ms`: the delay scheduler may need to wake sooner."""
@@ -216,6 +220,8 @@ class RedisListConsumer(Consumer):
         self.job_key_pattern = job_key_pattern(self.codec)
         self._cond = threading.Condition()
         self._buffer: deque[ListMessageProxy] = deque()
+        #: Per actor name, its batching (None: one message per call), asked of the broker once.
+        self._batchings: dict[str, Batching | None] = {}
         self._outstanding = 0  # handed out, outcome not yet recorded
         self._pending_acks: list[bytes] = []
         self._blocking = False
@@ -251,8 +257,7 @@ class RedisListConsumer(Consumer):
         while True:
             with self._cond:
                 if self._buffer:
-                    self._outstanding += 1
-                    return self._buffer.popleft()
+                    return self._hand_out_locked()
                 capacity = self.limit - self._outstanding
                 acks = self._take_acks() if capacity <= 0 else []
             if capacity <= 0:
@@ -274,6 +279,28 @@ class RedisListConsumer(Consumer):
             if payload is None:
                 return None
             self._accept([payload], [self._crash_count(payload)])
+
+    def _hand_out_locked(self) -> MessageProxy:
+        """The next message, or a batch of the messages held for a batched actor (batches.py)."""
+        head = self._buffer.popleft()
+        batching = self._batching(head)
+        if batching is None:
+            self._outstanding += 1
+            return head
+        items = [head]
+        while self._buffer and len(items) < batching.size and self._batching(self._buffer[0]) == batching:
+            items.append(self._buffer.popleft())
+        self._outstanding += len(items)
+        return ListBatchProxy(items, batching.actor_name)
+
+    def _batching(self, proxy: ListMessageProxy) -> Batching | None:
+        # A message with an eta goes alone: Dramatiq's consumer thread delays it itself.
+        if "eta" in proxy.options:
+            return None
+        name = proxy.actor_name
+        if name not in self._batchings:
+            self._batchings[name] = self.broker.batching(name)
+        return self._batchings[name]
 
     def _wait_for_capacity(self, deadline: float) -> bool:
         with self._cond:
@@ -358,14 +385,18 @@ class RedisListConsumer(Consumer):
     # ------------------------------------------------------------------ outcomes
 
     def ack(self, message: MessageProxy) -> None:
-        proxy = _own(message)
-        if not _record_deferred(proxy):
-            proxy._origin._ack(proxy)
+        # A batch's items one by one: on a Redis error Dramatiq acks the batch again, and
+        # the items already recorded are settled (nothing is recorded twice).
+        # A batch's item that failed for good (Dramatiq's backoff used up) is rejected alone.
+        for proxy in _each(message):
+            if proxy.failed:
+                _reject(proxy)
+            elif not _record_deferred(proxy):
+                proxy._origin._ack(proxy)
 
     def nack(self, message: MessageProxy) -> None:
-        proxy = _own(message)
-        if not _record_deferred(proxy) and not proxy.settled:
-            proxy.dead_letter()
+        for proxy in _each(message):
+            _reject(proxy)
 
     def _ack(self, proxy: ListMessageProxy) -> None:
         if proxy.settled:
@@ -444,8 +475,8 @@ class RedisListConsumer(Consumer):
         """Return messages handed out but never started (shutdown); no attempt is counted."""
         by_origin: dict[RedisListConsumer, list[ListMessageProxy]] = {}
         for message in messages:
-            proxy = _own(message)
-            by_origin.setdefault(proxy._origin, []).append(proxy)
+            for proxy in _each(message):
+                by_origin.setdefault(proxy._origin, []).append(proxy)
         for origin, proxies in by_origin.items():
             origin._requeue(proxies)
 
@@ -574,7 +605,15 @@ class RedisListConsumer(Consumer):
                 self._release_if_done()
 
 
-def _own(message: MessageProxy) -> ListMessageProxy:
+def _reject(proxy: ListMessageProxy) -> None:
+    if not _record_deferred(proxy) and not proxy.settled:
+        proxy.dead_letter()
+
+
+def _each(message: MessageProxy) -> list[ListMessageProxy]:
+    """The messages of this broker that `message` stands for: itself, or a batch's items."""
+    if isinstance(message, ListBatchProxy):
+        return message.items
     if not isinstance(message, ListMessageProxy):
         raise TypeError(f"not a message of this broker: {message!r}")
-    return message
+    return [message]

@@ -26,6 +26,7 @@ import dramatiq
 from dramatiq.middleware import Middleware, SkipMessage
 
 from listbroker.backoff import Backoff
+from listbroker.batches import ListBatchProxy
 from listbroker.consumer import ListMessageProxy
 from listbroker.errors import DependencyUnavailable
 
@@ -134,7 +135,7 @@ class AvailabilityGate(Middleware):
             if self._open:
                 return
         # Shutting down while the dependency is down: the message never ran; give it back.
-        if isinstance(message, ListMessageProxy):
+        if isinstance(message, ListMessageProxy | ListBatchProxy):
             message.give_back()
         raise SkipMessage("worker stopping while a dependency is down; message returned to its queue")
 
@@ -148,3 +149,9 @@ class AvailabilityGate(Middleware):
     ) -> None:
         if isinstance(exception, DependencyUnavailable):
             self.close(exception)
+        elif isinstance(message, ListBatchProxy):
+            # A batch's message may have found the dependency down on its own.
+            for item in message.items:
+                if isinstance(item._exception, DependencyUnavailable):
+                    self.close(item._exception)
+                    return

@@ -47,6 +47,7 @@ from dramatiq.errors import ConnectionClosed, Retry
 from dramatiq.middleware import Retries, SkipMessage
 from dramatiq.middleware.retries import DEFAULT_MAX_BACKOFF
 
+from listbroker.batches import ListBatchProxy
 from listbroker.consumer import ListMessageProxy
 from listbroker.deadletters import DEAD_LETTER_OPTION
 from listbroker.errors import DependencyUnavailable
@@ -119,8 +120,20 @@ class ExactRetries(Retries):
             target.addFilter(AttemptLogFilter(broker))
 
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
-        if not isinstance(message, ListMessageProxy):
+        if isinstance(message, ListBatchProxy):
+            # Each item on its own; the refused ones are settled, so the call leaves them out.
+            refused = []
+            for item in message.items:
+                with message.item_context(item):
+                    refused.append(self._refuse(broker, item))
+            if all(refused):
+                raise SkipMessage("every message of the batch was refused on arrival")
             return
+        if isinstance(message, ListMessageProxy) and self._refuse(broker, message):
+            raise SkipMessage("refused on arrival")
+
+    def _refuse(self, broker: dramatiq.Broker, message: ListMessageProxy) -> bool:
+        """Settle `message` if it must not run (True): a dead letter moved back by hand, a poison pill."""
         if message.options.get(DEAD_LETTER_OPTION):
             # A dead letter moved back by hand (LMOVE): running it would at best be skipped
             # by the actor and the entry lost. Refuse it loudly and keep it where it was.
@@ -132,7 +145,7 @@ class ExactRetries(Retries):
                 message.options[DEAD_LETTER_OPTION],
             )
             message.return_to_dead()
-            raise SkipMessage("a dead letter moved back by hand")
+            return True
         actor = broker.get_actor(message.actor_name)
         lost = message.redeliveries
         if lost > self.max_lost_deliveries:
@@ -150,7 +163,8 @@ class ExactRetries(Retries):
                 f"lost with its worker {lost} times",
                 self._failed_attempts(message, actor) + lost,
             )
-            raise SkipMessage("a poison pill: lost with its worker too many times")
+            return True
+        return False
 
     def after_process_message(
         self,
@@ -160,12 +174,33 @@ class ExactRetries(Retries):
         result: Any = None,
         exception: BaseException | None = None,
     ) -> None:
+        if isinstance(message, ListBatchProxy):
+            if isinstance(exception, DependencyUnavailable) and not any(
+                item._exception for item in message.items if not item.settled
+            ):
+                self._give_back_batch(message, exception)
+                return
+            # Each item's own failure (stuffed by the batch function), else the batch's, which
+            # is stuffed into the item too: observers read each item's outcome from it.
+            for item in message.items:
+                if item.settled:
+                    continue  # refused on arrival (before_process_message)
+                if item._exception is None and exception is not None:
+                    item.stuff_exception(exception)
+                with message.item_context(item):
+                    self._after_attempt(broker, item, item._exception)
+            return
         if exception is None:
             return
         if not isinstance(message, ListMessageProxy):
             super().after_process_message(broker, message, result=result, exception=exception)  # type: ignore[no-untyped-call]
             return
-        if message.settled:
+        self._after_attempt(broker, message, exception)
+
+    def _after_attempt(
+        self, broker: dramatiq.Broker, message: ListMessageProxy, exception: BaseException | None
+    ) -> None:
+        if exception is None or message.settled:
             return
         try:
             self._record_failure(broker, message, exception)
@@ -178,6 +213,24 @@ class ExactRetries(Retries):
                 message,
                 exc.__cause__ or exc,
             )
+
+    def _give_back_batch(self, batch: ListBatchProxy, exception: DependencyUnavailable) -> None:
+        """The batch could not start: its messages go back uncounted, in one step."""
+        try:
+            batch.give_back()
+        except ConnectionClosed as exc:
+            logger.warning(
+                "%s: could not be returned to its queue (%s); its acknowledgement will.",
+                batch,
+                exc.__cause__ or exc,
+            )
+            return
+        logger.warning(
+            "%s could not start (%s); %d message(s) returned to the queue uncounted.",
+            batch,
+            exception,
+            len(batch.items),
+        )
 
     def _record_failure(
         self, broker: dramatiq.Broker, message: ListMessageProxy, exception: BaseException

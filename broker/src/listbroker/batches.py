@@ -1,0 +1,161 @@
+"""Batches: the messages of one actor handed to one call, each keeping its own outcome.
+
+An actor declared with `batch_size=N` (N > 1) and `batch_fn=f` still takes one message per
+call when called or sent as usual (`actor.send(42)`: the wire format is unchanged), but a
+worker on a `RedisListBroker` hands up to N of its messages, as the consumer holds them, to
+one call `f(messages)` of a companion actor, `<actor_name>.batch`, declared beside it with the
+same queue and options (`Batches.after_declare_actor`). What Dramatiq does per message (the
+worker thread's hand-off, the middleware's hooks) is then done once per batch, while what the
+specification asks per message still is:
+
+- each message is acknowledged on its own, and a failure is its own: `f` records it with
+  `message.stuff_exception(error)` and returns; `ExactRetries` then retries that message
+  alone on its schedule, or dead-letters it with its hook, or gives it back uncounted when the
+  error is `DependencyUnavailable`, exactly as if it had raised alone;
+- `f` raising fails every message of the batch not yet settled with that error (a
+  `DependencyUnavailable`: all given back uncounted, the gate closed);
+- a message `ExactRetries` refuses on arrival (a poison pill, a dead letter moved back by hand)
+  is settled before the call and left out of `f`'s list;
+- observers count and time each message (observability's JobObserver looks into the batch),
+  and may set the batch's `item_context`, which ExactRetries enters around each message's
+  handling (so its log lines carry that message's ids);
+- at shutdown, a batch never started goes back to the queue message by message.
+
+A batch never waits for messages to come: it is what the consumer holds when a worker thread
+asks for work (one message when the queue trickles), so batching adds no latency.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import dramatiq
+from dramatiq.broker import MessageProxy
+from dramatiq.errors import ConnectionClosed
+from dramatiq.middleware import Middleware
+
+if TYPE_CHECKING:
+    from listbroker.consumer import ListMessageProxy
+
+#: The actor option: the most messages of the actor one call of its `batch_fn` takes.
+BATCH_SIZE_OPTION = "batch_size"
+#: The actor option: the function that takes a batch, `f(messages: list[ListMessageProxy])`.
+BATCH_FN_OPTION = "batch_fn"
+#: The companion actor's name is the actor's with this suffix.
+BATCH_ACTOR_SUFFIX = ".batch"
+
+BatchFn = Callable[[list["ListMessageProxy"]], None]
+#: What surrounds the work done for one message of a batch outside its call (ExactRetries'
+#: recording of its outcome, with its log lines), e.g. an observer's logging context.
+ItemContext = Callable[["ListMessageProxy"], AbstractContextManager[object]]
+
+
+def no_item_context(item: ListMessageProxy) -> AbstractContextManager[object]:
+    return contextlib.nullcontext()
+
+
+@dataclass(frozen=True)
+class Batching:
+    """How a consumer hands out an actor's messages: up to `size` per call of `actor_name`."""
+
+    actor_name: str
+    size: int
+
+
+def batching_of(actor: dramatiq.Actor[Any, Any]) -> Batching | None:
+    """The actor's batching, or None when its messages go one per call."""
+    size = actor.options.get(BATCH_SIZE_OPTION)
+    if actor.options.get(BATCH_FN_OPTION) is None or size is None or int(size) <= 1:
+        return None
+    return Batching(actor.actor_name + BATCH_ACTOR_SUFFIX, int(size))
+
+
+class Batches(Middleware):
+    """Accepts the actor options `batch_size` and `batch_fn`, and declares each batched actor's
+    companion (a broker without this middleware refuses the options: Dramatiq checks them)."""
+
+    @property
+    def actor_options(self) -> set[str]:
+        return {BATCH_SIZE_OPTION, BATCH_FN_OPTION}
+
+    def after_declare_actor(self, broker: dramatiq.Broker, actor: dramatiq.Actor[Any, Any]) -> None:
+        batching = batching_of(actor)
+        if batching is None:
+            return
+        fn: BatchFn = actor.options[BATCH_FN_OPTION]
+        # Its options are the actor's (retry schedule, hook, time limit, throws), so the
+        # middleware that reads them per message reads the same for the batch.
+        options = {k: v for k, v in actor.options.items() if k not in (BATCH_SIZE_OPTION, BATCH_FN_OPTION)}
+        dramatiq.Actor(
+            fn,
+            broker=broker,
+            actor_name=batching.actor_name,
+            queue_name=actor.queue_name,
+            priority=actor.priority,
+            options=options,
+        )
+
+
+class ListBatchProxy(MessageProxy):
+    """Messages of one batched actor, handed to one call of its companion.
+
+    Dramatiq sees one message of the companion actor, whose one argument is the list of the
+    messages still to run (`args`); `items` holds them all. It is never encoded or stored: the
+    consumer records each item's outcome (its ack acknowledges every item not yet settled).
+    """
+
+    def __init__(self, items: Sequence[ListMessageProxy], actor_name: str) -> None:
+        first = items[0]
+        super().__init__(
+            dramatiq.Message(
+                queue_name=first.queue_name,
+                actor_name=actor_name,
+                args=(),
+                kwargs={},
+                options={},
+                message_id=str(uuid.uuid4()),
+            )
+        )
+        self.items: list[ListMessageProxy] = list(items)
+        #: Entered around each item's own handling by the middleware (ExactRetries); an
+        #: observer sets it in its before_process_message, so that the item's log lines carry
+        #: that item's ids (a batch's own lines carry none).
+        self.item_context: ItemContext = no_item_context
+
+    # Dramatiq types the message's fields as attributes; this one is computed.
+    @property
+    def args(self) -> tuple[Any, ...]:  # type: ignore[override]
+        """The companion's one argument: the messages to run (those not settled on arrival)."""
+        return ([item for item in self.items if not item.settled],)
+
+    @property
+    def settled(self) -> bool:
+        return all(item.settled for item in self.items)
+
+    def give_back(self) -> None:
+        """Return every message not yet settled, never run, to the head of its queue, uncounted.
+
+        One step for the batch; when Redis fails, each message keeps its return to be recorded
+        by its acknowledgement (as `ListMessageProxy.give_back`)."""
+        unsettled = [item for item in self.items if not item.settled]
+        if not unsettled:
+            return
+        try:
+            unsettled[0]._origin._requeue(unsettled)
+        except ConnectionClosed:
+            for item in unsettled:
+                item._unrecorded = item.give_back
+            raise
+
+    def __repr__(self) -> str:
+        return f"ListBatchProxy({len(self.items)} messages of {self.actor_name})"
+
+    def __str__(self) -> str:
+        ids = ", ".join(item.message_id for item in self.items[:3])
+        more = f", … {len(self.items)} in all" if len(self.items) > 3 else ""
+        return f"batch of {self.actor_name}: {ids}{more}"

@@ -1,0 +1,280 @@
+"""Batches (batches.py): an actor's messages handed to one call, each keeping its own outcome.
+
+Every test runs a real Dramatiq worker (or consumer) on the test Redis: what is proved is what
+a worker does with a batched actor, message by message: acknowledged, retried on its own
+schedule, dead-lettered alone with its hook, given back uncounted, refused on arrival.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from typing import Any
+
+import dramatiq
+import pytest
+import redis
+from listbroker import (
+    DEAD_LETTER_OPTION,
+    DELAYED_PREFIX_LEN,
+    DependencyUnavailable,
+    DramatiqCodec,
+    ExactRetries,
+    ListBatchProxy,
+    ListMessageProxy,
+    RedisListBroker,
+)
+from support import BrokerFactory, WorkerFactory, as_bytes, bytes_list
+
+QUEUE = "batched"
+JOIN_MS = 30_000
+
+
+class Calls:
+    """What the batch function saw: each call's (arg, retry_count) pairs."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.batches: list[list[tuple[int, int]]] = []
+
+    def record(self, messages: list[ListMessageProxy]) -> None:
+        with self.lock:
+            self.batches.append([(m.args[0], int(m.options.get("retry_count", 0))) for m in messages])
+
+    def attempts(self) -> dict[int, list[int]]:
+        """Per arg, the retry counts of its attempts, in order."""
+        seen: dict[int, list[int]] = defaultdict(list)
+        with self.lock:
+            for batch in self.batches:
+                for arg, retry_count in batch:
+                    seen[arg].append(retry_count)
+        return dict(seen)
+
+
+def declare(
+    broker: RedisListBroker, batch_fn: Any, *, size: int = 8, **options: Any
+) -> dramatiq.Actor[Any, Any]:
+    def work(n: int) -> None:
+        raise AssertionError("a batched actor's messages go to its batch function")
+
+    decorate = dramatiq.actor(broker=broker, queue_name=QUEUE, batch_size=size, batch_fn=batch_fn, **options)
+    actor: dramatiq.Actor[Any, Any] = decorate(work)
+    return actor
+
+
+def settle_all(broker: RedisListBroker, worker: dramatiq.Worker) -> None:
+    broker.join(QUEUE, timeout=JOIN_MS)
+    worker.join()
+
+
+def test_messages_run_in_batches_and_each_is_acknowledged(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    calls = Calls()
+    actor = declare(broker, calls.record, size=8)
+    for n in range(40):
+        actor.send(n)
+    worker = make_worker(broker, threads=2)
+    settle_all(broker, worker)
+
+    assert calls.attempts() == {n: [0] for n in range(40)}  # each once, none retried
+    sizes = [len(batch) for batch in calls.batches]
+    assert max(sizes) <= 8
+    assert max(sizes) > 1, sizes  # 40 messages waiting: handed out together
+    keys = broker.queue_keys(QUEUE)
+    assert redis_client.llen(keys.queue) == 0
+    assert redis_client.zcard(keys.delayed) == 0
+    assert redis_client.llen(keys.dead) == 0
+    assert broker.pending(QUEUE) == 0  # nothing left in a processing list
+
+
+def test_a_failure_stuffed_into_one_message_retries_that_message_alone(
+    broker: RedisListBroker, make_worker: WorkerFactory
+) -> None:
+    calls = Calls()
+
+    def fail_three_once(messages: list[ListMessageProxy]) -> None:
+        calls.record(messages)
+        for m in messages:
+            if m.args[0] == 3 and not m.options.get("retry_count"):
+                m.stuff_exception(RuntimeError("three fails once"))
+
+    actor = declare(broker, fail_three_once, retry_delays=(50,))
+    for n in range(10):
+        actor.send(n)
+    worker = make_worker(broker, threads=2)
+    settle_all(broker, worker)
+
+    attempts = calls.attempts()
+    assert attempts.pop(3) == [0, 1]  # retried once, on its schedule
+    assert attempts == {n: [0] for n in range(10) if n != 3}
+
+
+def test_a_message_failing_every_attempt_is_dead_lettered_alone_with_its_hook(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    calls = Calls()
+    hooked: list[int] = []
+
+    def always_fail_three(messages: list[ListMessageProxy]) -> None:
+        calls.record(messages)
+        for m in messages:
+            if m.args[0] == 3:
+                m.stuff_exception(RuntimeError("three always fails"))
+
+    def hook(message: dramatiq.Message[Any]) -> bool:
+        hooked.append(message.args[0])
+        return True
+
+    actor = declare(broker, always_fail_three, retry_delays=(50, 50), on_dead_letter=hook)
+    for n in range(6):
+        actor.send(n)
+    worker = make_worker(broker, threads=2)
+    settle_all(broker, worker)
+
+    assert calls.attempts()[3] == [0, 1, 2]
+    assert hooked == [3]
+    [entry] = redis_client.lrange(broker.queue_keys(QUEUE).dead, 0, -1)
+    dead = DramatiqCodec().decode(as_bytes(entry))
+    assert list(dead.args) == [3]
+    assert "three always fails" in dead.options[DEAD_LETTER_OPTION]["error"]
+
+
+def test_a_batch_that_raises_fails_each_of_its_messages_on_its_own_schedule(
+    broker: RedisListBroker, make_worker: WorkerFactory
+) -> None:
+    calls = Calls()
+
+    def fail_first_attempts(messages: list[ListMessageProxy]) -> None:
+        calls.record(messages)
+        if any(not m.options.get("retry_count") for m in messages):
+            raise RuntimeError("the whole batch failed")
+
+    actor = declare(broker, fail_first_attempts, retry_delays=(50,))
+    for n in range(5):
+        actor.send(n)
+    worker = make_worker(broker, threads=1)
+    settle_all(broker, worker)
+
+    # Each message's first attempt failed; its retry (count 1) ran in a batch of retries only.
+    assert {n: counts[0] for n, counts in calls.attempts().items()} == {n: 0 for n in range(5)}
+    assert {n: counts[-1] for n, counts in calls.attempts().items()} == {n: 1 for n in range(5)}
+
+
+def test_dependency_unavailable_gives_the_batch_back_uncounted(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    calls = Calls()
+    down = threading.Event()
+    down.set()
+
+    def database_down_once(messages: list[ListMessageProxy]) -> None:
+        calls.record(messages)
+        if down.is_set():
+            down.clear()
+            raise DependencyUnavailable("the database refused the connection")
+
+    actor = declare(broker, database_down_once, retry_delays=(60_000,))
+    for n in range(5):
+        actor.send(n)
+    worker = make_worker(broker, threads=1)
+    settle_all(broker, worker)
+
+    attempts = calls.attempts()
+    assert set(attempts) == set(range(5))
+    # The ones given back came back with their count untouched: no attempt was spent.
+    assert all(set(counts) == {0} for counts in attempts.values()), attempts
+    assert redis_client.zcard(broker.queue_keys(QUEUE).delayed) == 0
+
+
+def test_a_dead_letter_moved_back_by_hand_is_left_out_of_the_call(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    calls = Calls()
+    actor = declare(broker, calls.record, retry_delays=(50,))
+    actor.send(1)
+    moved_back = actor.message(2)
+    broker.enqueue(moved_back.copy(options={**moved_back.options, DEAD_LETTER_OPTION: {"error": "x"}}))
+    actor.send(3)
+    worker = make_worker(broker, threads=1)
+    settle_all(broker, worker)
+
+    assert calls.attempts() == {1: [0], 3: [0]}
+    [entry] = redis_client.lrange(broker.queue_keys(QUEUE).dead, 0, -1)
+    assert DramatiqCodec().decode(as_bytes(entry)).message_id == moved_back.message_id
+
+
+def test_an_unstarted_batch_goes_back_to_the_queue_message_by_message(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    actor = declare(broker, Calls().record, size=3)
+    for n in range(5):
+        actor.send(n)
+    consumer = broker.consume(QUEUE, prefetch=10, timeout=1_000)
+    first = next(consumer)
+    assert isinstance(first, ListBatchProxy)
+    assert [m.args[0] for m in first.items] == [0, 1, 2]
+    second = next(consumer)
+    assert isinstance(second, ListBatchProxy)
+    assert [m.args[0] for m in second.items] == [3, 4]
+
+    consumer.requeue([first, second])  # what RequeueOnShutdown does with unstarted work
+    keys = broker.queue_keys(QUEUE)
+    assert redis_client.llen(keys.queue) == 5
+    assert redis_client.llen(consumer.processing_key) == 0
+    consumer.close()
+
+
+def test_a_retry_recorded_late_is_recorded_by_the_batch_acknowledgement(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    """When Redis fails to record an item's retry, the batch's ack records it (Dramatiq
+    repeats the ack until Redis answers): the item is never acknowledged in its place."""
+    actor = declare(broker, Calls().record, retry_delays=(60_000,))
+    actor.send(1)
+    actor.send(2)
+    consumer = broker.consume(QUEUE, prefetch=10, timeout=1_000)
+    batch = next(consumer)
+    assert isinstance(batch, ListBatchProxy)
+    one, two = batch.items
+    one.stuff_exception(RuntimeError("generation failed"))
+    settle = consumer.settle
+    failures = iter([True])
+
+    def settle_failing_once(*args: Any, **kwargs: Any) -> bool:
+        if next(failures, False):
+            raise dramatiq.errors.ConnectionClosed(redis.ConnectionError("Redis went away"))
+        return settle(*args, **kwargs)
+
+    consumer.settle = settle_failing_once  # type: ignore[method-assign]
+    retries = next(m for m in broker.middleware if isinstance(m, ExactRetries))
+    retries.after_process_message(broker, batch)
+    assert redis_client.zcard(broker.queue_keys(QUEUE).delayed) == 0  # not recorded yet
+
+    consumer.ack(batch)
+    keys = broker.queue_keys(QUEUE)
+    [member] = bytes_list(redis_client.zrange(keys.delayed, 0, -1))
+    retried = DramatiqCodec().decode(member[DELAYED_PREFIX_LEN:])
+    assert (retried.message_id, retried.options["retry_count"]) == (one.message_id, 1)
+    consumer.close()
+    assert two.settled
+    assert redis_client.llen(keys.queue) == 0  # `two` acknowledged, not returned at the release
+
+
+def test_the_options_are_refused_without_the_batches_middleware(redis_client: redis.Redis) -> None:
+    broker = RedisListBroker(client=redis_client, middleware=[ExactRetries()])
+    with pytest.raises(ValueError, match="batch_"):
+        dramatiq.actor(broker=broker, queue_name=QUEUE, batch_size=4, batch_fn=print)(lambda n: None)
+    broker.close()
+
+
+def test_without_a_batch_function_messages_go_one_by_one(
+    make_broker: BrokerFactory, redis_client: redis.Redis
+) -> None:
+    broker = make_broker()
+    single = dramatiq.actor(broker=broker, actor_name="single", queue_name=QUEUE)(lambda n: None)
+    single.send(1)
+    single.send(2)
+    consumer = broker.consume(QUEUE, prefetch=10, timeout=1_000)
+    assert isinstance(next(consumer), ListMessageProxy)
+    consumer.close()
