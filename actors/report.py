@@ -10,9 +10,12 @@ attempt in its data), a failed attempt (with its number) and a dead letter that 
 status through `eventlog:queue`. Logging an event never fails the job
 (services.domain.events.emit).
 
-The jobs that a worker process's threads run at the same moment are generated together, one
-transaction per group (group commit, services/usecases/report_groups.py); each job keeps its own
-outcome, so it is acknowledged, retried or dead-lettered on its own as before.
+A worker thread takes up to REPORT_BATCH_SIZE jobs in one call of `generate_report_batch`
+(broker/src/listbroker/batches.py) and generates their records in one transaction
+(services/usecases/report_groups.py); each job keeps its own outcome, so it is acknowledged,
+retried or dead-lettered on its own as before. `generate_report` is the one-job call (a
+message sent to the actor outside a worker's batches; REPORT_BATCH_SIZE=1), whose concurrent
+calls are grouped instead (group commit).
 """
 
 from __future__ import annotations

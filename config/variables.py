@@ -276,10 +276,10 @@ VARIABLES: tuple[Variable, ...] = (
         "`64`",
         "worker",
         (
-            "`dramatiq --threads`: the jobs a process runs at once, and so the most records in one of its "
-            "group-commit transactions (about half of it under load); a job waits for a database "
-            "connection only when it runs alone (the pool's `DB_POOL_SIZE + DB_MAX_OVERFLOW`), and one "
-            "that waits out the pool spends no attempt"
+            "`dramatiq --threads`: the calls a process runs at once (a report call takes a batch of up to "
+            "`REPORT_BATCH_SIZE` jobs), and its prefetch (2 × threads: the jobs it holds); a call waits for "
+            "a database connection beyond the pool's `DB_POOL_SIZE + DB_MAX_OVERFLOW`, and one that waits "
+            "out the pool spends no attempt"
         ),
     ),
     Variable(

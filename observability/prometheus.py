@@ -13,8 +13,9 @@ only (tests). The variable must be set before `prometheus_client` is first impor
 - `dramatiq_message_duration_milliseconds`: time of each attempt (the report's generation);
 - `mi_report_latency_seconds`: a record's submission to its report (from the database's
   `submitted_at` and `completed_at`);
-- `mi_report_group_size`: the records generated together in one transaction (group commit,
-  services/usecases/report_groups.py): its mean says how much the worker's threads coalesce.
+- `mi_report_group_size`: the records generated together in one transaction (a batch, or with
+  REPORT_BATCH_SIZE=1 a group commit; services/usecases/report_groups.py): its mean says how many
+  jobs a transaction carries.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ report_latency_s = Histogram(
 )
 report_group_size = Histogram(
     "mi_report_group_size",
-    "Records whose reports were generated together in one transaction (group commit).",
+    "Records whose reports were generated together in one transaction (a batch, or a group commit).",
     buckets=GROUP_SIZE_BUCKETS,
 )
 

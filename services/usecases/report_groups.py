@@ -7,6 +7,10 @@ jobs running at the same moment into groups (services/persistence/group_commit.p
 runs at once) and generates each group with `generate_reports`, set-based, in one
 transaction of two pipelined round trips: lock and read, then write and commit.
 
+A worker's batch of jobs (broker/src/listbroker/batches.py) is one group without the
+hand-off: `run_group` generates it in the calling thread and `settle` gives each job its own
+outcome, the same per-job logic as `generate`'s.
+
 Every job keeps its own outcome: GENERATED, SKIPPED (missing, deleted, not in status 3,
 invalid id) or its own `ServiceError` (incomplete answers, scoring refused), so a bad record
 never fails the others and each job is still acknowledged, retried or dead-lettered alone.
