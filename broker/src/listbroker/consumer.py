@@ -387,29 +387,40 @@ class RedisListConsumer(Consumer):
     def ack(self, message: MessageProxy) -> None:
         # A batch's items one by one: on a Redis error Dramatiq acks the batch again, and
         # the items already recorded are settled (nothing is recorded twice).
-        # A batch's item that failed for good (Dramatiq's backoff used up) is rejected alone.
+        # A batch's item that failed for good (Dramatiq's backoff used up) is rejected alone;
+        # the rest are acknowledged together (one lock, one wake-up).
+        plain: list[ListMessageProxy] = []
         for proxy in _each(message):
             if proxy.failed:
                 _reject(proxy)
             elif not _record_deferred(proxy):
-                proxy._origin._ack(proxy)
+                plain.append(proxy)
+        if plain:
+            plain[0]._origin._ack(plain)
 
     def nack(self, message: MessageProxy) -> None:
         for proxy in _each(message):
             _reject(proxy)
 
-    def _ack(self, proxy: ListMessageProxy) -> None:
-        if proxy.settled:
-            return
-        if proxy.redeliveries:
-            # Rare: also clears the payload's crash count, in the same step.
-            self.settle(proxy, "ack", "")
+    def _ack(self, proxies: list[ListMessageProxy]) -> None:
+        """Acknowledge messages of this consumer (one, or a batch's) whose outcome is success."""
+        plain = []
+        for proxy in proxies:
+            if proxy.settled:
+                continue
+            if proxy.redeliveries:
+                # Rare: also clears the payload's crash count, in the same step.
+                self.settle(proxy, "ack", "")
+            else:
+                plain.append(proxy)
+        if not plain:
             return
         with self._cond:
-            if proxy._finished:
-                return
-            self._finish_locked(proxy)
-            self._pending_acks.append(proxy.payload)
+            for proxy in plain:
+                if not proxy._finished:
+                    self._finish_locked(proxy, notify=False)
+                    self._pending_acks.append(proxy.payload)
+            self._cond.notify_all()
             flush_now = self._blocking or self.closed or len(self._pending_acks) >= ACK_FLUSH_THRESHOLD
             acks = self._take_acks() if flush_now else []
         if acks:
@@ -495,7 +506,7 @@ class RedisListConsumer(Consumer):
                     self._finish_locked(proxy)
         self._release_if_done()
 
-    def _finish_locked(self, proxy: ListMessageProxy) -> None:
+    def _finish_locked(self, proxy: ListMessageProxy, *, notify: bool = True) -> None:
         proxy._finished = True
         self._outstanding -= 1
         now = time.monotonic()
@@ -505,7 +516,8 @@ class RedisListConsumer(Consumer):
             self._pace = gap if self._pace is None else self._pace + PACE_WEIGHT * (gap - self._pace)
             self.limit = adaptive_prefetch(self.prefetch, self._pace)
         self._last_finish = now
-        self._cond.notify_all()
+        if notify:
+            self._cond.notify_all()
 
     def _take_acks(self) -> list[bytes]:
         acks, self._pending_acks = self._pending_acks, []
