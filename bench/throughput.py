@@ -126,8 +126,11 @@ def child_dramatiq(system: str, threads: int, n: int, url: str | None, batch: in
         if next(calls) == n:
             done.set()
 
+    batch_calls = itertools.count()
+
     def bench_noop_batch(messages: list[Any]) -> None:
         # Each message of the batch counts as one processed (each is acknowledged on its own).
+        next(batch_calls)
         for _ in messages:
             bench_noop()
 
@@ -181,6 +184,8 @@ def child_dramatiq(system: str, threads: int, n: int, url: str | None, batch: in
         "drain_cpu_s": drain_cpu_s,
         "enqueue_io": enqueue_io,
         "drain_io": drain_io,
+        # ours-batch: the calls the n messages took (n / calls: the mean batch).
+        "batch_calls": next(batch_calls) if system == "ours-batch" else None,
     }
 
 

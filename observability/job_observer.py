@@ -129,10 +129,11 @@ class JobObserver(Middleware):
     # ------------------------------------------------------------------ jobs
 
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
-        for each in _each(message):
-            series = metrics.for_actor(each.queue_name, each.actor_name)
-            series.messages.inc()
-            series.inprogress.inc()
+        # A batch's messages are one actor's: one series, counted by the batch's size.
+        items = _each(message)
+        series = metrics.for_actor(items[0].queue_name, items[0].actor_name)
+        series.messages.inc(len(items))
+        series.inprogress.inc(len(items))
         # A batch's lines carry no one job's ids: the batch function sets each item's around
         # that item's lines (actors/report.py).
         job = None
@@ -153,26 +154,33 @@ class JobObserver(Middleware):
         exception: BaseException | None = None,
     ) -> None:
         running = self._finish(message)
+        items = _each(message)
+        series = metrics.for_actor(items[0].queue_name, items[0].actor_name)
+        if running is not None:
+            series.inprogress.dec(len(items))
         elapsed_ms = None if running is None else (time.perf_counter() - running.started) * 1000
         batch = isinstance(message, ListBatchProxy)
-        for each in _each(message):
-            series = metrics.for_actor(each.queue_name, each.actor_name)
-            if running is not None:
-                series.inprogress.dec()
+        outcomes: list[Outcome] = []
+        for each in items:
             if batch and each._exception is None and each.settled_as is not None:
-                self._skipped(each)  # refused on arrival (ExactRetries): it never ran
+                outcomes.extend(self._skipped(each, series))  # refused on arrival: it never ran
                 continue
             if elapsed_ms is not None:
                 series.duration_ms.observe(elapsed_ms)
-            self._outcome(each, (each._exception or exception) if batch else exception)
+            outcomes.extend(
+                self._outcomes(each, (each._exception or exception) if batch else exception, series)
+            )
+        self._count(items[0], *outcomes)
 
-    def _outcome(self, message: Any, exception: BaseException | None) -> None:
+    def _outcomes(
+        self, message: Any, exception: BaseException | None, series: metrics.ActorMetrics
+    ) -> list[Outcome]:
+        """The chart's outcomes of one attempt, its failure metrics incremented."""
         if exception is None:
-            self._count(message, Outcome.PROCESSED)
-            return
+            return [Outcome.PROCESSED]
         if isinstance(exception, DependencyUnavailable):
-            return  # not an attempt: the job went back to its queue uncounted (broker/src/listbroker/gate.py)
-        series = metrics.for_actor(message.queue_name, message.actor_name)
+            # Not an attempt: the job went back to its queue uncounted (broker/src/listbroker/gate.py).
+            return []
         series.errors.inc()
         outcomes = [Outcome.FAILED]
         settled_as = message.settled_as if isinstance(message, ListMessageProxy) else None
@@ -182,19 +190,25 @@ class JobObserver(Middleware):
         elif settled_as == "push":
             series.rejects.inc()
             outcomes.append(Outcome.DEAD)
-        self._count(message, *outcomes)
+        return outcomes
 
     def after_skip_message(self, broker: dramatiq.Broker, message: Any) -> None:
         running = self._finish(message)
-        for each in _each(message):
-            if running is not None:
-                metrics.for_actor(each.queue_name, each.actor_name).inprogress.dec()
-            self._skipped(each)
+        items = _each(message)
+        series = metrics.for_actor(items[0].queue_name, items[0].actor_name)
+        if running is not None:
+            series.inprogress.dec(len(items))
+        outcomes: list[Outcome] = []
+        for each in items:
+            outcomes.extend(self._skipped(each, series))
+        self._count(items[0], *outcomes)
 
-    def _skipped(self, message: Any) -> None:
+    def _skipped(self, message: Any, series: metrics.ActorMetrics) -> list[Outcome]:
+        """A message settled without running: a dead letter counts as one (a poison pill)."""
         if isinstance(message, ListMessageProxy) and message.settled_as == "push":
-            metrics.for_actor(message.queue_name, message.actor_name).rejects.inc()
-            self._count(message, Outcome.DEAD)
+            series.rejects.inc()
+            return [Outcome.DEAD]
+        return []
 
     def _finish(self, message: Any) -> _Running | None:
         with self._lock:
@@ -209,7 +223,7 @@ class JobObserver(Middleware):
     def _count(self, message: Any, *outcomes: Outcome) -> None:
         """Count a report job's outcomes for the console's charts: admin tasks are not reports
         (Prometheus counts every actor, by its labels)."""
-        if message.queue_name != REPORT_QUEUE_NAME:
+        if not outcomes or message.queue_name != REPORT_QUEUE_NAME:
             return
         minute = minute_start(time.time())
         with self._lock:

@@ -294,10 +294,11 @@ class RedisListConsumer(Consumer):
         return ListBatchProxy(items, batching.actor_name)
 
     def _batching(self, proxy: ListMessageProxy) -> Batching | None:
+        message = proxy._message  # not through the proxy's __getattr__: this runs per message
         # A message with an eta goes alone: Dramatiq's consumer thread delays it itself.
-        if "eta" in proxy.options:
+        if "eta" in message.options:
             return None
-        name = proxy.actor_name
+        name = message.actor_name
         if name not in self._batchings:
             self._batchings[name] = self.broker.batching(name)
         return self._batchings[name]

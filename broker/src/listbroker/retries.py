@@ -124,13 +124,22 @@ class ExactRetries(Retries):
             # Each item on its own; the refused ones are settled, so the call leaves them out.
             refused = []
             for item in message.items:
-                with message.item_context(item):
-                    refused.append(self._refuse(broker, item))
+                if self._suspect(item):
+                    with message.item_context(item):
+                        refused.append(self._refuse(broker, item))
+                else:
+                    refused.append(False)
             if all(refused):
                 raise SkipMessage("every message of the batch was refused on arrival")
             return
         if isinstance(message, ListMessageProxy) and self._refuse(broker, message):
             raise SkipMessage("refused on arrival")
+
+    def _suspect(self, message: ListMessageProxy) -> bool:
+        """Might `_refuse` settle it? (A cheap test, so a batch's items pay for no more.)"""
+        return (
+            bool(message.options.get(DEAD_LETTER_OPTION)) or message.redeliveries > self.max_lost_deliveries
+        )
 
     def _refuse(self, broker: dramatiq.Broker, message: ListMessageProxy) -> bool:
         """Settle `message` if it must not run (True): a dead letter moved back by hand, a poison pill."""
@@ -185,7 +194,9 @@ class ExactRetries(Retries):
             for item in message.items:
                 if item.settled:
                     continue  # refused on arrival (before_process_message)
-                if item._exception is None and exception is not None:
+                if item._exception is None:
+                    if exception is None:
+                        continue  # succeeded: its ack follows
                     item.stuff_exception(exception)
                 with message.item_context(item):
                     self._after_attempt(broker, item, item._exception)
