@@ -16,7 +16,8 @@ run), modes interleaved round by round:
 - `sql100`: the same, `--batch` records per transaction.
 
 `--worker-shapes PxT ...` runs the pipeline once per worker shape in every round (named
-`pipeline PxT`), to choose the Procfile's WORKER_PROCESSES × WORKER_THREADS by measurement.
+`pipeline PxT`), to choose the Procfile's WORKER_PROCESSES × WORKER_THREADS by measurement;
+`PxTbB` also sets REPORT_BATCH_SIZE=B (`2x64b1`: one job per call, group commit).
 `--base DIR` runs the pipeline a second time in every round from the code in DIR (an export
 of another commit: `git archive <commit> | tar -x -C DIR`), named `base pipeline ...`: before
 and after a change, side by side in one run.
@@ -53,12 +54,16 @@ from bench.cpu import backend_cpu, cpu_delta, tree_cpu
 MODES = ("pipeline", "sql", "sql100")
 
 
+#: A pipeline's worker: processes, threads and REPORT_BATCH_SIZE (None: the default).
+Shape = tuple[int, int, int | None]
+
+
 def run_pipeline(
     engine: Engine,
     redis_url: str,
     database_url: str,
     ids: list[int],
-    shape: tuple[int, int],
+    shape: Shape,
     *,
     cwd: Path = ROOT,
 ) -> dict[str, Any]:
@@ -71,7 +76,10 @@ def run_pipeline(
         database_url,
         processes=shape[0],
         threads=shape[1],
-        env={"PROMETHEUS_MULTIPROC_DIR": metrics_dir.name},
+        env={
+            "PROMETHEUS_MULTIPROC_DIR": metrics_dir.name,
+            **({} if shape[2] is None else {"REPORT_BATCH_SIZE": str(shape[2])}),
+        },
         cwd=cwd,
     )
     try:
@@ -202,14 +210,17 @@ def check_baselines(engine: Engine, database_url: str, args: Any) -> None:
         )
 
 
-def plan(args: Any) -> dict[str, tuple[int, int]]:
-    """Each mode of a round, by name, with its processes × threads."""
-    shapes: dict[str, tuple[int, int]] = {}
+def plan(args: Any) -> dict[str, Shape]:
+    """Each mode of a round, by name, with its processes × threads (and report batch size)."""
+    shapes: dict[str, Shape] = {}
     for mode in args.modes:
         if mode == "pipeline" and args.worker_shapes:
-            pipelines = {f"pipeline {p}x{t}": (p, t) for p, t in args.worker_shapes}
+            pipelines = {
+                f"pipeline {p}x{t}" + ("" if b is None else f"b{b}"): (p, t, b)
+                for p, t, b in args.worker_shapes
+            }
         else:
-            pipelines = {mode: (args.processes, args.threads)}
+            pipelines = {mode: (args.processes, args.threads, None)}
         if mode == "pipeline" and args.base:
             pipelines = {**{f"base {name}": shape for name, shape in pipelines.items()}, **pipelines}
         shapes.update(pipelines)
@@ -231,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         nargs="+",
         type=_shape,
         default=[],
-        metavar="PxT",
+        metavar="PxT[bB]",
         help="run the pipeline with each of these worker shapes (default: --processes × --threads)",
     )
     parser.add_argument(
@@ -342,17 +353,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return data
 
 
-def _shape(value: str) -> tuple[int, int]:
-    processes, _, threads = value.lower().partition("x")
+def _shape(value: str) -> Shape:
+    processes, _, rest = value.lower().partition("x")
+    threads, _, batch = rest.partition("b")
     try:
-        shape = int(processes), int(threads)
+        shape = int(processes), int(threads), (int(batch) if batch else None)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"a worker shape is PROCESSESxTHREADS, e.g. 2x8; got {value!r}"
+            f"a worker shape is PROCESSESxTHREADS[bBATCH], e.g. 2x8 or 2x64b1; got {value!r}"
         ) from None
-    if min(shape) < 1:
+    if min(shape[0], shape[1], shape[2] or 1) < 1:
         raise argparse.ArgumentTypeError(
-            f"a worker shape needs at least 1 process and 1 thread; got {value!r}"
+            f"a worker shape needs at least 1 process, 1 thread and a batch of 1; got {value!r}"
         )
     return shape
 
