@@ -53,6 +53,8 @@ LABELS = {
     "stub": "Dramatiq StubBroker",
     "rq": "RQ SimpleWorker (burst)",
 }
+#: The numerators of the drain ratios: ours, and ours with the no-op actor batched.
+OURS = ("ours", "ours-batch")
 #: Systems whose worker has a thread count; RQ's SimpleWorker runs one job at a time.
 THREADED = {"ours", "ours-p100", "ours-batch", "dramatiq", "dramatiq-p100", "stub"}
 #: Systems run with dramatiq_queue_prefetch=100 (Dramatiq's own knob, read at import).
@@ -318,9 +320,10 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     ratios: dict[str, float] = {}
     for label, value in drain_median.items():
         system, threads = label.split("@")
-        ours = drain_median.get(f"ours@{threads}") or drain_median.get("ours@1")
-        if system != "ours" and ours:
-            ratios[f"ours/{label}"] = stats.ratio(ours, value)
+        for mine in OURS:
+            ours = drain_median.get(f"{mine}@{threads}") or drain_median.get(f"{mine}@1")
+            if not system.startswith("ours") and ours:
+                ratios[f"{mine}/{label}"] = stats.ratio(ours, value)
     for kind in ("enqueue_single_msgs_per_s", "enqueue_batched_msgs_per_s"):
         ours_rate = out[kind].get("ours")
         for system, value in out[kind].items():
@@ -331,9 +334,10 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     per_round: dict[str, list[float]] = {}
     by_run = {(r["run"], r["system"], r["threads"]): r["n"] / r["drain_s"] for r in results}
     for (run, system, threads), rate in by_run.items():
-        ours_rate = by_run.get((run, "ours", threads))
-        if not system.startswith("ours") and ours_rate:
-            per_round.setdefault(f"ours/{system}@{threads}", []).append(ours_rate / rate)
+        for mine in OURS:
+            ours_rate = by_run.get((run, mine, threads))
+            if not system.startswith("ours") and ours_rate:
+                per_round.setdefault(f"{mine}/{system}@{threads}", []).append(ours_rate / rate)
     out["ratios_per_round"] = per_round
     return out
 
@@ -345,20 +349,23 @@ def report(summary: dict[str, Any], systems: Sequence[str], threads: Sequence[in
     def key(system: str, t: int) -> str:
         return f"{system}@{t}" if system in THREADED else ("rq@1" if t == threads[0] else "")
 
+    # The ratio columns: ours, and the batched no-op actor when it ran.
+    shown = [mine for mine in OURS if mine == "ours" or mine in systems]
     rows = []
     for system in systems:
         row: list[Any] = [LABELS[system]]
         row += [drain.get(key(system, t), float("nan")) for t in threads]
-        for t in threads:
-            ours, peer = drain.get(f"ours@{t}"), drain.get(key(system, t))
-            mine = system.startswith("ours")
-            row.append(stats.ratio(ours, peer) if ours and peer and not mine else float("nan"))
+        for numerator in shown:
+            for t in threads:
+                ours, peer = drain.get(f"{numerator}@{t}"), drain.get(key(system, t))
+                mine = system.startswith("ours")
+                row.append(stats.ratio(ours, peer) if ours and peer and not mine else float("nan"))
         row += [cpu.get(key(system, t), float("nan")) for t in threads]
         rows.append(row)
     header = (
         ["system"]
         + [f"msg/s @{t}" for t in threads]
-        + [f"ours/peer @{t}" for t in threads]
+        + [f"{mine}/peer @{t}" for mine in shown for t in threads]
         + [f"CPU µs/msg @{t}" for t in threads]
     )
     tables = [output.print_table("Drain (no-op actor), median of runs", header, rows)]

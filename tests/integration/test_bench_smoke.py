@@ -26,14 +26,35 @@ def case(name: str, *args: str) -> Callable[[Callable[[dict[str, Any]], None]], 
 
 
 @case(
-    "throughput", "--n", "100", "--runs", "1", "--threads", "2", "--systems", "ours", "dramatiq", "stub", "rq"
+    "throughput",
+    "--n",
+    "100",
+    "--runs",
+    "1",
+    "--threads",
+    "2",
+    "--systems",
+    "ours",
+    "ours-batch",
+    "dramatiq",
+    "stub",
+    "rq",
 )
 def _throughput(data: dict[str, Any]) -> None:
     rates = data["summary"]["drain_msgs_per_s"]
-    assert set(rates) == {"ours@2", "dramatiq@2", "stub@2", "rq@1"}
+    assert set(rates) == {"ours@2", "ours-batch@2", "dramatiq@2", "stub@2", "rq@1"}
     assert all(rate > 0 for rate in rates.values())
     assert "ours/dramatiq@2" in data["summary"]["ratios"]
-    assert set(data["summary"]["enqueue_batched_msgs_per_s"]) == {"ours", "dramatiq", "stub", "rq"}
+    assert "ours-batch/stub@2" in data["summary"]["ratios"]
+    batched_run = next(r for r in data["runs"] if r["system"] == "ours-batch")
+    assert 1 <= batched_run["batch_calls"] <= 100  # each of the 100 messages in some call
+    assert set(data["summary"]["enqueue_batched_msgs_per_s"]) == {
+        "ours",
+        "ours-batch",
+        "dramatiq",
+        "stub",
+        "rq",
+    }
 
 
 @case("roundtrips", "--n", "100", "--threads", "2", "--systems", "ours", "rq")
