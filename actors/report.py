@@ -179,6 +179,7 @@ def generate_report_batch(messages: list[ListMessageProxy]) -> None:
                 )
             )
             continue
+        message.mark_done()  # committed: a time limit striking the batch later is not its failure
         if generation.outcome is reports.GenerationOutcome.GENERATED and generation.latency_s is not None:
             prometheus.report_latency_s.observe(generation.latency_s)
     if failures:

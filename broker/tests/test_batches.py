@@ -161,6 +161,34 @@ def test_a_batch_that_raises_fails_each_of_its_messages_on_its_own_schedule(
     assert {n: counts[-1] for n, counts in calls.attempts().items()} == {n: 1 for n in range(5)}
 
 
+def test_a_batch_failing_after_some_messages_are_done_fails_only_the_others(
+    broker: RedisListBroker, make_worker: WorkerFactory
+) -> None:
+    calls = Calls()
+    struck = threading.Event()
+
+    def interrupted_once_after_the_first(messages: list[ListMessageProxy]) -> None:
+        calls.record(messages)
+        if not struck.is_set():
+            struck.set()
+            messages[0].mark_done()
+            raise RuntimeError("a time limit struck the batch")
+
+    actor = declare(broker, interrupted_once_after_the_first, size=8, retry_delays=(50,))
+    for n in range(4):
+        actor.send(n)  # queued before the worker starts: its first fetch takes its prefetch (2)
+    worker = make_worker(broker, threads=1)
+    settle_all(broker, worker)
+
+    (done, *interrupted) = [n for n, _ in calls.batches[0]]
+    assert interrupted, calls.batches  # the first call held more than the one it finished
+    attempts = calls.attempts()
+    assert attempts.pop(done) == [0]  # finished before the failure: acknowledged, not retried
+    for n in interrupted:
+        assert attempts.pop(n) == [0, 1]  # the failure was theirs: retried on their schedule
+    assert all(counts == [0] for counts in attempts.values()), attempts
+
+
 def test_dependency_unavailable_gives_the_batch_back_uncounted(
     broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
 ) -> None:

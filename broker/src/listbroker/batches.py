@@ -13,7 +13,9 @@ specification asks per message still is:
   alone on its schedule, or dead-letters it with its hook, or gives it back uncounted when the
   error is `DependencyUnavailable`, exactly as if it had raised alone;
 - `f` raising fails every message of the batch not yet settled with that error (a
-  `DependencyUnavailable`: all given back uncounted, the gate closed);
+  `DependencyUnavailable`: all given back uncounted, the gate closed), except those `f` marked
+  finished (`message.mark_done()`): a time limit striking a batch late fails only the messages
+  whose work it interrupted;
 - a message `ExactRetries` refuses on arrival (a poison pill, a dead letter moved back by hand)
   is settled before the call and left out of `f`'s list;
 - observers count and time each message (observability's JobObserver looks into the batch),

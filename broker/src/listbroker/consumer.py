@@ -126,6 +126,13 @@ class ListMessageProxy(MessageProxy):
         #: job from its processing list and the index: a failed attempt's retry was lost, and
         #: another job's dead letter set status 5 under it (found by the soak).
         self._unrecorded: Callable[[], object] | None = None
+        #: Set by a batch function for a message whose work is finished (`mark_done`).
+        self.done = False
+
+    def mark_done(self) -> None:
+        """A batch function finished this message's work (batches.py): should the call raise
+        afterwards (a time limit), that failure is not this message's, which is acknowledged."""
+        self.done = True
 
     def _record(self, step: Callable[[], T]) -> T:
         try:

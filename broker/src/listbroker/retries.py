@@ -195,7 +195,7 @@ class ExactRetries(Retries):
                 if item.settled:
                     continue  # refused on arrival (before_process_message)
                 if item._exception is None:
-                    if exception is None:
+                    if exception is None or item.done:
                         continue  # succeeded: its ack follows
                     item.stuff_exception(exception)
                 with message.item_context(item):
