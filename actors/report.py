@@ -158,7 +158,10 @@ def generate_report_batch(messages: list[ListMessageProxy]) -> None:
         # Nothing was done: every job goes back uncounted, in one step (ExactRetries).
         raise DependencyUnavailable(str(down[0])) from down[0]
     failures: list[Event] = []
-    for (message, job), result in zip(runnable, raw, strict=True):
+    # The jobs the group settled first, then those that run alone (a record locked elsewhere,
+    # a failed group), which may wait: each of the first is done before any wait begins.
+    settled = sorted(zip(runnable, raw, strict=True), key=lambda pair: groups.runs_alone(pair[1]))
+    for (message, job), result in settled:
         try:
             with in_job_context(message):
                 generation = groups.settle(job, result)

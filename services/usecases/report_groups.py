@@ -149,6 +149,11 @@ class ReportGroups:
         results = iter(raw)
         return [next(results) if _valid(job.record_id) else INVALID_ID for job in jobs]
 
+    @staticmethod
+    def runs_alone(result: Raw) -> bool:
+        """Will `settle` run this job alone (its record locked elsewhere, or its group failed)?"""
+        return isinstance(result, Deferred | GroupFailed)
+
     def settle(self, job: Job, result: Raw) -> Generation:
         """The job's outcome from its group's raw result: its `Generation`, logged (one line per
         report), or its error raised. A record the group left (locked elsewhere) or could not do

@@ -12,6 +12,7 @@ import redis
 from listbroker import DELAYED_PREFIX_LEN, RedisListBroker
 from sqlalchemy.orm import Session, sessionmaker
 
+from config.settings import Settings
 from redis_adapters.queue_figures import QueueFigures, queue_figures
 from redis_adapters.queues import (
     DEAD_LETTER_QUEUE_KEY,
@@ -25,7 +26,7 @@ from redis_adapters.queues import (
 from redis_adapters.report_message import ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.status import RecordStatus
-from tests.support.processes import wait_until
+from tests.support.processes import row_locked, sessions_waiting_for_a_lock, wait_until
 from tests.support.record_state import report_rows, status_of, wait_for_status
 from tests.support.retry_clock import RetryClock, assert_schedule
 
@@ -146,6 +147,31 @@ def test_jobs_taken_together_each_keep_their_own_outcome(
     assert (retry.record_id, retry.retry_count) == (bad, 1)  # its first retry, on its own
     assert status_of(session_factory, bad) == RecordStatus.GENERATING
     assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 0
+
+
+def test_a_record_locked_elsewhere_waits_alone_while_the_rest_of_its_batch_is_generated(
+    report_broker: RedisListBroker,
+    report_worker: dramatiq.Worker,
+    make_record: MakeRecord,
+    redis_client: redis.Redis,
+    session_factory: sessionmaker[Session],
+    settings: Settings,
+) -> None:
+    locked, *free = (make_record(RecordStatus.GENERATING) for _ in range(5))
+    with row_locked(settings.database_url, locked):
+        redis_client.lpush(REPORT_QUEUE_KEY, *(ReportQueueMessage.new(r).encode() for r in [locked, *free]))
+        for record_id in free:  # not held up by the lock (the group skips the locked row)
+            wait_for_status(session_factory, record_id, RecordStatus.COMPLETED)
+        wait_until(
+            lambda: sessions_waiting_for_a_lock(settings.database_url) > 0,
+            timeout=30,
+            what="the locked record's job waiting alone on its lock",
+        )
+        assert status_of(session_factory, locked) == RecordStatus.GENERATING
+    report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
+    assert status_of(session_factory, locked) == RecordStatus.COMPLETED
+    assert report_rows(session_factory, locked) == (8, 1)
+    assert redis_client.zcard(REPORT_DELAYED_KEY) == 0  # no attempt failed
 
 
 @pytest.mark.slow
