@@ -240,14 +240,17 @@ def test_a_burst_through_a_redis_fault_ends_with_every_report(
 def test_a_database_outage_spends_no_attempt_on_jobs_that_wait(
     settings: Settings, engine: Engine, redis_url: str, redis_client: redis.Redis, clean: None, tmp_path: Path
 ) -> None:
-    """PostgreSQL cut off from the worker for 12 s with 4 jobs in flight and 36 waiting.
+    """PostgreSQL cut off from the worker for 12 s with the jobs of 4 locked records in flight
+    and the rest waiting.
 
-    The 4 running attempts lose their connection: not their records' failure (tried once
-    more, then `DatabaseUnavailable`, as a group whose connection was lost twice), so they
-    wait behind the availability gate, uncounted, with the others (before 2026-12-02 they
-    failed and followed the schedule); when the database answers again every
-    record completes and nothing is dead-lettered or set to 5. Without the gate each of
-    the 40 jobs would spend an attempt (and, over a long outage, all of them).
+    The worker's batch holds the 4 (its group skips their locked rows; each then runs alone,
+    one after another: the first waits on its lock when the database goes). The attempt
+    waiting loses its connection: not its record's failure (tried once more, then
+    `DatabaseUnavailable`, as a group whose connection was lost twice), so it waits behind the
+    availability gate, uncounted, as do the others of its batch and the jobs queued (before
+    2026-12-02 they failed and followed the schedule); when the database answers again every
+    record completes and nothing is dead-lettered or set to 5. Without the gate each of the
+    40 jobs would spend an attempt (and, over a long outage, all of them).
     """
     pg = FaultProxy(settings.database_url.replace("postgresql+psycopg://", "postgresql://"))
     worker_db = pg.url.replace("postgresql://", "postgresql+psycopg://", 1)
@@ -257,8 +260,9 @@ def test_a_database_outage_spends_no_attempt_on_jobs_that_wait(
     answers = all_answers(engine)
     first = ids[:4]
     try:
-        # Queue every job while the worker is paused, then let it take the first four
-        # (FIFO) into generations blocked on row locks: attempts in flight.
+        # Queue every job while the worker is paused, then let it take the first ones (FIFO)
+        # into its batch: the four locked records' jobs are attempts in flight, one blocked on
+        # its row lock.
         stack.worker.signal(signal.SIGSTOP)
         for record_id in ids:
             submit_patiently(stack.base, token, record_id, answers)
@@ -267,9 +271,9 @@ def test_a_database_outage_spends_no_attempt_on_jobs_that_wait(
                 locks.enter_context(row_locked(settings.database_url, record_id))
             stack.worker.signal(signal.SIGCONT)
             wait_until(
-                lambda: sessions_waiting_for_a_lock(settings.database_url) >= 4,
+                lambda: sessions_waiting_for_a_lock(settings.database_url) >= 1,
                 timeout=20,
-                what="4 generations blocked mid-transaction",
+                what="a locked record's generation blocked mid-transaction",
             )
             pg.down()
         time.sleep(DATABASE_OUTAGE_S)
