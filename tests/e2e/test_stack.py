@@ -191,7 +191,8 @@ def test_queue_figures_match_the_redis_lists(stack: Stack, engine: Engine, redis
     url = stack.settings.database_url
     with row_locked(url, first), row_locked(url, second):
         RedisReportQueue(redis_conn).enqueue_many([first, second, *rest])
-        # Both threads wait for a lock, two jobs are prefetched, three stay queued: a still picture.
+        # The worker holds its prefetch (4 jobs, in its batches) while two of them wait for a
+        # lock, and three stay queued: a still picture.
         stack.wait_until(
             lambda: (queue_figures(redis_conn).queued, queue_figures(redis_conn).in_flight) == (3, 4),
             timeout=60,
@@ -233,9 +234,21 @@ def test_sigterm_to_the_stack_loses_nothing(stack: Stack, engine: Engine, redis_
     url = stack.settings.database_url
     with contextlib.ExitStack() as quick_lock, row_locked(url, stuck):
         quick_lock.enter_context(row_locked(url, quick))
-        RedisReportQueue(redis_conn).enqueue_many([quick, stuck, prefetched])
+        # One at a time, each once the one before is taken: the worker hands out what it holds
+        # as one batch (README, "Batches"), so `quick` and `stuck` are each a batch of their own
+        # on one of its two threads, and `prefetched` a third that no thread is free to start.
+        queue = RedisReportQueue(redis_conn)
+        queue.enqueue(quick)
         stack.wait_until(
-            lambda: sessions_waiting_for_a_lock(url) >= 2 and queue_figures(redis_conn).in_flight == 3,
+            lambda: sessions_waiting_for_a_lock(url) >= 1, timeout=60, what="a generation mid-transaction"
+        )
+        queue.enqueue(stuck)
+        stack.wait_until(
+            lambda: sessions_waiting_for_a_lock(url) >= 2, timeout=60, what="two generations mid-transaction"
+        )
+        queue.enqueue(prefetched)
+        stack.wait_until(
+            lambda: queue_figures(redis_conn).in_flight == 3,
             timeout=60,
             what="two generations mid-transaction and one job prefetched",
         )
