@@ -35,6 +35,12 @@ _SAVE = lua_source("redis_adapters", "autosave_save")
 # lookup that raced with a submission can never overwrite the seal.
 _PRIME = lua_source("redis_adapters", "autosave_prime")
 
+# KEYS / ARGV: see each file. Scripts rather than MULTI pipelines: the same atomic steps, and
+# for the client one command to pack and one reply to parse instead of each command's and
+# MULTI/EXEC's (a submission runs both).
+_SEAL = lua_source("redis_adapters", "autosave_seal")
+_RELEASE = lua_source("redis_adapters", "autosave_release")
+
 
 class RedisAutosaveStore:
     """`services.usecases.autosave.AutosaveStore` on Redis; every Redis error becomes AutosaveUnavailable."""
@@ -44,6 +50,8 @@ class RedisAutosaveStore:
         self.keys = keys or AutosaveKeys.default()
         self._save = client.register_script(_SAVE)
         self._prime = client.register_script(_PRIME)
+        self._seal = client.register_script(_SEAL)
+        self._release = client.register_script(_RELEASE)
 
     def save(self, user_id: int, record_id: int, answers: Sequence[tuple[int, int]]) -> SaveResponse:
         if not answers:
@@ -81,12 +89,10 @@ class RedisAutosaveStore:
             raise AutosaveUnavailable(f"could not cache record {record_id}: {exc}") from exc
 
     def seal(self, record_id: int, user_id: int) -> None:
-        key = self.keys.record(record_id)
         try:
-            pipe = self.client.pipeline(transaction=True)
-            pipe.hset(key, mapping={"user": user_id, "status": int(RecordStatus.GENERATING)})
-            pipe.expire(key, SEAL_TTL_S)
-            pipe.execute()
+            self._seal(
+                keys=[self.keys.record(record_id)], args=[user_id, int(RecordStatus.GENERATING), SEAL_TTL_S]
+            )
         except redis.RedisError as exc:
             raise AutosaveUnavailable(f"could not seal record {record_id}: {exc}") from exc
 
@@ -105,18 +111,8 @@ class RedisAutosaveStore:
         return None if raw is None else plain_int(raw, 1, MAX_QUESTION_ID)
 
     def release(self, record_id: int, *, submitted: bool) -> None:
-        k = self.keys
+        args = [record_id, 1 if submitted else 0, int(RecordStatus.GENERATING), RECORD_CACHE_TTL_S]
         try:
-            pipe = self.client.pipeline(transaction=True)
-            if submitted:
-                pipe.delete(k.answers.item(record_id), k.progress.item(record_id))
-                pipe.srem(k.answers.dirty, record_id)
-                pipe.srem(k.progress.dirty, record_id)
-                # Keep the record closed to saves for as long as a stale "2" could be cached.
-                pipe.hset(k.record(record_id), "status", int(RecordStatus.GENERATING))
-                pipe.expire(k.record(record_id), RECORD_CACHE_TTL_S)
-            else:
-                pipe.delete(k.record(record_id))
-            pipe.execute()
+            self._release(keys=self._save_keys(record_id), args=args)
         except redis.RedisError as exc:
             raise AutosaveUnavailable(f"could not release the autosave of record {record_id}: {exc}") from exc
