@@ -72,6 +72,11 @@ class RedisGuard:
 
     def before_call(self) -> None:
         """Raise `RedisFailFast` unless this call may go to Redis."""
+        # Closed, the usual case: no lock (every Redis command of a request passes here). A
+        # guard opened by another thread a moment ago lets this one call through: it would
+        # have, had it come a moment earlier.
+        if self._open_until is None:
+            return
         with self._lock:
             if self._open_until is None:
                 return
@@ -87,6 +92,9 @@ class RedisGuard:
             self._probe_thread = me
 
     def succeeded(self) -> None:
+        # Nothing to reset, the usual case: no lock (every reply passes here).
+        if self._open_until is None and self._probe_since is None and self._probe_thread is None:
+            return
         with self._lock:
             if self._open_until is not None:
                 log.info("Redis answers again")
