@@ -44,6 +44,7 @@ class ProjectLogger(Logger):  # type: ignore[misc]  # gunicorn has no type hints
     def atoms(self, resp: Any, req: Any, environ: Any, request_time: Any) -> dict[str, Any]:
         atoms: dict[str, Any] = super().atoms(resp, req, environ, request_time)
         for name, value in atoms.items():
-            if isinstance(value, str) and "s=" in value.lower():
+            # "s=" in value.lower(), without lowering every atom of every request's line.
+            if isinstance(value, str) and ("s=" in value or "S=" in value):
                 atoms[name] = redact(value)
         return atoms
