@@ -161,32 +161,35 @@ def generate_report_batch(messages: list[ListMessageProxy]) -> None:
     # The jobs the group settled first, then those that run alone (a record locked elsewhere,
     # a failed group), which may wait: each of the first is done before any wait begins.
     settled = sorted(zip(runnable, raw, strict=True), key=lambda pair: groups.runs_alone(pair[1]))
-    for (message, job), result in settled:
-        try:
-            with in_job_context(message):
-                generation = groups.settle(job, result)
-        except DatabaseUnavailable as exc:
-            unavailable = DependencyUnavailable(str(exc))
-            unavailable.__cause__ = exc
-            message.stuff_exception(unavailable)
-            continue
-        except Exception as exc:
-            message.stuff_exception(exc)
-            error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
-            failures.append(
-                Event.new(
-                    EventType.REPORT_GENERATION_FAILED,
-                    record_id=job.record_id,
-                    actor=WORKER_ACTOR,
-                    data={"attempt": job.attempt, "error": error},
+    try:
+        for (message, job), result in settled:
+            try:
+                with in_job_context(message):
+                    generation = groups.settle(job, result)
+            except DatabaseUnavailable as exc:
+                unavailable = DependencyUnavailable(str(exc))
+                unavailable.__cause__ = exc
+                message.stuff_exception(unavailable)
+                continue
+            except Exception as exc:
+                message.stuff_exception(exc)
+                error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+                failures.append(
+                    Event.new(
+                        EventType.REPORT_GENERATION_FAILED,
+                        record_id=job.record_id,
+                        actor=WORKER_ACTOR,
+                        data={"attempt": job.attempt, "error": error},
+                    )
                 )
-            )
-            continue
-        message.mark_done()  # committed: a time limit striking the batch later is not its failure
-        if generation.outcome is reports.GenerationOutcome.GENERATED and generation.latency_s is not None:
-            prometheus.report_latency_s.observe(generation.latency_s)
-    if failures:
-        _log_events(*failures)
+                continue
+            message.mark_done()  # committed: a time limit striking the batch later is not its failure
+            if generation.outcome is reports.GenerationOutcome.GENERATED and generation.latency_s is not None:
+                prometheus.report_latency_s.observe(generation.latency_s)
+    finally:
+        # Also when a time limit interrupts the batch: the failures seen so far are logged.
+        if failures:
+            _log_events(*failures)
 
 
 def _attempt_of(message: dramatiq.Message[Any] | ListMessageProxy) -> int:
