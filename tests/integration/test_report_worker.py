@@ -157,7 +157,9 @@ def test_a_record_locked_elsewhere_waits_alone_while_the_rest_of_its_batch_is_ge
     session_factory: sessionmaker[Session],
     settings: Settings,
 ) -> None:
-    locked, *free = (make_record(RecordStatus.GENERATING) for _ in range(5))
+    # No more jobs than the worker's prefetch (2 threads: 4), all taken at once: a batch holding
+    # the locked record's job stays in flight until that job, run alone, gets the lock.
+    locked, *free = (make_record(RecordStatus.GENERATING) for _ in range(3))
     with row_locked(settings.database_url, locked):
         redis_client.lpush(REPORT_QUEUE_KEY, *(ReportQueueMessage.new(r).encode() for r in [locked, *free]))
         for record_id in free:  # not held up by the lock (the group skips the locked row)

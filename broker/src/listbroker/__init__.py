@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from listbroker.backoff import Backoff
 from listbroker.batches import (
+    BATCH_ACTOR_SUFFIX,
     BATCH_FN_OPTION,
     BATCH_SIZE_OPTION,
     Batches,
@@ -76,6 +77,7 @@ from listbroker.signals import debounce_worker_sigterm
 from listbroker.spec import ActorSpec, actor_spec
 
 __all__ = [
+    "BATCH_ACTOR_SUFFIX",
     "BATCH_FN_OPTION",
     "BATCH_SIZE_OPTION",
     "DEAD_LETTER_OPTION",
