@@ -35,6 +35,7 @@ from redis_adapters.queues import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUE
 from services.domain.errors import DatabaseUnavailable
 from services.domain.events import Event, EventSink, EventType, emit
 from services.usecases import reports
+from services.usecases.drill import FaultDrillFailure
 from services.usecases.report_groups import GroupFailed, Job
 
 logger = logging.getLogger(__name__)
@@ -173,15 +174,7 @@ def generate_report_batch(messages: list[ListMessageProxy]) -> None:
                 continue
             except Exception as exc:
                 message.stuff_exception(exc)
-                error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
-                failures.append(
-                    Event.new(
-                        EventType.REPORT_GENERATION_FAILED,
-                        record_id=job.record_id,
-                        actor=WORKER_ACTOR,
-                        data={"attempt": job.attempt, "error": error},
-                    )
-                )
+                failures.append(_failure_event(job.record_id, job.attempt, exc))
                 continue
             message.mark_done()  # committed: a time limit striking the batch later is not its failure
             if generation.outcome is reports.GenerationOutcome.GENERATED and generation.latency_s is not None:
@@ -190,6 +183,18 @@ def generate_report_batch(messages: list[ListMessageProxy]) -> None:
         # Also when a time limit interrupts the batch: the failures seen so far are logged.
         if failures:
             _log_events(*failures)
+
+
+def _failure_event(record_id: int, attempt: int | None, exc: BaseException) -> Event:
+    """A failed attempt's event, dated when it failed: a drilled one when the drill decided."""
+    error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+    return Event.new(
+        EventType.REPORT_GENERATION_FAILED,
+        record_id=record_id,
+        actor=WORKER_ACTOR,
+        data={"attempt": attempt, "error": error},
+        at=exc.at if isinstance(exc, FaultDrillFailure) else None,
+    )
 
 
 def _attempt_of(message: dramatiq.Message[Any] | ListMessageProxy) -> int:
@@ -221,8 +226,7 @@ def generate_report(record_id: int) -> None:
         # Nothing was done: no attempt is spent while the database is down (broker/src/listbroker/gate.py).
         raise DependencyUnavailable(str(exc)) from exc
     except BaseException as exc:
-        error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
-        _log_event(EventType.REPORT_GENERATION_FAILED, record_id, attempt=_attempt(), error=error)
+        _log_events(_failure_event(record_id, _attempt(), exc))
         raise
     # The outcome's log line is services.usecases.reports' (one line per report, with its
     # reason); the report's `report.generated` event was committed with it (with the attempt).

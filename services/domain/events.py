@@ -80,12 +80,13 @@ class Event:
         user_id: int | None = None,
         actor: str | None = None,
         data: dict[str, Any] | None = None,
+        at: datetime | None = None,
     ) -> Event:
-        """A fresh event: a random id, the current time (UTC, microseconds)."""
+        """A fresh event: a random id, the current time (UTC, microseconds) unless `at` says when."""
         return cls(
             id=uuid.uuid4(),
             event_type=str(event_type),
-            occurred_at=datetime.now(UTC),
+            occurred_at=at or datetime.now(UTC),
             record_id=record_id,
             user_id=user_id,
             actor=actor,

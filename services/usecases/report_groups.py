@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Sequence
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 from services.domain.errors import DatabaseUnavailable
@@ -164,8 +165,9 @@ class ReportGroups:
             return INVALID_ID
         if isinstance(result, GroupFailed):
             # The drill first, as the group asked it before its transaction (one call, rare path).
+            decided = datetime.now(UTC)
             if record_id in self._in_drill([record_id]):
-                raise _drill_failure(record_id) from None
+                raise _drill_failure(record_id, decided) from None
             cause = result.__cause__
             if isinstance(cause, DatabaseUnavailable):
                 # Nothing was done; a fresh instance per thread (an exception carries its traceback).
@@ -217,12 +219,14 @@ class ReportGroups:
 
     def _run(self, jobs: Sequence[Job]) -> list[GroupResult | FaultDrillFailure]:
         """The group's results; a drilled record's is its `FaultDrillFailure` (raised in its thread)."""
+        decided = datetime.now(UTC)
         held = self._in_drill([job.record_id for job in jobs])
         if held:
             rest = [job for job in jobs if job.record_id not in held]
             generated = iter(self._generate(rest))
             return [
-                _drill_failure(job.record_id) if job.record_id in held else next(generated) for job in jobs
+                _drill_failure(job.record_id, decided) if job.record_id in held else next(generated)
+                for job in jobs
             ]
         return list(self._generate(jobs))
 
@@ -257,5 +261,5 @@ class ReportGroups:
             raise
 
 
-def _drill_failure(record_id: int) -> FaultDrillFailure:
-    return FaultDrillFailure(DRILL_ERROR.format(record_id=record_id))
+def _drill_failure(record_id: int, decided: datetime) -> FaultDrillFailure:
+    return FaultDrillFailure(DRILL_ERROR.format(record_id=record_id), at=decided)

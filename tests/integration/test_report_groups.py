@@ -6,6 +6,7 @@ import logging
 import multiprocessing
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
 from multiprocessing.synchronize import Event as EventType
 from typing import Any
 
@@ -471,6 +472,31 @@ def test_drilled_records_of_a_group_fail_alone_and_are_not_touched(
         assert_generated(session_factory, record_id)
     # Asked once per group (the first group, then the three gathered behind it), not per job.
     assert asked == [[first], sorted([drilled, *free])]
+
+
+def test_a_drilled_failure_is_dated_before_the_drill_read_the_records_state(
+    session_factory: sessionmaker[Session], make_record: MakeRecord
+) -> None:
+    """Another job of the record may commit its report right after the drill read status 3;
+    the drilled attempt's failure is dated before that read, so it never follows the report."""
+    drilled, free = good_record(make_record, 1), good_record(make_record, 2)
+    asked_at: list[datetime] = []
+
+    def in_drill(record_ids: Sequence[int]) -> set[int]:
+        asked_at.append(datetime.now(UTC))
+        return {drilled} & set(record_ids)
+
+    groups = ReportGroups(lambda: UnitOfWork(session_factory), drilled=in_drill)
+    before = datetime.now(UTC)
+    raw = groups.run_group([Job(drilled, 1), Job(free, 1)])
+
+    failure = raw[0]
+    assert isinstance(failure, FaultDrillFailure)
+    assert failure.at is not None
+    assert before <= failure.at <= asked_at[0]  # decided before the drill and the status were read
+    with pytest.raises(FaultDrillFailure) as raised:
+        groups.settle(Job(drilled, 1), failure)
+    assert raised.value.at == failure.at
 
 
 def test_a_drilled_record_of_a_failed_group_still_fails_by_the_drill(
