@@ -393,10 +393,9 @@ class RedisListConsumer(Consumer):
     # ------------------------------------------------------------------ outcomes
 
     def ack(self, message: MessageProxy) -> None:
-        # A batch's items one by one: on a Redis error Dramatiq acks the batch again, and
-        # the items already recorded are settled (nothing is recorded twice).
-        # A batch's item that failed for good (Dramatiq's backoff used up) is rejected alone;
-        # the rest are acknowledged together (one lock, one wake-up).
+        # A batch's item that failed for good (Dramatiq's backoff used up) is rejected alone, the
+        # rest acknowledged together (one lock, one wake-up). On a Redis error Dramatiq acks the
+        # batch again; the items already recorded are settled, so nothing is recorded twice.
         plain: list[ListMessageProxy] = []
         for proxy in _each(message):
             if proxy.failed:
