@@ -23,6 +23,7 @@ from listbroker import (
     ListBatchProxy,
     ListMessageProxy,
     RedisListBroker,
+    dead_letter_option,
 )
 from support import BrokerFactory, WorkerFactory, as_bytes, bytes_list
 
@@ -222,7 +223,9 @@ def test_a_dead_letter_moved_back_by_hand_is_left_out_of_the_call(
     actor = declare(broker, calls.record, retry_delays=(50,))
     actor.send(1)
     moved_back = actor.message(2)
-    broker.enqueue(moved_back.copy(options={**moved_back.options, DEAD_LETTER_OPTION: {"error": "x"}}))
+    # The option the broker writes on a dead letter (deadletters.py), as an LMOVE back keeps it.
+    marked = {**moved_back.options, DEAD_LETTER_OPTION: dead_letter_option("RuntimeError: x", 4)}
+    broker.enqueue(moved_back.copy(options=marked))
     actor.send(3)
     worker = make_worker(broker, threads=1)
     settle_all(broker, worker)
