@@ -50,23 +50,23 @@ BUCKETS: tuple[tuple[str, str], ...] = (
 )
 
 
-def bucket(stack: str) -> str:
+def bucket(stack: str, buckets: Sequence[tuple[str, str]] = BUCKETS) -> str:
     """The bucket of the innermost frame of a collapsed stack ("f (file:line);g (...)")."""
     for frame in reversed(stack.split(";")):
         where = frame.rpartition(" (")[2]
-        for prefix, name in BUCKETS:
+        for prefix, name in buckets:
             if where.startswith(prefix) or f"/{prefix}" in where:
                 return name
     return "other"
 
 
-def shares(raw: str) -> tuple[dict[str, float], int]:
+def shares(raw: str, buckets: Sequence[tuple[str, str]] = BUCKETS) -> tuple[dict[str, float], int]:
     """Per bucket, its share of the samples of `raw` (py-spy's collapsed format)."""
     counts: collections.Counter[str] = collections.Counter()
     for line in raw.splitlines():
         stack, _, count = line.rpartition(" ")
         if stack and count.isdigit():
-            counts[bucket(stack)] += int(count)
+            counts[bucket(stack, buckets)] += int(count)
     total = sum(counts.values())
     return {name: n / total for name, n in counts.most_common()} if total else {}, total
 
