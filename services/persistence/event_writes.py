@@ -9,6 +9,7 @@ direct writer are in services/persistence/event_store.py.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,17 +17,20 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from services.domain.events import Event
+from services.persistence.driver import statements
 
-_INSERT = text(
-    """
+# In psycopg's parameter style: a unit of work's events go on its psycopg connection
+# (services/persistence/driver.py), in the round trip of its change's statements; other
+# writers use the SQLAlchemy form (`_INSERT`) on their sessions.
+_INSERT_SQL = """
     INSERT INTO event_log (id, occurred_at, event_type, record_id, user_id, actor, data)
     SELECT * FROM unnest(
-        CAST(:ids AS uuid[]), CAST(:times AS timestamptz[]), CAST(:types AS varchar[]),
-        CAST(:records AS bigint[]), CAST(:users AS bigint[]), CAST(:actors AS varchar[]),
-        CAST(:data AS jsonb[]))
+        CAST(%(ids)s AS uuid[]), CAST(%(times)s AS timestamptz[]), CAST(%(types)s AS varchar[]),
+        CAST(%(records)s AS bigint[]), CAST(%(users)s AS bigint[]), CAST(%(actors)s AS varchar[]),
+        CAST(%(data)s AS jsonb[]))
     ON CONFLICT DO NOTHING
     """
-)
+_INSERT = text(re.sub(r"%\((\w+)\)s", r":\1", _INSERT_SQL))
 
 
 def insert_events(session: Session, events: Sequence[Event]) -> int:
@@ -37,19 +41,21 @@ def insert_events(session: Session, events: Sequence[Event]) -> int:
     """
     if not events:
         return 0
-    result = session.execute(
-        _INSERT,
-        {
-            "ids": [str(e.id) for e in events],
-            "times": [e.occurred_at for e in events],
-            "types": [e.event_type for e in events],
-            "records": [e.record_id for e in events],
-            "users": [e.user_id for e in events],
-            "actors": [e.actor for e in events],
-            "data": [json.dumps(e.data, ensure_ascii=False) for e in events],
-        },
-    )
+    result = session.execute(_INSERT, _columns(events))
     return int(getattr(result, "rowcount", 0) or 0)
+
+
+def _columns(events: Sequence[Event]) -> dict[str, list[Any]]:
+    """`_INSERT`'s parameters: one array per column."""
+    return {
+        "ids": [str(e.id) for e in events],
+        "times": [e.occurred_at for e in events],
+        "types": [e.event_type for e in events],
+        "records": [e.record_id for e in events],
+        "users": [e.user_id for e in events],
+        "actors": [e.actor for e in events],
+        "data": [json.dumps(e.data, ensure_ascii=False) for e in events],
+    }
 
 
 _AMEND = text(
@@ -67,7 +73,11 @@ class EventRepository:
         self.session = session
 
     def add(self, events: Sequence[Event]) -> None:
-        insert_events(self.session, events)
+        """Insert `events` in the unit of work's transaction: one round trip, or none of its own
+        inside the unit of work's `batch`."""
+        if events:
+            with statements(self.session) as conn:
+                conn.execute(_INSERT_SQL, _columns(events))
 
     def amend(self, events: Sequence[Event], patch: dict[str, Any]) -> int:
         """Merge `patch` into the stored `data` of `events` (what was learnt after their commit,

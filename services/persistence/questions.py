@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from services.persistence.driver import statements
 from services.persistence.models import Dimension, Question
 
-#: Read in every submission's transaction: plain SQL, compiled once.
-_ACTIVE_IDS = text("SELECT id FROM questions WHERE is_active")
+#: Read in every submission's transaction: plain SQL on psycopg (services/persistence/driver.py).
+ACTIVE_IDS = "SELECT id FROM questions WHERE is_active"
 
 
 class QuestionRepository:
@@ -16,7 +17,9 @@ class QuestionRepository:
         self.session = session
 
     def active_ids(self) -> list[int]:
-        return list(self.session.scalars(_ACTIVE_IDS).all())
+        with statements(self.session) as conn:
+            cursor = conn.execute(ACTIVE_IDS)
+        return [qid for (qid,) in cursor.fetchall()]
 
     def active_in_order(self) -> list[tuple[int, str, str, str, int]]:
         """(id, dimension code, dimension name, text, sort order) of the active questions, in

@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
-from sqlalchemy import BigInteger, ColumnElement, any_, bindparam, delete, func, select, text, update
+from sqlalchemy import BigInteger, ColumnElement, any_, bindparam, delete, func, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from services.domain.saved_answers import MergedAnswers, from_epoch_ms
 from services.domain.status import RecordStatus
+from services.persistence.driver import statements
 from services.persistence.models import (
     Answer,
     AssessmentRecord,
@@ -26,6 +27,7 @@ from services.persistence.models import (
     Question,
     ReportSummary,
 )
+from services.persistence.questions import ACTIVE_IDS
 
 
 def any_id(column: InstrumentedAttribute[int], ids: Sequence[int]) -> ColumnElement[bool]:
@@ -59,37 +61,56 @@ class RecordRow(NamedTuple):
         )
 
 
-# The user's side runs these on every request of a submission: plain SQL, compiled once
-# (the ORM's statement building and row loading cost about twice their CPU in the web tier).
+# The user's side runs these on every request of a submission: plain SQL on psycopg
+# (services/persistence/driver.py), no statement building or row processing in Python, and
+# pipelined: a call is one round trip, its BEGIN included (the ORM's statements cost about
+# twice their CPU in the web tier, and each its own round trip).
 _COLUMNS = "id, user_id, status, created_at, started_at, submitted_at, completed_at, current_question_id"
-_OWN = text(
-    f"SELECT {_COLUMNS} FROM assessment_records WHERE id = :id AND user_id = :user AND NOT is_deleted"  # noqa: S608
+_OWN = (
+    f"SELECT {_COLUMNS} FROM assessment_records"  # noqa: S608
+    " WHERE id = %(id)s AND user_id = %(user)s AND NOT is_deleted"
 )
-_OWN_LOCKED = text(_OWN.text + " FOR UPDATE")
-_ADD = text(
-    "INSERT INTO assessment_records (user_id, status, is_deleted) VALUES (:user, 1, false)"  # noqa: S608
+_OWN_LOCKED = _OWN + " FOR UPDATE"
+_ADD = (
+    "INSERT INTO assessment_records (user_id, status, is_deleted) VALUES (%(user)s, 1, false)"  # noqa: S608
     f" RETURNING {_COLUMNS}"
 )
-_START = text(
-    "UPDATE assessment_records SET status = 2, started_at = now(), updated_at = now()"  # noqa: S608
-    f" WHERE id = :id RETURNING {_COLUMNS}"
+# From 1 only: the record is read again after it (_OWN), in a statement of its own so that it
+# sees what a concurrent start left (a statement's snapshot is taken when it begins).
+_START_PENDING = (
+    "UPDATE assessment_records SET status = 2, started_at = now(), updated_at = now()"
+    " WHERE id = %(id)s AND user_id = %(user)s AND NOT is_deleted AND status = 1"
 )
-_STORED_ANSWERS = text("SELECT question_id, value, answered_at FROM answers WHERE record_id = :id")
-_DELETE_ANSWERS = text("DELETE FROM answers WHERE record_id = :id")
-_INSERT_ANSWERS = text(
+# The transaction's time: what now() writes in every statement of it (submitted_at).
+_NOW = "SELECT now()"
+_STORED_ANSWERS = "SELECT question_id, value, answered_at FROM answers WHERE record_id = %(id)s"
+_DELETE_ANSWERS = "DELETE FROM answers WHERE record_id = %(id)s"
+_INSERT_ANSWERS = (
     "INSERT INTO answers (record_id, question_id, value, answered_at)"
-    " SELECT :id, q, v, COALESCE(t, now())"
-    " FROM unnest(CAST(:questions AS integer[]), CAST(:values AS smallint[]),"
-    " CAST(:times AS timestamptz[])) AS a(q, v, t)"
+    " SELECT %(id)s, q, v, COALESCE(t, now())"
+    " FROM unnest(CAST(%(questions)s AS integer[]), CAST(%(values)s AS smallint[]),"
+    " CAST(%(times)s AS timestamptz[])) AS a(q, v, t)"
 )
-_SUBMIT = text(
-    "UPDATE assessment_records SET status = 3, submitted_at = now(), answered_count = :count,"
+_SUBMIT = (
+    "UPDATE assessment_records SET status = 3, submitted_at = now(), answered_count = %(count)s,"
     " last_activity_at = now(), updated_at = now(),"
-    # No earlier than the latest autosave included (GREATEST skips a NULL :latest).
+    # No earlier than the latest autosave included (GREATEST skips a NULL latest).
     " progress_updated_at = GREATEST(COALESCE(progress_updated_at, now()), now(),"
-    " CAST(:latest AS timestamptz))"
-    " WHERE id = :id RETURNING submitted_at"
+    " CAST(%(latest)s AS timestamptz))"
+    " WHERE id = %(id)s"
 )
+
+
+class SubmissionReads(NamedTuple):
+    """What a submission reads before it writes (`RecordRepository.submission_reads`)."""
+
+    #: The caller's live record, locked; None if they have no such record.
+    record: RecordRow | None
+    active_ids: list[int]
+    #: The record's stored answers (question id -> (value, answered_at)), when asked for.
+    stored: dict[int, tuple[int, datetime]] | None
+    #: The transaction's time: the submission's (`submitted_at`) and its event's.
+    now: datetime
 
 
 class RecordRepository:
@@ -100,16 +121,45 @@ class RecordRepository:
 
     def own(self, user_id: int, record_id: int, *, lock: bool = False) -> RecordRow | None:
         """The live record `record_id` of `user_id`, optionally row-locked."""
-        row = self.session.execute(_OWN_LOCKED if lock else _OWN, {"id": record_id, "user": user_id}).first()
+        with statements(self.session) as conn:
+            cursor = conn.execute(_OWN_LOCKED if lock else _OWN, {"id": record_id, "user": user_id})
+        row = cursor.fetchone()
         return None if row is None else RecordRow(*row)
 
     def add(self, user_id: int) -> RecordRow:
         """A new record of `user_id` in status 1, as written (its id and created_at the database's)."""
-        return RecordRow(*self.session.execute(_ADD, {"user": user_id}).one())
+        with statements(self.session) as conn:
+            cursor = conn.execute(_ADD, {"user": user_id})
+        return RecordRow(*cursor.fetchall()[0])
 
-    def start(self, record_id: int) -> RecordRow:
-        """Status 2 with started_at from the database clock, like created_at; the record as written."""
-        return RecordRow(*self.session.execute(_START, {"id": record_id}).one())
+    def start_own(self, user_id: int, record_id: int) -> RecordRow | None:
+        """Start the live record `record_id` of `user_id` if it is in 1 (status 2, started_at from
+        the database clock, like created_at); the record as it then is (None if no such record)."""
+        key = {"id": record_id, "user": user_id}
+        with statements(self.session) as conn:
+            conn.execute(_START_PENDING, key)
+            cursor = conn.execute(_OWN, key)
+        row = cursor.fetchone()
+        return None if row is None else RecordRow(*row)
+
+    def submission_reads(self, user_id: int, record_id: int, *, stored: bool) -> SubmissionReads:
+        """The record locked, the active questions, its stored answers if `stored`, and the
+        transaction's time: one round trip."""
+        key = {"id": record_id, "user": user_id}
+        with statements(self.session) as conn:
+            # The reads after the lock run once it is held (each statement takes a fresh snapshot).
+            locked = conn.execute(_OWN_LOCKED, key)
+            active = conn.execute(ACTIVE_IDS)
+            answers = conn.execute(_STORED_ANSWERS, key) if stored else None
+            now = conn.execute(_NOW)
+        row = locked.fetchone()
+        clock = now.fetchall()[0][0]
+        return SubmissionReads(
+            record=None if row is None else RecordRow(*row),
+            active_ids=[qid for (qid,) in active.fetchall()],
+            stored=None if answers is None else {qid: (v, at) for qid, v, at in answers.fetchall()},
+            now=clock,
+        )
 
     def user_page(self, user_id: int, cursor: int | None, size: int) -> tuple[list[RecordRow], int]:
         """Up to `size` + 1 live records of the user older than `cursor`, newest first (the extra
@@ -126,36 +176,34 @@ class RecordRepository:
 
     def stored_answers(self, record_id: int) -> dict[int, tuple[int, datetime]]:
         """The record's stored answers: question id -> (value, answered_at)."""
-        return {
-            qid: (value, at) for qid, value, at in self.session.execute(_STORED_ANSWERS, {"id": record_id})
-        }
+        with statements(self.session) as conn:
+            cursor = conn.execute(_STORED_ANSWERS, {"id": record_id})
+        return {qid: (value, at) for qid, value, at in cursor.fetchall()}
 
-    def store_submission(self, record_id: int, merged: MergedAnswers) -> datetime:
-        """Replace the record's answers, set status 3 and its final progress; the submission's
-        time (`submitted_at`, the transaction's).
+    def store_submission(self, record_id: int, merged: MergedAnswers) -> None:
+        """Replace the record's answers, set status 3 (`submitted_at`: the transaction's time) and
+        its final progress.
 
-        Three statements whatever the number of answers (the rows go as three arrays)."""
-        session = self.session
-        # Replace, not merge: a resubmission (status 2 after a failed attempt) leaves no stale rows.
-        session.execute(_DELETE_ANSWERS, {"id": record_id})
+        Three statements whatever the number of answers (the rows go as three arrays), one round
+        trip, or none of their own inside the unit of work's `batch`."""
         questions = list(merged.values)
-        session.execute(
-            _INSERT_ANSWERS,
-            {
-                "id": record_id,
-                "questions": questions,
-                "values": [merged.values[q] for q in questions],
-                # None: answered now (in the body); else when it was stored or autosaved.
-                "times": [merged.answered_at.get(q) for q in questions],
-            },
-        )
         # The final progress state, stamped no earlier than the autosaves it includes, so a
         # progress state of those saves still in Redis cannot overwrite it (services/persistence/progress.py).
         latest = None if merged.latest_saved_ms is None else from_epoch_ms(merged.latest_saved_ms)
-        submitted_at: datetime = session.execute(
-            _SUBMIT, {"id": record_id, "count": len(merged.values), "latest": latest}
-        ).scalar_one()
-        return submitted_at
+        with statements(self.session) as conn:
+            # Replace, not merge: a resubmission (status 2 after a failed attempt) leaves no stale rows.
+            conn.execute(_DELETE_ANSWERS, {"id": record_id})
+            conn.execute(
+                _INSERT_ANSWERS,
+                {
+                    "id": record_id,
+                    "questions": questions,
+                    "values": [merged.values[q] for q in questions],
+                    # None: answered now (in the body); else when it was stored or autosaved.
+                    "times": [merged.answered_at.get(q) for q in questions],
+                },
+            )
+            conn.execute(_SUBMIT, {"id": record_id, "count": len(merged.values), "latest": latest})
 
     # -- the admin's side ---------------------------------------------------------------
 

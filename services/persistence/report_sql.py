@@ -14,21 +14,18 @@ prepares each once per connection. Written for the tables of services/persistenc
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-import psycopg
-from psycopg import pq
-from sqlalchemy import exc as sa_exc
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from services.domain.events import EventType
 from services.domain.scoring import DimensionScore, ScoreReport
 from services.domain.status import RecordStatus
+from services.persistence.driver import pipelined
 from services.persistence.models import Dimension, DimensionResult, ReportSummary
 
 #: The latency of a report, read back by the write that completes it: from the moment the
@@ -116,40 +113,6 @@ class ReportReads:
     answers: dict[int, list[tuple[int, int]]]
 
 
-def connection(session: Session) -> psycopg.Connection[Any]:
-    """The psycopg connection of the session's transaction (a unit of work's)."""
-    return cast("psycopg.Connection[Any]", session.connection().connection.driver_connection)
-
-
-@contextmanager
-def pipelined(session: Session) -> Iterator[psycopg.Connection[Any]]:
-    """The session's psycopg connection in pipeline mode, for one round trip.
-
-    Should the pipeline fail to end (psycopg's "cannot exit pipeline mode while busy", after a
-    connection fault), the connection stays in pipeline mode with a reply pending, and the
-    pool would hand it to the next unit of work, whose first use fails ("can't change
-    'autocommit' now: connection in transaction status ACTIVE"; found by the soak, a group's
-    job then failed its run alone). Such a connection is invalidated instead: the pool drops
-    it and opens a fresh one.
-    """
-    conn = connection(session)
-    try:
-        with conn.pipeline():
-            yield conn
-    except BaseException:
-        if not reusable(conn):
-            session.connection().invalidate()
-        raise
-
-
-def reusable(conn: psycopg.Connection[Any]) -> bool:
-    """Out of pipeline mode and not waiting for a reply (a closed one the pool's ping drops)."""
-    return conn.closed or (
-        conn.pgconn.pipeline_status == pq.PipelineStatus.OFF
-        and conn.info.transaction_status != pq.TransactionStatus.ACTIVE
-    )
-
-
 def read(session: Session, record_ids: Sequence[int], *, wait_for_locks: bool) -> ReportReads:
     """Lock `record_ids` (sorted, unique) and read what their reports need: one round trip."""
     ids = list(record_ids)
@@ -233,14 +196,6 @@ def write(
     # Committed already: no round trip (psycopg skips a COMMIT when no transaction is open).
     session.commit()
     return {int(rid): Completed(at, latency_seconds(latency)) for rid, at, latency in completed.fetchall()}
-
-
-def connection_lost(exc: BaseException | None) -> bool:
-    """Did this error end the connection (rather than the statement)? A group whose COMMIT
-    was in the pipeline when it happened may have committed: its outcome is unknown."""
-    if isinstance(exc, sa_exc.DBAPIError):
-        exc = exc.orig
-    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
 
 
 def latency_seconds(value: object) -> float | None:

@@ -9,12 +9,15 @@ session: `uow.records` (the assessment record and its answers), `uow.questions`,
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.domain.errors import DatabaseUnavailable
+from services.persistence import driver
 from services.persistence.event_writes import EventRepository
 from services.persistence.questions import QuestionRepository
 from services.persistence.records import RecordRepository
@@ -59,6 +62,14 @@ class UnitOfWork:
             self.session.rollback()
         finally:
             self.session.close()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """The statements the repositories run in the block go to the database in one round trip,
+        at its end (they are pipelined on the unit of work's connection: services/persistence/driver.py).
+        For writes: a read's result inside the block would send them early."""
+        with driver.statements(self.session):
+            yield
 
     def commit(self) -> None:
         self.session.commit()

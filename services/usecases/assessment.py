@@ -91,11 +91,14 @@ def create_record(uow: UnitOfWork, user_id: int) -> RecordView:
 
 def start_record(uow: UnitOfWork, user_id: int, record_id: int) -> RecordView:
     """1 → 2 with started_at; a record already in 2 is returned unchanged; else InvalidOperation."""
+    _check_id(user_id, "用户ID")
+    if not is_id(record_id):
+        raise RecordNotFound()
     with uow:
-        record = _own_record(uow, user_id, record_id, lock=True)
-        if record.status == RecordStatus.PENDING:
-            record = uow.records.start(record.id)
-        elif record.status != RecordStatus.IN_PROGRESS:
+        record = uow.records.start_own(user_id, record_id)
+        if record is None:
+            raise RecordNotFound()
+        if record.status != RecordStatus.IN_PROGRESS:
             raise InvalidOperation(MSG_START_NOT_ALLOWED)
         view = record_view(record)
         uow.commit()
@@ -178,29 +181,37 @@ def submit_answers(
     (reconciler/loop.py).
     """
     sealed = False
+    _check_id(user_id, "用户ID")
+    if not is_id(record_id):
+        raise RecordNotFound()
     try:
         with uow:
-            record = _own_record(uow, user_id, record_id, lock=True)
+            # One round trip: the record locked, the questionnaire, the stored answers (nothing
+            # changes them while the record is locked) and the transaction's time.
+            reads = uow.records.submission_reads(user_id, record_id, stored=autosave is not None)
+            record = reads.record
+            if record is None:
+                raise RecordNotFound()
             if record.status not in SUBMITTABLE:
                 raise InvalidOperation(MSG_SUBMIT_NOT_ALLOWED)
-            active_ids = uow.questions.active_ids()
             if autosave is None:
-                values = validate_answers(active_ids, answers)
+                values = validate_answers(reads.active_ids, answers)
                 merged = MergedAnswers(values, {}, 0, None)
             else:
                 sealed = _seal(autosave, record.id, user_id)
                 autosaved = _load(autosave, record.id) if sealed else None
-                stored = uow.records.stored_answers(record.id)
-                merged = merge_submission(active_ids, stored, autosaved, answers)
-            submitted_at = uow.records.store_submission(record.id, merged)
-            events = log_change(
-                uow,
-                EventType.ANSWERS_SUBMITTED,
-                [record.id],
-                at=submitted_at,
-                actor=f"user:{user_id}",
-                user_id=user_id,
-            )
+                merged = merge_submission(reads.active_ids, reads.stored or {}, autosaved, answers)
+            # The writes and the event in one round trip; submitted_at is the transaction's time.
+            with uow.batch():
+                uow.records.store_submission(record.id, merged)
+                events = log_change(
+                    uow,
+                    EventType.ANSWERS_SUBMITTED,
+                    [record.id],
+                    at=reads.now,
+                    actor=f"user:{user_id}",
+                    user_id=user_id,
+                )
             uow.commit()
     except BaseException:
         if sealed and autosave is not None:

@@ -42,7 +42,7 @@ from typing import NamedTuple
 
 from services.domain.errors import DatabaseUnavailable
 from services.domain.limits import MAX_ID
-from services.persistence import report_sql
+from services.persistence import driver
 from services.persistence.group_commit import DEFAULT_MAX_GROUP, GroupCommit, GroupFailed, GroupStats
 from services.persistence.uow import UnitOfWork
 from services.usecases.drill import DRILL_ERROR, FaultDrillFailure
@@ -174,7 +174,7 @@ class ReportGroups:
                 raise DatabaseUnavailable(str(cause)) from cause
             # Nothing of the group was committed, unless it lost its connection with the COMMIT
             # in the pipeline: this record alone, so any error is its own.
-            lost = cause if report_sql.connection_lost(cause) else None
+            lost = cause if driver.connection_lost(cause) else None
             return self._alone(record_id, attempt, lost=lost)
         if isinstance(result, BaseException):  # its ServiceError, or a FaultDrillFailure
             raise result
@@ -204,7 +204,7 @@ class ReportGroups:
         try:
             alone = generate_one(self._uow_factory(), record_id, attempt=attempt)
         except Exception as again:
-            if not report_sql.connection_lost(again):
+            if not driver.connection_lost(again):
                 raise
             if lost is not None:
                 raise DatabaseUnavailable(f"database lost twice, the outcome unknown: {again}") from again

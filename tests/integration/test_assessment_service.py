@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from services.domain.errors import InvalidOperation, ParamError, RecordNotFound, ServiceError
 from services.domain.questionnaire import load_questionnaire
+from services.domain.views import RecordView
 from services.persistence.models import Answer, AssessmentRecord, Question
 from services.persistence.questionnaire_seed import seed_questionnaire
 from services.persistence.uow import UnitOfWork
@@ -329,6 +330,41 @@ def test_concurrent_submissions_only_one_passes(
     assert len(refusals) == 1
     assert queue.enqueued == [record_id]
     assert state(session_factory, record_id) == (3, 40, True)
+
+
+def test_concurrent_starts_both_answer_the_started_record(
+    session_factory: sessionmaker[Session], make_record: Callable[..., int]
+) -> None:
+    """Two starts of one record in 1: one starts it, the other returns it as started (status 2,
+    the same started_at), never the status it read before the first committed."""
+    record_id = make_record(1, user_id=42)
+    outcomes: list[RecordView | ServiceError] = []
+    lock = threading.Lock()
+
+    def start() -> None:
+        result: RecordView | ServiceError
+        try:
+            result = assessment.start_record(UnitOfWork(session_factory), 42, record_id)
+        except ServiceError as exc:
+            result = exc
+        with lock:
+            outcomes.append(result)
+
+    with session_factory() as holder:
+        holder.execute(select(AssessmentRecord).where(AssessmentRecord.id == record_id).with_for_update())
+        threads = [threading.Thread(target=start) for _ in range(2)]
+        for t in threads:
+            t.start()
+        _wait_for_lock_waiters(session_factory, 2)
+        holder.commit()
+    for t in threads:
+        t.join(timeout=30)
+
+    started = [o for o in outcomes if isinstance(o, RecordView)]
+    assert len(started) == 2, outcomes
+    assert {(o.status, o.started_at) for o in started} == {
+        (2, assessment.get_record(UnitOfWork(session_factory), 42, record_id).started_at)
+    }
 
 
 # -- result status and report --------------------------------------------------------------

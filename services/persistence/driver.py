@@ -1,0 +1,98 @@
+"""The unit of work's psycopg connection, for the statements that skip SQLAlchemy's layers.
+
+The hot statements (a report's generation, a user's submission) run on psycopg directly,
+inside the unit of work's transaction, often pipelined: one round trip for several
+statements and no statement building or result processing in Python. The connection is
+still the session's: checked out (and pinged) by the unit of work, committed by it, so the
+transaction boundary and the "database unreachable" contract stay the unit of work's.
+
+`statements` is what the repositories use: the connection in pipeline mode, with psycopg's
+errors raised as SQLAlchemy's (`sa_exc.DBAPIError.instance`, the translation SQLAlchemy
+applies to its own statements), so that callers keep telling an unreachable database
+(OperationalError, InterfaceError) from a failed statement as they always have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, cast
+
+import psycopg
+from psycopg import pq
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session
+
+
+def connection(session: Session) -> psycopg.Connection[Any]:
+    """The psycopg connection of the session's transaction (a unit of work's)."""
+    return cast("psycopg.Connection[Any]", session.connection().connection.driver_connection)
+
+
+@contextmanager
+def pipelined(session: Session) -> Iterator[psycopg.Connection[Any]]:
+    """The session's psycopg connection in pipeline mode, for one round trip.
+
+    Should the pipeline fail to end (psycopg's "cannot exit pipeline mode while busy", after a
+    connection fault), the connection stays in pipeline mode with a reply pending, and the
+    pool would hand it to the next unit of work, whose first use fails ("can't change
+    'autocommit' now: connection in transaction status ACTIVE"; found by the soak, a group's
+    job then failed its run alone). Such a connection is invalidated instead: the pool drops
+    it and opens a fresh one.
+    """
+    conn = connection(session)
+    try:
+        with conn.pipeline():
+            yield conn
+    except BaseException:
+        if not reusable(conn):
+            session.connection().invalidate()
+        raise
+
+
+@contextmanager
+def statements(session: Session) -> Iterator[psycopg.Connection[Any]]:
+    """`pipelined`, with psycopg's errors raised as SQLAlchemy's: what the repositories use.
+
+    A statement's results are read after the block (its end is the round trip) or inside it
+    (reading one syncs the pipeline there). Inside a pipeline already open on the connection
+    (the unit of work's `batch`), the statements join it: the round trip is the outer block's end.
+    """
+    conn = connection(session)
+    try:
+        if conn.pgconn.pipeline_status != pq.PipelineStatus.OFF:
+            yield conn
+            return
+        with pipelined(session) as conn:
+            yield conn
+    except psycopg.Error as exc:
+        lost = conn.closed
+        if lost:
+            # As SQLAlchemy does after a disconnect in a statement of its own: the unit of work's
+            # rollback then skips the dead connection and the pool replaces it.
+            session.connection().invalidate()
+        raise translated(exc, invalidated=lost) from exc
+
+
+def translated(exc: psycopg.Error, *, invalidated: bool = False) -> sa_exc.DBAPIError:
+    """`exc` as SQLAlchemy raises it from a statement of its own (OperationalError, IntegrityError, ...)."""
+    return cast(
+        "sa_exc.DBAPIError",
+        sa_exc.DBAPIError.instance(None, None, exc, psycopg.Error, connection_invalidated=invalidated),
+    )
+
+
+def reusable(conn: psycopg.Connection[Any]) -> bool:
+    """Out of pipeline mode and not waiting for a reply (a closed one the pool's ping drops)."""
+    return conn.closed or (
+        conn.pgconn.pipeline_status == pq.PipelineStatus.OFF
+        and conn.info.transaction_status != pq.TransactionStatus.ACTIVE
+    )
+
+
+def connection_lost(exc: BaseException | None) -> bool:
+    """Did this error end the connection (rather than the statement)? A group whose COMMIT
+    was in the pipeline when it happened may have committed: its outcome is unknown."""
+    if isinstance(exc, sa_exc.DBAPIError):
+        exc = exc.orig
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
