@@ -157,6 +157,12 @@ def run_side(
     return tally, time.monotonic() - started
 
 
+def events_stored(client: Any) -> bool:
+    """Has the hot path stored every event sent so far? Its queue is empty and so is the batch
+    it is inserting (`eventlog:backup`: taken from the queue, not yet committed)."""
+    return int(client.llen("eventlog:queue")) + int(client.llen("eventlog:backup")) == 0
+
+
 def written(engine: Engine, client: Any, port: int, answers: list[dict[str, int]]) -> dict[str, Any]:
     """One submission through a server, and what it left: the record, its answers, its events
     (once the hot path stored them) and its job. The two sides must leave the same."""
@@ -170,7 +176,7 @@ def written(engine: Engine, client: Any, port: int, answers: list[dict[str, int]
         _call(conn, "/api/assessment/submitAnswers", {"recordId": created["id"], "answers": answers}, token)
     finally:
         conn.close()
-    wait_until(lambda: client.llen("eventlog:queue") == 0, timeout=60, what="the hot path", interval=0.1)
+    wait_until(lambda: events_stored(client), timeout=60, what="the hot path", interval=0.1)
     jobs = [json.loads(raw) for raw in client.lrange("report:queue", 0, -1)]
     with engine.connect() as db_conn:
         record = db_conn.execute(
@@ -201,7 +207,7 @@ def written(engine: Engine, client: Any, port: int, answers: list[dict[str, int]
 
 def _settle(client: Any, engine: Engine) -> None:
     """Wait for the hot path to have taken the round's events, then drop the round's rows and jobs."""
-    wait_until(lambda: client.llen("eventlog:queue") == 0, timeout=120, what="the hot path", interval=0.2)
+    wait_until(lambda: events_stored(client), timeout=120, what="the hot path", interval=0.2)
     client.delete("report:queue")
     db.delete_bench_records(engine)
     with engine.begin() as conn:
@@ -229,7 +235,7 @@ def measure(
     load = os.getloadavg()[0]
     tally, elapsed = run_side(port, args.clients, args.duration, answers)
     # The events of the round are the hot path's work: wait until it took them.
-    wait_until(lambda: client.llen("eventlog:queue") == 0, timeout=120, what="the hot path", interval=0.1)
+    wait_until(lambda: events_stored(client), timeout=120, what="the hot path", interval=0.1)
     n = len(tally.latencies_s)
     if tally.errors:
         output.log(f"  {side}: {len(tally.errors)} failed submissions, e.g. {tally.errors[:2]}")

@@ -144,6 +144,13 @@ def _profile_worker(data: dict[str, Any]) -> None:
     assert abs(sum(data["shares"].values()) - 1) < 1e-9
 
 
+@case("profile_web", "--quick")
+def _profile_web(data: dict[str, Any]) -> None:
+    assert data["submissions"] > 0
+    assert data["samples"] > 0
+    assert abs(sum(data["shares"].values()) - 1) < 1e-9
+
+
 SCALING_FIELDS = {"rate", "workers_ms_per_msg", "redis_ms_per_msg", "postgres_ms_per_msg", "saturated"}
 
 
