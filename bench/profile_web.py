@@ -1,6 +1,6 @@
 """Where the web line's processes spend the interpreter while they take submissions (py-spy).
 
-    python -m bench.profile_web [--clients 16] [--duration 20] [--rate 200] [--quick]
+    python -m bench.profile_web [--clients 16] [--duration 20] [--rate 200] [--tree DIR] [--quick]
 
 The Procfile's web line (2 workers × 64 threads) takes closed-loop submissions
 (createRecord + startAssessment + submitAnswers of the 40 answers, bench/web_tier.py's
@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from bench import db, launch, output, stores, web_tier
+from bench import ROOT, db, launch, output, stores, web_tier
 from bench.profile_worker import shares, worker_child
 from scripts.processes import ProcfileProcess
 
@@ -64,6 +64,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rate", type=int, default=200, help="py-spy samples per second (default 200)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: 2 clients, 3 s")
     parser.add_argument("--raw", type=Path, help="also keep py-spy's collapsed stacks in this file")
+    parser.add_argument(
+        "--tree",
+        type=Path,
+        help="profile the web line of the code in DIR (`git archive <commit> | tar -x -C DIR`)",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.quick:
         args.clients, args.duration = 2, 3.0
@@ -82,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         }
         log = Path(tempfile.mkstemp(prefix="mi-bench-hotpath-", suffix=".log")[1])
         hotpath = ProcfileProcess("hotpath", env={**os.environ, **env}, log_path=log)
-        web, port = web_tier.start_product(env)
+        web, port = web_tier.start_product(env, args.tree.resolve() if args.tree else ROOT)
         try:
             web_tier.run_side(port, args.clients, min(3.0, args.duration), answers)  # warm-up
             spy = subprocess.Popen(

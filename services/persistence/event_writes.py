@@ -73,10 +73,10 @@ class EventRepository:
         self.session = session
 
     def add(self, events: Sequence[Event]) -> None:
-        """Insert `events` in the unit of work's transaction: one round trip, or none of its own
-        inside the unit of work's `batch`."""
+        """Insert `events` in the unit of work's transaction: one statement, in the round trip of
+        the unit of work's `batch` when inside one."""
         if events:
-            with statements(self.session) as conn:
+            with statements(self.session, pipeline=False) as conn:
                 conn.execute(_INSERT_SQL, _columns(events))
 
     def amend(self, events: Sequence[Event], patch: dict[str, Any]) -> int:

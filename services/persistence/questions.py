@@ -17,7 +17,7 @@ class QuestionRepository:
         self.session = session
 
     def active_ids(self) -> list[int]:
-        with statements(self.session) as conn:
+        with statements(self.session, pipeline=False) as conn:
             cursor = conn.execute(ACTIVE_IDS)
         return [qid for (qid,) in cursor.fetchall()]
 

@@ -62,9 +62,9 @@ class RecordRow(NamedTuple):
 
 
 # The user's side runs these on every request of a submission: plain SQL on psycopg
-# (services/persistence/driver.py), no statement building or row processing in Python, and
-# pipelined: a call is one round trip, its BEGIN included (the ORM's statements cost about
-# twice their CPU in the web tier, and each its own round trip).
+# (services/persistence/driver.py), no statement building or row processing in Python (the
+# ORM's statements cost about twice their CPU in the web tier); a call of several statements
+# pipelined, one round trip with its BEGIN.
 _COLUMNS = "id, user_id, status, created_at, started_at, submitted_at, completed_at, current_question_id"
 _OWN = (
     f"SELECT {_COLUMNS} FROM assessment_records"  # noqa: S608
@@ -121,14 +121,14 @@ class RecordRepository:
 
     def own(self, user_id: int, record_id: int, *, lock: bool = False) -> RecordRow | None:
         """The live record `record_id` of `user_id`, optionally row-locked."""
-        with statements(self.session) as conn:
+        with statements(self.session, pipeline=False) as conn:
             cursor = conn.execute(_OWN_LOCKED if lock else _OWN, {"id": record_id, "user": user_id})
         row = cursor.fetchone()
         return None if row is None else RecordRow(*row)
 
     def add(self, user_id: int) -> RecordRow:
         """A new record of `user_id` in status 1, as written (its id and created_at the database's)."""
-        with statements(self.session) as conn:
+        with statements(self.session, pipeline=False) as conn:
             cursor = conn.execute(_ADD, {"user": user_id})
         return RecordRow(*cursor.fetchall()[0])
 
@@ -176,7 +176,7 @@ class RecordRepository:
 
     def stored_answers(self, record_id: int) -> dict[int, tuple[int, datetime]]:
         """The record's stored answers: question id -> (value, answered_at)."""
-        with statements(self.session) as conn:
+        with statements(self.session, pipeline=False) as conn:
             cursor = conn.execute(_STORED_ANSWERS, {"id": record_id})
         return {qid: (value, at) for qid, value, at in cursor.fetchall()}
 
