@@ -144,6 +144,12 @@ def _profile_worker(data: dict[str, Any]) -> None:
     assert abs(sum(data["shares"].values()) - 1) < 1e-9
 
 
+@case("generation_core", "--quick")
+def _generation_core(data: dict[str, Any]) -> None:
+    assert {row["threads"] for row in data["rows"]} == {1, 2}
+    assert all(row["per_s"] > 0 and row["cpu_us"] > 0 for row in data["rows"])
+
+
 @case("profile_web", "--quick")
 def _profile_web(data: dict[str, Any]) -> None:
     assert data["submissions"] > 0
