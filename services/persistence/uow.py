@@ -67,7 +67,9 @@ class UnitOfWork:
     def batch(self) -> Iterator[None]:
         """The statements the repositories run in the block go to the database in one round trip,
         at its end (they are pipelined on the unit of work's connection: services/persistence/driver.py).
-        For writes: a read's result inside the block would send them early."""
+        For writes: a read's result inside the block would send them early. Only repository
+        methods that run on the driver (`driver.statements`) belong here, not the session's own
+        statements (SQLAlchemy does not expect a connection in pipeline mode)."""
         with driver.statements(self.session):
             yield
 

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -66,15 +67,25 @@ def reported_record(
 
 @contextmanager
 def count_statements(engine: Engine) -> Iterator[list[str]]:
+    """The statements sent to the database in the block: SQLAlchemy's, and those the repositories
+    send on the unit of work's psycopg connection directly (services/persistence/driver.py)."""
     statements: list[str] = []
 
     def before(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         statements.append(statement)
 
+    execute = psycopg.Connection.execute
+
+    def driver_execute(self: psycopg.Connection[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        statements.append(str(query))
+        return execute(self, query, *args, **kwargs)
+
     event.listen(engine, "before_cursor_execute", before)
+    psycopg.Connection.execute = driver_execute  # type: ignore[method-assign]
     try:
         yield statements
     finally:
+        psycopg.Connection.execute = execute  # type: ignore[method-assign]
         event.remove(engine, "before_cursor_execute", before)
 
 
