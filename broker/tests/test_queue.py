@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any, cast
@@ -383,3 +384,34 @@ def test_redis_errors_surface_as_connection_closed() -> None:
     with pytest.raises(ConnectionClosed):
         dead.consume("q")
     dead.close()
+
+
+def test_a_beat_under_way_never_lists_a_released_consumer_again(
+    raw_broker: RedisListBroker, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A beat that listed a consumer before it gave its processing list up must not write its
+    heartbeat after the release (seen under load: the closed consumer's entry came back, to be
+    reaped later as a dead consumer). The release waits for the beat under way."""
+    consumer = raw_broker.consume(RAW_QUEUE, prefetch=1, timeout=100)
+    real = raw_broker.scripts.heartbeat
+    in_beat, go_on = threading.Event(), threading.Event()
+
+    def held_heartbeat(**kwargs: Any) -> Any:
+        if threading.current_thread() is beat:
+            in_beat.set()
+            go_on.wait(10)
+        return real(**kwargs)
+
+    held = dataclasses.replace(raw_broker.scripts, heartbeat=cast("Any", held_heartbeat))
+    monkeypatch.setattr(raw_broker, "scripts", held)
+    beat = threading.Thread(target=raw_broker.maintenance().beat)
+    beat.start()
+    assert in_beat.wait(10)
+    closer = threading.Thread(target=consumer.close)
+    closer.start()
+    closer.join(0.5)  # without the lock, the release is done by now (a bound, not an assertion)
+    go_on.set()
+    beat.join(10)
+    closer.join(10)
+    assert consumer.released
+    assert redis_client.zscore(HEARTBEATS_KEY, consumer.processing_key) is None

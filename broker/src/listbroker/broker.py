@@ -24,7 +24,8 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import dramatiq
@@ -313,9 +314,13 @@ class RedisListBroker(Broker):
                 self._maintenance.start()
             return self._maintenance
 
-    def consumer_released(self, consumer: RedisListConsumer) -> None:
-        if self._maintenance is not None:
-            self._maintenance.unregister(consumer)
+    @contextmanager
+    def releasing(self, consumer: RedisListConsumer) -> Iterator[None]:
+        if self._maintenance is None:
+            yield
+            return
+        with self._maintenance.releasing(consumer):
+            yield
 
     def close(self) -> None:
         self._consuming_stopped.set()

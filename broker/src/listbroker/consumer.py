@@ -21,6 +21,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar, cast
 
 import dramatiq
@@ -96,8 +97,9 @@ class ConsumerHost(Protocol):
     def delay_scheduled(self, delay_ms: int) -> None:
         """A message was delayed by `delay_ms`: the delay scheduler may need to wake sooner."""
 
-    def consumer_released(self, consumer: RedisListConsumer) -> None:
-        """The consumer gave its processing list up: stop heartbeating it."""
+    def releasing(self, consumer: RedisListConsumer) -> AbstractContextManager[None]:
+        """Around the script by which the consumer gives its processing list up: no heartbeat of
+        it runs meanwhile, and none after it succeeds."""
 
     def consumer_failed(self, consumer: RedisListConsumer, error: ConnectionClosed) -> None:
         """The consumer's fetch failed on a Redis error (Dramatiq restarts the consumer)."""
@@ -600,7 +602,7 @@ class RedisListConsumer(Consumer):
                 return
             acks = self._take_acks()
         try:
-            with connection_errors():
+            with self.broker.releasing(self), connection_errors():
                 self.scripts.release(
                     keys=[self.processing_key, self.keys.queue, self.heartbeats_key, self.keys.jobs],
                     args=[self.job_key_pattern, *acks],
@@ -611,7 +613,6 @@ class RedisListConsumer(Consumer):
         with self._cond:
             self.released = True
         self.channel.close()
-        self.broker.consumer_released(self)
 
     def try_release(self) -> None:
         """Called periodically by the maintenance thread for closed consumers."""

@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Protocol
 
 import redis
@@ -89,6 +90,10 @@ class Maintenance(threading.Thread):
         super().__init__(name="redis-list-broker-maintenance", daemon=True)
         self.broker = broker
         self._lock = threading.Lock()
+        #: Held while beating and while a consumer gives its processing list up (`releasing`):
+        #: a beat taken before a release must not land after it and list the consumer again
+        #: (a heartbeat for a processing list nobody owns, later reaped as a dead consumer).
+        self._beating = threading.Lock()
         self._consumers: set[Heartbeating] = set()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -108,6 +113,14 @@ class Maintenance(threading.Thread):
     def unregister(self, consumer: Heartbeating) -> None:
         with self._lock:
             self._consumers.discard(consumer)
+
+    @contextmanager
+    def releasing(self, consumer: Heartbeating) -> Iterator[None]:
+        """The block (the consumer's release script, which forgets its heartbeat) runs between
+        two beats, never during one, and unregisters the consumer when it succeeds."""
+        with self._beating:
+            yield
+            self.unregister(consumer)
 
     def wake(self) -> None:
         self._wake.set()
@@ -157,12 +170,13 @@ class Maintenance(threading.Thread):
         for consumer in consumers:
             if consumer.closed:
                 consumer.try_release()
-        by_set: dict[str, list[str]] = {}
-        with self._lock:
-            for c in self._consumers:
-                by_set.setdefault(c.heartbeats_key, []).append(c.processing_key)
-        for heartbeats, keys in by_set.items():
-            self.broker.scripts.heartbeat(keys=[heartbeats], args=keys)
+        with self._beating:
+            by_set: dict[str, list[str]] = {}
+            with self._lock:
+                for c in self._consumers:
+                    by_set.setdefault(c.heartbeats_key, []).append(c.processing_key)
+            for heartbeats, keys in by_set.items():
+                self.broker.scripts.heartbeat(keys=[heartbeats], args=keys)
 
     def reap(self) -> int:
         """Return the messages of dead consumers to their queues; the number of messages moved."""
