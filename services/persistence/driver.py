@@ -7,9 +7,10 @@ still the session's: checked out (and pinged) by the unit of work, committed by 
 transaction boundary and the "database unreachable" contract stay the unit of work's.
 
 `statements` is what the repositories use: the connection (in pipeline mode for several
-statements), with psycopg's errors raised as SQLAlchemy's (`sa_exc.DBAPIError.instance`, the translation SQLAlchemy
-applies to its own statements), so that callers keep telling an unreachable database
-(OperationalError, InterfaceError) from a failed statement as they always have.
+statements), with psycopg's errors raised as SQLAlchemy's (`sa_exc.DBAPIError.instance`, the
+translation SQLAlchemy applies to its own statements), so that callers keep telling an
+unreachable database (OperationalError, InterfaceError) from a failed statement as they
+always have.
 """
 
 from __future__ import annotations
