@@ -60,7 +60,9 @@ WEB_BUCKETS: tuple[tuple[str, str], ...] = (
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="python -m bench.profile_web", description=__doc__.split("\n")[0])
     parser.add_argument("--clients", type=int, default=16, help="closed-loop clients (default 16)")
-    parser.add_argument("--duration", type=float, default=20.0, help="seconds sampled (default 20)")
+    parser.add_argument(
+        "--duration", type=float, default=20.0, help="seconds sampled, under load throughout (default 20)"
+    )
     parser.add_argument("--rate", type=int, default=200, help="py-spy samples per second (default 200)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: 2 clients, 3 s")
     parser.add_argument("--raw", type=Path, help="also keep py-spy's collapsed stacks in this file")
@@ -101,6 +103,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     "raw",
                     "-r",
                     str(args.rate),
+                    # py-spy's own clock: it samples that long once attached (attaching may take
+                    # seconds on a loaded machine) and writes its file; the load runs until then.
+                    "--duration",
+                    str(max(1, round(args.duration))),
                     "-o",
                     str(out),
                     "--pid",
@@ -110,11 +116,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            time.sleep(1.0)  # py-spy attached
+            tally, elapsed = web_tier.Tally(), 0.0
+            deadline = time.monotonic() + args.duration + 60
             try:
-                tally, elapsed = web_tier.run_side(port, args.clients, args.duration, answers)
+                while spy.poll() is None and time.monotonic() < deadline:
+                    part, seconds = web_tier.run_side(port, args.clients, 1.0, answers)
+                    tally.latencies_s += part.latencies_s
+                    tally.errors += part.errors
+                    elapsed += seconds
             finally:
-                spy.send_signal(2)  # SIGINT: py-spy writes its file and exits
+                if spy.poll() is None:
+                    spy.send_signal(2)  # SIGINT: py-spy writes what it has and exits
                 _, errors = spy.communicate(timeout=60)
         finally:
             web.stop()
