@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +24,7 @@ from typing import Any
 from sqlalchemy import text
 
 from bench import ROOT, db, launch, output, stores, web_tier
-from bench.profile_worker import shares, worker_child
+from bench.profile_worker import shares, start_spy, worker_child
 from scripts.processes import ProcfileProcess
 
 #: Innermost-frame buckets of a web worker, first match wins (see bench/profile_worker.py).
@@ -92,29 +91,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         web, port = web_tier.start_product(env, args.tree.resolve() if args.tree else ROOT)
         try:
             web_tier.run_side(port, args.clients, min(3.0, args.duration), answers)  # warm-up
-            spy = subprocess.Popen(
-                [
-                    str(Path(sys.executable).with_name("py-spy")),
-                    "record",
-                    "--gil",
-                    "--threads",
-                    "--nonblocking",
-                    "--format",
-                    "raw",
-                    "-r",
-                    str(args.rate),
-                    # py-spy's own clock: it samples that long once attached (attaching may take
-                    # seconds on a loaded machine) and writes its file; the load runs until then.
-                    "--duration",
-                    str(max(1, round(args.duration))),
-                    "-o",
-                    str(out),
-                    "--pid",
-                    str(worker_child(web.pid)),
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
+            # py-spy's own clock: it samples that long once attached (attaching may take seconds
+            # on a loaded machine) and writes its file; the load runs until then.
+            spy = start_spy(
+                worker_child(web.pid), out, rate=args.rate, duration_s=max(1, round(args.duration))
             )
             tally, elapsed = web_tier.Tally(), 0.0
             deadline = time.monotonic() + args.duration + 60

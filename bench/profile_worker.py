@@ -81,6 +81,16 @@ def worker_child(pid: int) -> int:
     return int(children[0].pid)
 
 
+def start_spy(pid: int, out: Path, *, rate: int, duration_s: int | None = None) -> subprocess.Popen[str]:
+    """`py-spy record` of the GIL-holding thread of process `pid` into `out` (collapsed stacks),
+    until SIGINT or, with `duration_s`, for that long once attached; its stderr piped."""
+    argv = [str(Path(sys.executable).with_name("py-spy")), "record", "--gil", "--threads", "--nonblocking"]
+    argv += ["--format", "raw", "-r", str(rate), "-o", str(out), "--pid", str(pid)]
+    if duration_s is not None:
+        argv += ["--duration", str(duration_s)]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(
         prog="python -m bench.profile_worker", description=__doc__.split("\n")[0]
@@ -100,26 +110,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ids = db.insert_records(engine, args.n, status=3)
     worker = launch.start_worker(redis_url, database_url, processes=1, threads=args.threads)
     out = Path(tempfile.mkdtemp(prefix="mi-profile-")) / "profile.txt"
-    spy = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("py-spy")),
-            "record",
-            "--gil",
-            "--threads",
-            "--nonblocking",
-            "--format",
-            "raw",
-            "-r",
-            str(args.rate),
-            "-o",
-            str(out),
-            "--pid",
-            str(worker_child(worker.pid)),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    spy = start_spy(worker_child(worker.pid), out, rate=args.rate)
     try:
         time.sleep(1.0)  # py-spy attached
         started = time.perf_counter()

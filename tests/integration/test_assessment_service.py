@@ -295,34 +295,43 @@ def _wait_for_lock_waiters(session_factory: sessionmaker[Session], count: int, t
     raise AssertionError(f"{count} lock waiters expected")
 
 
-def test_concurrent_submissions_only_one_passes(
-    session_factory: sessionmaker[Session], make_record: Callable[..., int]
-) -> None:
-    record_id = make_record(2, user_id=42)
-    queue = RecordingQueue()
+def _race(session_factory: sessionmaker[Session], record_id: int, call: Callable[[], object]) -> list[object]:
+    """Two threads run `call` on the record while its row lock is held, so both wait on it before
+    either can check the status; their results (or ServiceErrors) once the lock is released."""
     outcomes: list[object] = []
     lock = threading.Lock()
 
-    def submit() -> None:
+    def run() -> None:
+        result: object
         try:
-            result: object = assessment.submit_answers(
-                UnitOfWork(session_factory), queue, 42, record_id, full_answers()
-            )
+            result = call()
         except ServiceError as exc:
             result = exc
         with lock:
             outcomes.append(result)
 
-    # Hold the row lock so both submissions are queued on it before either can check the status.
     with session_factory() as holder:
         holder.execute(select(AssessmentRecord).where(AssessmentRecord.id == record_id).with_for_update())
-        threads = [threading.Thread(target=submit) for _ in range(2)]
+        threads = [threading.Thread(target=run) for _ in range(2)]
         for t in threads:
             t.start()
         _wait_for_lock_waiters(session_factory, 2)
         holder.commit()
     for t in threads:
         t.join(timeout=30)
+    return outcomes
+
+
+def test_concurrent_submissions_only_one_passes(
+    session_factory: sessionmaker[Session], make_record: Callable[..., int]
+) -> None:
+    record_id = make_record(2, user_id=42)
+    queue = RecordingQueue()
+    outcomes = _race(
+        session_factory,
+        record_id,
+        lambda: assessment.submit_answers(UnitOfWork(session_factory), queue, 42, record_id, full_answers()),
+    )
 
     successes = [o for o in outcomes if not isinstance(o, ServiceError)]
     refusals = [o for o in outcomes if isinstance(o, InvalidOperation)]
@@ -338,27 +347,11 @@ def test_concurrent_starts_both_answer_the_started_record(
     """Two starts of one record in 1: one starts it, the other returns it as started (status 2,
     the same started_at), never the status it read before the first committed."""
     record_id = make_record(1, user_id=42)
-    outcomes: list[RecordView | ServiceError] = []
-    lock = threading.Lock()
-
-    def start() -> None:
-        result: RecordView | ServiceError
-        try:
-            result = assessment.start_record(UnitOfWork(session_factory), 42, record_id)
-        except ServiceError as exc:
-            result = exc
-        with lock:
-            outcomes.append(result)
-
-    with session_factory() as holder:
-        holder.execute(select(AssessmentRecord).where(AssessmentRecord.id == record_id).with_for_update())
-        threads = [threading.Thread(target=start) for _ in range(2)]
-        for t in threads:
-            t.start()
-        _wait_for_lock_waiters(session_factory, 2)
-        holder.commit()
-    for t in threads:
-        t.join(timeout=30)
+    outcomes = _race(
+        session_factory,
+        record_id,
+        lambda: assessment.start_record(UnitOfWork(session_factory), 42, record_id),
+    )
 
     started = [o for o in outcomes if isinstance(o, RecordView)]
     assert len(started) == 2, outcomes
