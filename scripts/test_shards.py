@@ -8,8 +8,10 @@ the rest instead of after it, as two parts of about equal time (tests/support/sl
 the suite takes about the time of its longest shard. Each
 shard runs under `scripts.with_test_services`, which claims a test database and a Redis
 db index of its own, so the shards share no data. Each output line is prefixed with its
-shard's name; the exit status is the first failing shard's (0 when all pass; a shard to
-which a narrow selection leaves no test passes).
+shard's name, and the failed tests of every shard are named again at the end (pytest's
+`FAILED`/`ERROR` summary lines), where a CI log's tail shows them; the exit status is
+the first failing shard's (0 when all pass; a shard to which a narrow selection leaves no
+test passes).
 
 The shards, and what they start, end when this process ends, however it ends (killed
 included): scripts/lifeline.py.
@@ -46,6 +48,10 @@ SHARDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 #: pytest's exit status when a run selects no test (a shard's share of a narrow selection).
 NO_TESTS_COLLECTED = 5
 
+#: The lines of pytest's short summary (`-ra`) that name a failed test; each shard's are
+#: printed again after the last shard ends, so the tail of a long CI log names them.
+FAILURE_PREFIXES = ("FAILED ", "ERROR ")
+
 _print_lock = threading.Lock()
 
 
@@ -74,8 +80,10 @@ def _pytest(
     ]
 
 
-def _relay(name: str, stream: IO[str]) -> None:
+def _relay(name: str, stream: IO[str], failures: list[str]) -> None:
     for line in stream:
+        if line.startswith(FAILURE_PREFIXES):
+            failures.append(f"[{name}] {line}")
         with _print_lock:
             sys.stdout.write(f"[{name}] {line}")
             sys.stdout.flush()
@@ -87,6 +95,7 @@ def run_shards(args: list[str]) -> int:
     own_temp = not any(arg.startswith("--basetemp") for arg in args)
     temp_root = Path(tempfile.mkdtemp(prefix="mi-pytest-")) if own_temp else None
     running: list[tuple[str, subprocess.Popen[str], threading.Thread]] = []
+    failures: list[str] = []
     for name, marker, options in SHARDS:
         process = subprocess.Popen(
             _pytest(marker, args, temp_root / name if temp_root else None, options),
@@ -96,7 +105,7 @@ def run_shards(args: list[str]) -> int:
             bufsize=1,
         )
         assert process.stdout is not None
-        relay = threading.Thread(target=_relay, args=(name, process.stdout), daemon=True)
+        relay = threading.Thread(target=_relay, args=(name, process.stdout, failures), daemon=True)
         relay.start()
         running.append((name, process, relay))
     outcome = 0
@@ -114,6 +123,8 @@ def run_shards(args: list[str]) -> int:
         for _, process, _ in running:
             process.terminate()
         raise
+    if failures:
+        print("failed tests, by shard:", "".join(failures), sep="\n", end="", flush=True)
     if temp_root is not None:
         if outcome:
             summary.append(f"temporary folders kept in {temp_root}")
