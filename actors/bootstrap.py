@@ -36,6 +36,7 @@ from listbroker import default_middleware as broker_middleware
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors.lifetime import die_with_main_process
+from config.collector import space_collections
 from config.settings import Settings
 from observability import prometheus
 from observability.job_observer import JobObserver
@@ -146,6 +147,7 @@ class ProcessBoot(Middleware):
 
     def after_process_boot(self, broker: dramatiq.Broker) -> None:
         die_with_main_process()
+        space_collections()  # a report's rows set off the collector many times otherwise
         install_services(build_services(self.settings))
 
 

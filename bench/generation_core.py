@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench import db, output, stats, stores
+from config.collector import space_collections
 from services.persistence.db import make_engine, make_session_factory
 from services.persistence.uow import UnitOfWork
 from services.usecases.reports import generate_reports
@@ -81,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.groups, args.group_size, args.threads, args.rounds = 4, 8, [1, 2], 1
     database_url = stores.database_url()
     engine = db.prepare(database_url)
+    space_collections()  # as a worker process does (actors/bootstrap.py)
     rows: list[dict[str, Any]] = []
     for number, threads in itertools.product(range(args.rounds), args.threads):
         row = run(database_url, engine, groups=args.groups, size=args.group_size, threads=threads)

@@ -35,6 +35,7 @@ from typing import Any
 from gunicorn import util
 from gunicorn.workers.gthread import ThreadWorker
 
+from config.collector import space_collections
 from config.settings import Settings
 from observability.heartbeat import Heartbeat
 from redis_adapters.redis_clients import redis_client
@@ -136,6 +137,7 @@ class EnvelopeThreadWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn has 
     def load_wsgi(self) -> None:
         """The app, wrapped so that a 413 answer closes its connection (see the module's doc)."""
         super().load_wsgi()
+        space_collections()  # a request's objects set off the collector many times otherwise
         app: WSGIApp = getattr(self, "wsgi")  # noqa: B009 - set by gunicorn, untyped
         self._closing = closing = threading.local()
 

@@ -1,0 +1,27 @@
+"""Python's cyclic garbage collector, spaced out for the worker's and the web's processes.
+
+CPython runs a generation-0 pass of its cycle collector every 700 container allocations
+net of frees. A report's generation or a request allocates thousands of containers (rows,
+tuples, dicts, models) that reference counting frees anyway, so the passes run many times
+per batch of reports, each walking what is young at that moment. Measured (BENCHMARKS.md,
+benchmark 12, "Round nine"; `generate_reports` called by 4 threads, 9,600 reports): the
+collector took 270-440 ms, 28-45 µs per report (about 15 % of the generation's CPU), and
+6-8 µs at a threshold of 10,000. Freezing what the process built at boot (`gc.freeze`)
+made no difference there (full passes are rare), so it is not done.
+
+Only cycles wait longer: reference counting frees everything else at once, as before.
+"""
+
+from __future__ import annotations
+
+import gc
+
+#: Container allocations net of frees between two generation-0 passes (CPython's default:
+#: 700). Older generations keep their ratios, so they are spaced by the same factor.
+DEFAULT_GEN0_THRESHOLD = 10_000
+
+
+def space_collections(gen0_threshold: int = DEFAULT_GEN0_THRESHOLD) -> None:
+    """Run the collector's generation-0 pass every `gen0_threshold` allocations (see the module's doc)."""
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(max(1, gen0_threshold), gen1, gen2)
