@@ -18,8 +18,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import time
 from collections.abc import Sequence
-from typing import Any
 
 from flask import g, request
 from itsdangerous import BadData, URLSafeTimedSerializer
@@ -62,16 +62,41 @@ def issue_user_token(secret_key: str, user_id: int) -> str:
 
 def verify_user_token(secret_key: str, token: str) -> int | None:
     """The user id of a valid, unexpired user token, else None."""
-    if not secret_key:
+    if not secret_key or len(token) > MAX_USER_TOKEN_CHARS:
         return None
+    verified = _verified_user_token(secret_key, token)
+    if verified is None:
+        return None
+    user_id, signed_at = verified
+    # itsdangerous' max_age check, made on every call: a cached token expires on time.
+    age = int(time.time()) - signed_at
+    if age > USER_TOKEN_MAX_AGE_S or age < 0:
+        return None
+    return user_id
+
+
+#: Signature checks remembered per process (the last ones used): a user's calls carry the same
+#: token, whose HMAC check, base64 and JSON cost ~3 % of a web worker's CPU under submissions
+#: (BENCHMARKS.md, benchmark 13, round nine). Bounded, so a flood of forged tokens only evicts.
+VERIFIED_TOKENS_KEPT = 4096
+#: Longer than any token `issue_user_token` signs (~80 characters for the largest user id):
+#: refused before its signature is checked, so what the cache keeps stays small (~1 MB).
+MAX_USER_TOKEN_CHARS = 256
+
+
+@functools.lru_cache(maxsize=VERIFIED_TOKENS_KEPT)
+def _verified_user_token(secret_key: str, token: str) -> tuple[int, int] | None:
+    """(user id, when signed, epoch seconds) of a token signed with `secret_key` whose payload is
+    a user id, else None; its age is checked by the caller, on every use. Keyed by the secret
+    too: a token signed with an older SECRET_KEY is not accepted under a new one."""
     try:
-        payload: Any = _serializer(secret_key).loads(token, max_age=USER_TOKEN_MAX_AGE_S)
+        payload, signed_at = _serializer(secret_key).loads(token, return_timestamp=True)
     except BadData:
         return None
     user_id: object = payload.get("uid") if isinstance(payload, dict) else None
     if not is_strict_int(user_id) or not 1 <= user_id <= MAX_ID:
         return None
-    return user_id
+    return user_id, int(signed_at.timestamp())
 
 
 def is_admin_token(admin_tokens: Sequence[str], token: str) -> bool:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+
 import pytest
 from flask import Flask
 from flask.cli import locate_app
 from flask.testing import FlaskClient
 from itsdangerous import URLSafeTimedSerializer
 
+from services.domain.limits import MAX_ID
 from tests.support.web_unit import (
     ADMIN_AUTH,
     ADMIN_TOKEN,
@@ -71,6 +75,44 @@ def test_user_token_expires(monkeypatch: pytest.MonkeyPatch) -> None:
     token = auth.issue_user_token(SECRET_KEY, 5)
     monkeypatch.setattr(auth, "USER_TOKEN_MAX_AGE_S", -1)
     assert auth.verify_user_token(SECRET_KEY, token) is None
+
+
+def _clock_at(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    monkeypatch.setattr(auth, "time", SimpleNamespace(time=lambda: seconds))
+
+
+def test_a_remembered_token_still_expires_on_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    token = auth.issue_user_token(SECRET_KEY, 7)
+    signed_at = int(time.time())
+    assert auth.verify_user_token(SECRET_KEY, token) == 7
+    hits = auth._verified_user_token.cache_info().hits
+    assert auth.verify_user_token(SECRET_KEY, token) == 7
+    assert auth._verified_user_token.cache_info().hits == hits + 1  # the signature not checked again
+    _clock_at(monkeypatch, signed_at + auth.USER_TOKEN_MAX_AGE_S + 2)
+    assert auth.verify_user_token(SECRET_KEY, token) is None
+    _clock_at(monkeypatch, signed_at - 2)  # signed "in the future": refused, as itsdangerous does
+    assert auth.verify_user_token(SECRET_KEY, token) is None
+
+
+def test_a_remembered_token_is_not_accepted_under_another_secret() -> None:
+    token = auth.issue_user_token(SECRET_KEY, 8)
+    assert auth.verify_user_token(SECRET_KEY, token) == 8
+    assert auth.verify_user_token(SECRET_KEY + "-rotated", token) is None
+
+
+def test_the_longest_user_token_fits_and_a_longer_string_is_refused() -> None:
+    longest = auth.issue_user_token(SECRET_KEY, MAX_ID)
+    assert len(longest) < auth.MAX_USER_TOKEN_CHARS
+    assert auth.verify_user_token(SECRET_KEY, longest) == MAX_ID
+    assert auth.verify_user_token(SECRET_KEY, longest + "." + "x" * auth.MAX_USER_TOKEN_CHARS) is None
+
+
+def test_a_forged_token_stays_refused_when_asked_again() -> None:
+    token = auth.issue_user_token(SECRET_KEY, 9)
+    forged = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+    assert auth.verify_user_token(SECRET_KEY, forged) is None
+    assert auth.verify_user_token(SECRET_KEY, forged) is None
+    assert auth.verify_user_token(SECRET_KEY, token) == 9
 
 
 @pytest.mark.parametrize(
