@@ -1,6 +1,7 @@
 """The product's generation without its queue: the ceiling the worker's message path is measured against.
 
-    python -m bench.generation_core [--groups 120] [--group-size 32] [--threads 1 2 4 8] [--quick]
+    python -m bench.generation_core [--groups 120] [--group-size 32] [--threads 1 2 4 8]
+                                    [--collectors spaced default] [--quick]
 
 `services.usecases.reports.generate_reports`, the function a worker's batch calls, called
 directly by T threads of this process on groups of `--group-size` records in status 3 (the
@@ -14,6 +15,7 @@ pipeline (the same work through the queue), the difference is what the message p
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import sys
 import threading
@@ -26,6 +28,23 @@ from config.collector import space_collections
 from services.persistence.db import make_engine, make_session_factory
 from services.persistence.uow import UnitOfWork
 from services.usecases.reports import generate_reports
+
+#: CPython's own thresholds, read before anything changes them.
+DEFAULT_THRESHOLDS = gc.get_threshold()
+
+
+class CollectorClock:
+    """Seconds this process spent in its cycle collector's passes while registered."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
 
 
 def run(database_url: str, engine: Any, *, groups: int, size: int, threads: int) -> dict[str, float]:
@@ -49,6 +68,8 @@ def run(database_url: str, engine: Any, *, groups: int, size: int, threads: int)
                 failures.append(exc)
                 return
 
+    clock = CollectorClock()
+    gc.callbacks.append(clock)
     try:
         cpu, began = time.process_time(), time.perf_counter()
         workers = [threading.Thread(target=work) for _ in range(threads)]
@@ -63,9 +84,14 @@ def run(database_url: str, engine: Any, *, groups: int, size: int, threads: int)
         if done != len(ids):
             raise RuntimeError(f"{done} of {len(ids)} records in status 4")
     finally:
+        gc.callbacks.remove(clock)
         own.dispose()
         db.delete_bench_records(engine)
-    return {"per_s": len(ids) / elapsed, "cpu_us": cpu / len(ids) * 1e6}
+    return {
+        "per_s": len(ids) / elapsed,
+        "cpu_us": cpu / len(ids) * 1e6,
+        "gc_us": clock.seconds / len(ids) * 1e6,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -76,32 +102,43 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--group-size", type=int, default=32, help="records per group (default 32)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2, 4, 8], help="thread counts")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (default 2)")
+    parser.add_argument(
+        "--collectors",
+        nargs="+",
+        choices=["spaced", "default"],
+        default=["spaced"],
+        help="the cycle collector of each run: spaced as a worker's (default), CPython's default",
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes: 4 groups of 8, 1 and 2 threads")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.quick:
         args.groups, args.group_size, args.threads, args.rounds = 4, 8, [1, 2], 1
     database_url = stores.database_url()
     engine = db.prepare(database_url)
-    space_collections()  # as a worker process does (actors/bootstrap.py)
     rows: list[dict[str, Any]] = []
-    for number, threads in itertools.product(range(args.rounds), args.threads):
+    for number, threads, collector in itertools.product(range(args.rounds), args.threads, args.collectors):
+        if collector == "spaced":
+            space_collections()  # as a worker process does (actors/bootstrap.py)
+        else:
+            gc.set_threshold(*DEFAULT_THRESHOLDS)
         row = run(database_url, engine, groups=args.groups, size=args.group_size, threads=threads)
-        rows.append({"round": number + 1, "threads": threads, **row})
+        rows.append({"round": number + 1, "threads": threads, "collector": collector, **row})
         output.log(
-            f"  round {number + 1}, {threads} thread(s): {row['per_s']:.0f}/s,"
-            f" {row['cpu_us']:.0f} µs CPU/report"
+            f"  round {number + 1}, {threads} thread(s), collector {collector}: {row['per_s']:.0f}/s,"
+            f" {row['cpu_us']:.0f} µs CPU/report, {row['gc_us']:.1f} µs of it collecting"
         )
+    gc.set_threshold(*DEFAULT_THRESHOLDS)
+
+    def median(key: str, threads: int, collector: str) -> float:
+        return stats.median([r[key] for r in rows if r["threads"] == threads and r["collector"] == collector])
+
     table = output.print_table(
         f"generate_reports called directly, groups of {args.group_size}, {args.groups} groups per run"
         f" (medians of {args.rounds} rounds)",
-        ["threads", "reports/s", "CPU µs/report"],
+        ["threads", "collector", "reports/s", "CPU µs/report", "collector µs/report"],
         [
-            [
-                t,
-                stats.median([r["per_s"] for r in rows if r["threads"] == t]),
-                stats.median([r["cpu_us"] for r in rows if r["threads"] == t]),
-            ]
-            for t in args.threads
+            [t, c, median("per_s", t, c), median("cpu_us", t, c), median("gc_us", t, c)]
+            for t, c in itertools.product(args.threads, args.collectors)
         ],
     )
     data: dict[str, Any] = {"rows": rows, "tables": [table]}
