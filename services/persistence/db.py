@@ -11,6 +11,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from config.settings import Settings, normalize_database_url
+from services.persistence import pool_check
 
 #: Longest wait for a new database connection: a host that drops packets must not hang a
 #: worker thread (or a probe) for the operating system's TCP timeout of minutes.
@@ -38,15 +39,18 @@ def make_engine(
     connect_args: dict[str, object] = {"connect_timeout": max(1, round(connect_timeout_s))}
     if transaction_pooling:
         connect_args["prepare_threshold"] = None
-    return create_engine(
+    engine = create_engine(
         normalize_database_url(database_url),
         pool_size=pool_size,
         max_overflow=pool_size if max_overflow is None else max_overflow,
         pool_timeout=pool_timeout_s,
-        pool_pre_ping=True,
         pool_recycle=1800,
         connect_args=connect_args,
     )
+    # A connection the server ended while pooled is replaced at checkout, as pool_pre_ping
+    # would, without its round trip while the connection is busy (services/persistence/pool_check.py).
+    pool_check.watch(engine)
+    return engine
 
 
 def database_answers(factory: sessionmaker[Session]) -> bool:

@@ -37,8 +37,9 @@ class UnitOfWork:
     def __enter__(self) -> UnitOfWork:
         self.session = self._session_factory()
         try:
-            # Take the connection now (the pool pings it): "cannot reach the database" is
-            # then told apart from a failure inside the transaction, see DatabaseUnavailable.
+            # Take the connection now (the pool checks it, services/persistence/pool_check.py):
+            # "cannot reach the database" is then told apart from a failure inside the
+            # transaction, see DatabaseUnavailable.
             # The pool's timeout (every connection busy for `pool_timeout`) is one of those:
             # a worker whose threads outnumber its pool waits, and a job that waited too long
             # has done nothing, so it spends no attempt.
