@@ -88,13 +88,16 @@ class RedisAutosaveStore:
         except redis.RedisError as exc:
             raise AutosaveUnavailable(f"could not cache record {record_id}: {exc}") from exc
 
-    def seal(self, record_id: int, user_id: int) -> None:
+    def seal(self, record_id: int, user_id: int) -> dict[int, SavedAnswer]:
         try:
-            self._seal(
-                keys=[self.keys.record(record_id)], args=[user_id, int(RecordStatus.GENERATING), SEAL_TTL_S]
+            flat = self._seal(
+                keys=[self.keys.record(record_id), self.keys.answers.item(record_id)],
+                args=[user_id, int(RecordStatus.GENERATING), SEAL_TTL_S],
             )
         except redis.RedisError as exc:
             raise AutosaveUnavailable(f"could not seal record {record_id}: {exc}") from exc
+        # HGETALL's reply inside a script is the flat list field, value, field, value, ...
+        return parse_saved(dict(zip(flat[::2], flat[1::2], strict=True)), record_id=record_id)
 
     def load(self, record_id: int) -> dict[int, SavedAnswer]:
         try:

@@ -65,14 +65,24 @@ class UnitOfWork:
             self.session.close()
 
     @contextmanager
-    def batch(self) -> Iterator[None]:
+    def batch(self, *, commit: bool = False) -> Iterator[None]:
         """The statements the repositories run in the block go to the database in one round trip,
         at its end (they are pipelined on the unit of work's connection: services/persistence/driver.py).
         For writes: a read's result inside the block would send them early. Only repository
         methods that run on the driver (`driver.statements`) belong here, not the session's own
-        statements (SQLAlchemy does not expect a connection in pipeline mode)."""
-        with driver.statements(self.session):
+        statements (SQLAlchemy does not expect a connection in pipeline mode).
+
+        With `commit`, the block's end commits too, its COMMIT in the same round trip (a block
+        left by an error commits nothing)."""
+        with driver.statements(self.session) as conn:
             yield
+            if commit:
+                # The driver's COMMIT, queued in the pipeline; the session's then finds the
+                # transaction ended and sends nothing (as report_sql.write does, and for its reason:
+                # the session must not hand the connection back while the pipeline is open).
+                conn.commit()
+        if commit:
+            self.session.commit()
 
     def commit(self) -> None:
         self.session.commit()

@@ -198,11 +198,12 @@ def submit_answers(
                 values = validate_answers(reads.active_ids, answers)
                 merged = MergedAnswers(values, {}, 0, None)
             else:
-                sealed = _seal(autosave, record.id, user_id)
-                autosaved = _load(autosave, record.id) if sealed else None
+                autosaved = _seal(autosave, record.id, user_id)
+                sealed = autosaved is not None
                 merged = merge_submission(reads.active_ids, reads.stored or {}, autosaved, answers)
-            # The writes and the event in one round trip; submitted_at is the transaction's time.
-            with uow.batch():
+            # The writes, the event and the commit in one round trip; submitted_at is the
+            # transaction's time.
+            with uow.batch(commit=True):
                 uow.records.store_submission(record.id, merged)
                 events = log_change(
                     uow,
@@ -212,7 +213,6 @@ def submit_answers(
                     actor=f"user:{user_id}",
                     user_id=user_id,
                 )
-            uow.commit()
     except BaseException:
         if sealed and autosave is not None:
             _release(autosave, record_id, submitted=False)
@@ -235,23 +235,14 @@ def submit_answers(
     return SubmitResult(record_id=record_id, status=int(RecordStatus.GENERATING), enqueued=enqueued)
 
 
-def _seal(store: AutosaveStore, record_id: int, user_id: int) -> bool:
-    """Close the record to saves; False (logged) when the store is down."""
+def _seal(store: AutosaveStore, record_id: int, user_id: int) -> dict[int, SavedAnswer] | None:
+    """Close the record to saves; its autosaved answers, or None (logged) when the store is down."""
     try:
-        store.seal(record_id, user_id)
+        return store.seal(record_id, user_id)
     except Exception as exc:
         _store_failed(
             logging.WARNING, "autosave store unavailable while submitting record %s", record_id, exc
         )
-        return False
-    return True
-
-
-def _load(store: AutosaveStore, record_id: int) -> dict[int, SavedAnswer] | None:
-    try:
-        return store.load(record_id)
-    except Exception as exc:
-        _store_failed(logging.WARNING, "autosaved answers of record %s unreadable", record_id, exc)
         return None
 
 

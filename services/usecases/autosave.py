@@ -49,8 +49,9 @@ class AutosaveStore(Protocol):
     def prime(self, record_id: int, user_id: int, status: int) -> None:
         """Cache the record's owner and status, unless the store already knows them."""
 
-    def seal(self, record_id: int, user_id: int) -> None:
-        """A submission begins: refuse every further save of the record (status 3)."""
+    def seal(self, record_id: int, user_id: int) -> dict[int, SavedAnswer]:
+        """A submission begins: refuse every further save of the record (status 3); the answers
+        autosaved until then, as `load` reads them (one step: no save lands in between)."""
 
     def load(self, record_id: int) -> dict[int, SavedAnswer]:
         """The autosaved answers of the record: {question id: answer}."""

@@ -81,3 +81,34 @@ def test_statements_inside_a_batch_join_its_round_trip(
     assert answers_of(session_factory, record_id) == 3
     with session_factory() as s:
         assert s.get(AssessmentRecord, record_id).status == 3  # type: ignore[union-attr]
+
+
+def test_a_committing_batch_commits_at_its_end_in_its_round_trip(
+    uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int]
+) -> None:
+    record_id = make_record(2, user_id=42)
+    merged = MergedAnswers({q: default_answer(q) for q in (101, 102)}, {}, 0, None)
+    with uow:
+        with uow.batch(commit=True):
+            uow.records.store_submission(record_id, merged)
+            conn = driver.connection(uow.session)
+            assert answers_of(session_factory, record_id) == 0  # queued, not sent
+        # Committed when the block ended, before the unit of work does anything else.
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert answers_of(session_factory, record_id) == 2
+    with session_factory() as s:
+        assert s.get(AssessmentRecord, record_id).status == 3  # type: ignore[union-attr]
+
+
+def test_a_committing_batch_that_fails_commits_nothing_and_leaves_a_usable_connection(
+    uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int]
+) -> None:
+    record_id = make_record(2, user_id=42)
+    with uow, pytest.raises(sa_exc.IntegrityError), uow.batch(commit=True):
+        uow.records.store_submission(record_id, MergedAnswers({101: 3, 999_999: 2}, {}, 0, None))
+    assert answers_of(session_factory, record_id) == 0
+    with session_factory() as s:
+        assert s.get(AssessmentRecord, record_id).status == 2  # type: ignore[union-attr]
+    with uow, uow.batch(commit=True):
+        uow.records.store_submission(record_id, MergedAnswers({101: 3}, {}, 0, None))
+    assert answers_of(session_factory, record_id) == 1

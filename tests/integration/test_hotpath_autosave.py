@@ -67,9 +67,11 @@ def test_save_checks_the_cached_owner_and_status(
     assert (saved.outcome, saved.answered_count) == (SaveOutcome.SAVED, 2)
     assert redis_client.smembers(KEYS.answers.dirty) == {b"7"}
     assert redis_client.smembers(KEYS.progress.dirty) == {b"7"}
-    store.seal(7, USER)
+    sealed = store.seal(7, USER)  # the answers saved until then come with the seal
+    assert {q: a.value for q, a in sealed.items()} == {101: 3, 102: 5}
+    assert sealed[102].saved_ms == saved.saved_ms
     assert store.save(USER, 7, answers).outcome is SaveOutcome.WRONG_STATUS
-    assert {q: a.value for q, a in store.load(7).items()} == {101: 3, 102: 5}
+    assert store.load(7) == sealed
 
 
 def test_save_times_strictly_increase_per_record(store: RedisAutosaveStore) -> None:
@@ -85,7 +87,7 @@ def test_release_after_submission_drops_the_autosave(
 ) -> None:
     started(store, [3])
     save(store, 3, {101: 2})
-    store.seal(3, USER)
+    assert set(store.seal(3, USER)) == {101}
     store.release(3, submitted=True)
     assert store.load(3) == {}
     assert not redis_client.sismember(KEYS.answers.dirty, "3")
