@@ -65,7 +65,8 @@ def statements(session: Session, *, pipeline: bool = True) -> Iterator[psycopg.C
     """
     conn = connection(session)
     try:
-        if not pipeline or conn.pgconn.pipeline_status != pq.PipelineStatus.OFF:
+        if not pipeline or conn.autocommit or conn.pgconn.pipeline_status != pq.PipelineStatus.OFF:
+            # In autocommit (`autocommitted`) there is no BEGIN to save: statements one by one.
             yield conn
             return
         with pipelined(session) as conn:
@@ -77,6 +78,30 @@ def statements(session: Session, *, pipeline: bool = True) -> Iterator[psycopg.C
             # rollback then skips the dead connection and the pool replaces it.
             session.connection().invalidate()
         raise translated(exc, invalidated=lost) from exc
+
+
+@contextmanager
+def autocommitted(session: Session) -> Iterator[None]:
+    """Each statement run on the session's connection in the block is a transaction of its own,
+    committed as it ends: one round trip, where a transaction costs three (BEGIN, the statement,
+    COMMIT; psycopg sends BEGIN on its own outside pipeline mode). For units of work whose every
+    write is one statement: nothing is left to commit or roll back when the block ends.
+
+    The connection must have no transaction open (the block comes first in its unit of work); it
+    goes back to transactions when the block ends, before the pool can see it again.
+    """
+    conn = connection(session)
+    if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+        raise RuntimeError("autocommitted() inside a transaction: its statements would not be their own")
+    conn.autocommit = True
+    try:
+        yield
+    finally:
+        if not conn.closed and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+            conn.autocommit = False
+        elif not conn.closed:
+            # A statement left running by an interruption: the pool must not get it back.
+            session.connection().invalidate()
 
 
 def translated(exc: psycopg.Error, *, invalidated: bool = False) -> sa_exc.DBAPIError:

@@ -134,7 +134,8 @@ class RecordRepository:
 
     def start_own(self, user_id: int, record_id: int) -> RecordRow | None:
         """Start the live record `record_id` of `user_id` if it is in 1 (status 2, started_at from
-        the database clock, like created_at); the record as it then is (None if no such record)."""
+        the database clock, like created_at); the record as it then is (None if no such record).
+        One round trip in a transaction (pipelined with its BEGIN), two in autocommit."""
         key = {"id": record_id, "user": user_id}
         with statements(self.session) as conn:
             conn.execute(_START_PENDING, key)

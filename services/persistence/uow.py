@@ -84,6 +84,14 @@ class UnitOfWork:
         if commit:
             self.session.commit()
 
+    @contextmanager
+    def autocommit(self) -> Iterator[None]:
+        """Each statement the repositories run in the block commits on its own, in its one round
+        trip (no BEGIN, no COMMIT: services/persistence/driver.py, `autocommitted`). For a unit of
+        work whose every write is a single statement; opened first thing in it."""
+        with driver.autocommitted(self.session):
+            yield
+
     def commit(self) -> None:
         self.session.commit()
 

@@ -112,3 +112,42 @@ def test_a_committing_batch_that_fails_commits_nothing_and_leaves_a_usable_conne
     with uow, uow.batch(commit=True):
         uow.records.store_submission(record_id, MergedAnswers({101: 3}, {}, 0, None))
     assert answers_of(session_factory, record_id) == 1
+
+
+def test_an_autocommit_block_commits_each_statement_as_it_runs_and_ends_in_transactions(
+    uow: UnitOfWork, session_factory: sessionmaker[Session]
+) -> None:
+    with uow:
+        with uow.autocommit():
+            record = uow.records.add(42)
+            conn = driver.connection(uow.session)
+            # Committed already, inside the unit of work: visible to another session.
+            with session_factory() as s:
+                assert s.get(AssessmentRecord, record.id) is not None
+        assert not conn.autocommit  # back in transactions before the pool sees it again
+        assert uow.records.own(42, record.id) is not None
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+
+
+def test_an_autocommit_block_inside_a_transaction_is_refused(
+    uow: UnitOfWork, make_record: Callable[..., int]
+) -> None:
+    record_id = make_record(1, user_id=42)
+    with uow:
+        assert uow.records.own(42, record_id) is not None  # a transaction is open
+        with pytest.raises(RuntimeError, match="inside a transaction"), uow.autocommit():
+            pass
+
+
+def test_a_failed_statement_in_an_autocommit_block_is_sqlalchemys_error_and_leaves_a_usable_connection(
+    uow: UnitOfWork,
+) -> None:
+    with (
+        uow,
+        pytest.raises(sa_exc.ProgrammingError),
+        uow.autocommit(),
+        driver.statements(uow.session, pipeline=False) as conn,
+    ):
+        conn.execute("SELECT * FROM no_such_table")
+    with uow:
+        assert uow.records.add(42).status == 1
