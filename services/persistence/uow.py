@@ -59,10 +59,9 @@ class UnitOfWork:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        try:
-            self.session.rollback()
-        finally:
-            self.session.close()
+        # Ends the transaction (rolled back unless committed) and hands the connection back: an
+        # explicit rollback() first would run SQLAlchemy's transaction machinery twice.
+        self.session.close()
 
     @contextmanager
     def batch(self, *, commit: bool = False) -> Iterator[None]:

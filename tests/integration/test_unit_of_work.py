@@ -34,3 +34,15 @@ def test_a_database_that_refuses_connections_is_unavailable() -> None:
             pass
     finally:
         engine.dispose()
+
+
+def test_leaving_without_commit_rolls_back_and_hands_the_connection_back(settings: Settings) -> None:
+    engine = make_engine(settings.database_url, pool_size=1, max_overflow=0, pool_timeout_s=0.2)
+    factory = make_session_factory(engine)
+    try:
+        with UnitOfWork(factory) as uow:
+            record_id = uow.records.add(42).id
+        with UnitOfWork(factory) as again:  # the one connection is back, its transaction ended
+            assert again.records.own(42, record_id) is None
+    finally:
+        engine.dispose()
