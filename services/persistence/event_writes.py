@@ -31,6 +31,14 @@ _INSERT_SQL = """
     ON CONFLICT DO NOTHING
     """
 _INSERT = text(re.sub(r"%\((\w+)\)s", r":\1", _INSERT_SQL))
+# One event (a user's submission): plain values, where seven one-element arrays would each be
+# dumped by psycopg item by item in Python.
+_INSERT_ONE_SQL = """
+    INSERT INTO event_log (id, occurred_at, event_type, record_id, user_id, actor, data)
+    VALUES (CAST(%(id)s AS uuid), %(time)s, %(type)s, %(record)s, %(user)s, %(actor)s,
+            CAST(%(data)s AS jsonb))
+    ON CONFLICT DO NOTHING
+    """
 
 
 def insert_events(session: Session, events: Sequence[Event]) -> int:
@@ -75,7 +83,22 @@ class EventRepository:
     def add(self, events: Sequence[Event]) -> None:
         """Insert `events` in the unit of work's transaction: one statement, in the round trip of
         the unit of work's `batch` when inside one."""
-        if events:
+        if len(events) == 1:
+            (event,) = events
+            with statements(self.session, pipeline=False) as conn:
+                conn.execute(
+                    _INSERT_ONE_SQL,
+                    {
+                        "id": str(event.id),
+                        "time": event.occurred_at,
+                        "type": event.event_type,
+                        "record": event.record_id,
+                        "user": event.user_id,
+                        "actor": event.actor,
+                        "data": json.dumps(event.data, ensure_ascii=False),
+                    },
+                )
+        elif events:
             with statements(self.session, pipeline=False) as conn:
                 conn.execute(_INSERT_SQL, _columns(events))
 

@@ -101,6 +101,23 @@ _SUBMIT = (
 )
 
 
+def array_literal(items: Sequence[int | datetime | None]) -> str:
+    """A PostgreSQL array literal of integers, aware datetimes and NULLs, sent as one text
+    parameter (cast by the statement): psycopg would dump a list item by item in Python. An
+    aware datetime's ISO form has no space, comma, quote or brace to escape."""
+    return "{" + ",".join(_element(item) for item in items) + "}"
+
+
+def _element(item: int | datetime | None) -> str:
+    if item is None:
+        return "NULL"
+    if isinstance(item, datetime):
+        if item.tzinfo is None:
+            raise ValueError("a naive datetime has no place in a timestamptz array")
+        return item.isoformat()
+    return str(int(item))
+
+
 class SubmissionReads(NamedTuple):
     """What a submission reads before it writes (`RecordRepository.submission_reads`)."""
 
@@ -198,10 +215,10 @@ class RecordRepository:
                 _INSERT_ANSWERS,
                 {
                     "id": record_id,
-                    "questions": questions,
-                    "values": [merged.values[q] for q in questions],
+                    "questions": array_literal(questions),
+                    "values": array_literal([merged.values[q] for q in questions]),
                     # None: answered now (in the body); else when it was stored or autosaved.
-                    "times": [merged.answered_at.get(q) for q in questions],
+                    "times": array_literal([merged.answered_at.get(q) for q in questions]),
                 },
             )
             conn.execute(_SUBMIT, {"id": record_id, "count": len(merged.values), "latest": latest})
