@@ -157,6 +157,16 @@ def _profile_web(data: dict[str, Any]) -> None:
     assert abs(sum(data["shares"].values()) - 1) < 1e-9
 
 
+@case("web_inprocess", "--quick", "--tree", ".")
+def _web_inprocess(data: dict[str, Any]) -> None:
+    # This tree against itself (the tree by its path, in its own interpreter): one pair.
+    for side in ("this tree", "other tree"):
+        [run] = data["runs"][side]
+        assert set(run) == {"createRecord", "startAssessment", "submitAnswers"}
+        assert all(ms > 0 for ms in run.values())
+    assert len(data["ratios"]) == 1
+
+
 SCALING_FIELDS = {"rate", "workers_ms_per_msg", "redis_ms_per_msg", "postgres_ms_per_msg", "saturated"}
 
 
