@@ -26,6 +26,8 @@ class FaultProxy:
         self.upstream = (parts.hostname or "127.0.0.1", int(parts.port or 0))
         self._lock = threading.Lock()
         self._conns: set[socket.socket] = set()
+        #: The threads forwarding the open connections (`_serve`), to wait for their resets.
+        self._servers: set[threading.Thread] = set()
         self._listener: socket.socket | None = None
         self._hung = threading.Event()
         self._closed = False
@@ -61,6 +63,7 @@ class FaultProxy:
         with self._lock:
             listener, self._listener = self._listener, None
             conns, self._conns = self._conns, set()
+            servers = set(self._servers)
         if listener is not None:
             # close() alone leaves the socket listening while _accept() is blocked in
             # accept() on it, so up() could not bind the port again; shutdown() wakes it.
@@ -69,6 +72,7 @@ class FaultProxy:
             listener.close()
         for conn in conns:
             _reset(conn)
+        _joined(servers)
 
     def hang(self) -> None:
         """Accept and keep connections, forward nothing, until `up()`."""
@@ -82,8 +86,10 @@ class FaultProxy:
         """Reset the open connections (RST), keep accepting new ones."""
         with self._lock:
             conns, self._conns = self._conns, set()
+            servers = set(self._servers)
         for conn in conns:
             _reset(conn)
+        _joined(servers)
 
     def half_close(self) -> None:
         """Shut the sending side of every open connection (both peers read an end of stream,
@@ -118,6 +124,7 @@ class FaultProxy:
                 server.close()
                 return
             self._conns |= {client, server}
+            self._servers.add(threading.current_thread())
         pair = {client: server, server: client}
         try:
             while True:
@@ -137,6 +144,7 @@ class FaultProxy:
         finally:
             with self._lock:
                 self._conns -= {client, server}
+                self._servers.discard(threading.current_thread())
             for sock in (client, server):
                 with contextlib.suppress(OSError):
                     sock.close()
@@ -144,6 +152,17 @@ class FaultProxy:
     def _hung_wait(self) -> None:
         while self._hung.is_set() and not self._closed:
             threading.Event().wait(0.05)
+
+
+def _joined(servers: set[threading.Thread]) -> None:
+    """Wait (briefly) for the forwarding threads of reset connections to end. A socket closed
+    while its thread sits in select() on it is only released, and its RST only sent, once that
+    select() returns (up to its 0.1 s timeout): until then the peer would see a live connection
+    that no longer exists, as no server that went away leaves one."""
+    deadline = time.monotonic() + 2.0
+    for thread in servers:
+        if thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _reset(conn: socket.socket) -> None:

@@ -14,6 +14,13 @@ closes the server's end of the socket (after a FATAL message), which makes the c
   as `pool_pre_ping` does, through the dialect, and a failed ping invalidates the pool (every
   connection older than now is replaced at its next checkout), as `pool_pre_ping` does too.
 
+The window this leaves: a connection checked out after its server went away but before the
+server's end of it reached us (the FIN or RST in flight: well under a millisecond on a LAN) is
+handed out, and its first statement fails as "database unreachable" (503 with Retry-After, or a
+job given back uncounted) where a ping would have reconnected; a ping has the same window between
+itself and the statement. Found by tests/e2e/test_web_edge.py through scripts/faults.py, whose
+resets reached the client up to 0.1 s late (fixed there: a real server's end closes at once).
+
 What only a ping would find is a server that vanished without closing its end (a host crash, a
 dropped route): the ping would then wait as long as the statement will, so it guards nothing
 there for a recently used connection; after `idle_s` of silence the ping is sent anyway. Used
