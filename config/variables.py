@@ -268,12 +268,13 @@ VARIABLES: tuple[Variable, ...] = (
         "worker",
         (
             "`dramatiq --processes`; 2 × 8 measured best of 2×8, 2×4, 2×2, 4×2, 4×1 on 2 cores before "
-            "group commit, 2 × 16 after it, 2 × 64 since issue 24 (BENCHMARKS.md, benchmarks 8 and 12)"
+            "group commit, 2 × 16 after it, 2 × 64 with issue 24's group commit, 2 × 32 with its batches of "
+            "100 (BENCHMARKS.md, benchmarks 8 and 12)"
         ),
     ),
     Variable(
         "`WORKER_THREADS`",
-        "`64`",
+        "`32`",
         "worker",
         (
             "`dramatiq --threads`: the calls a process runs at once (a report call takes a batch of up to "
@@ -307,7 +308,7 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         "`REPORT_BATCH_SIZE`",
-        "`32`",
+        "`100`",
         "worker",
         (
             "most report jobs a worker thread takes in one call and generates in one transaction (of those "
