@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from services.domain.errors import ParamError
 from services.domain.limits import is_strict_int
@@ -47,10 +48,13 @@ class QuestionSpec:
     reverse_scored: bool = False
 
 
-@dataclass(frozen=True)
-class DimensionScore:
+class DimensionScore(NamedTuple):
     """One dimension's score: computed by `score_answers`, stored in `dimension_results`, read
-    back to be explained (services/domain/interpretation.py)."""
+    back to be explained (services/domain/interpretation.py).
+
+    A named tuple, not a frozen dataclass: a report builds eight, and a frozen dataclass's
+    `__init__` (one `object.__setattr__` per field) cost a worker ~15 µs per report of the
+    ~45 its scoring took (issue 24)."""
 
     code: str
     name: str
@@ -215,52 +219,80 @@ class Scorer:
     question_ids: tuple[int, ...]
     #: The check's message when the questionnaire is not usable.
     problem: str | None
+    #: Per question, (id, index of its dimension in `dimensions`, reverse scored): what `score`
+    #: walks for each record, so that a worker does not look a question's dimension up 40
+    #: times per report (empty when the questionnaire is not usable).
+    plan: tuple[tuple[int, int, bool], ...] = field(default=(), repr=False)
+    #: Questions per dimension, in the order of `dimensions`.
+    counts: tuple[int, ...] = field(default=(), repr=False)
+    descriptions: Mapping[int, str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, dimensions: Sequence[DimensionSpec], questions: Sequence[QuestionSpec]) -> Scorer:
         try:
             _check_definition(dimensions, questions)
         except ParamError as exc:
-            problem: str | None = exc.message
-        else:
-            problem = None
-        return cls(tuple(dimensions), tuple(questions), tuple(q.id for q in questions), problem)
+            return cls(tuple(dimensions), tuple(questions), tuple(q.id for q in questions), exc.message)
+        index = {d.id: i for i, d in enumerate(dimensions)}
+        plan = tuple((q.id, index[q.dimension_id], q.reverse_scored) for q in questions)
+        counts = [0] * len(dimensions)
+        for _, i, _ in plan:
+            counts[i] += 1
+        return cls(
+            tuple(dimensions),
+            tuple(questions),
+            tuple(q.id for q in questions),
+            None,
+            plan,
+            tuple(counts),
+            {d.id: d.description for d in dimensions},
+        )
 
     def score(self, answers: Mapping[int, int] | Iterable[tuple[int, int]]) -> ScoreReport:
         """Score one record (see `score_answers`)."""
         if self.problem is not None:
             raise ParamError(self.problem)
-        dimensions, questions = self.dimensions, self.questions
-        pairs = answers.items() if isinstance(answers, Mapping) else answers
-        values = validate_answers(self.question_ids, pairs)
-
-        raw: dict[int, int] = {d.id: 0 for d in dimensions}
-        count: Counter[int] = Counter()
-        for q in questions:
-            raw[q.dimension_id] += counted_value(values[q.id], q.reverse_scored)
-            count[q.dimension_id] += 1
-
-        scored = [(d, raw[d.id], dimension_score(raw[d.id], count[d.id])) for d in dimensions]
+        if self._well_formed(answers):
+            values: Mapping[int, int] = answers  # type: ignore[assignment]  # checked just above
+        else:
+            # The full check raises the error naming what is wrong (or finds the answers well
+            # formed after all: pairs, not a dict; an int subclass).
+            values = validate_answers(
+                self.question_ids, answers.items() if isinstance(answers, Mapping) else answers
+            )
+        raw = [0] * len(self.counts)
+        for question_id, index, reverse in self.plan:
+            raw[index] += counted_value(values[question_id], reverse)
+        scored = [
+            # dimension_score's arithmetic exactly (its bounds hold: every value is in 1..5).
+            (d, r, round((r - MIN_VALUE * n) / ((MAX_VALUE - MIN_VALUE) * n) * 100, 1))
+            for d, r, n in zip(self.dimensions, raw, self.counts, strict=True)
+        ]
         # Highest score first; equal scores by the questionnaire's own order: deterministic.
         scored.sort(key=lambda item: (-item[2], item[0].sort_order, item[0].id))
         ranked = tuple(
-            DimensionScore(
-                dimension_id=d.id,
-                code=d.code,
-                name=d.name,
-                raw_score=raw_score,
-                score=score,
-                rank=rank,
-                level=level_for(score),
-            )
+            DimensionScore(d.code, d.name, raw_score, score, rank, level_for(score), d.id)
             for rank, (d, raw_score, score) in enumerate(scored, start=1)
         )
-        descriptions = {d.id: d.description for d in dimensions}
         return ScoreReport(
             dimensions=ranked,
             top_dimensions=tuple(s.code for s in ranked[:TOP_COUNT]),
-            summary=build_summary(ranked, descriptions),
+            summary=build_summary(ranked, self.descriptions),
         )
+
+    def _well_formed(self, answers: object) -> bool:
+        """Is `answers` a dict answering every question, and no other, with an int in 1..5
+        (ids ints, as `validate_answers` asks)? The common case, checked in one pass."""
+        plan = self.plan
+        if type(answers) is not dict or len(answers) != len(plan):
+            return False
+        for question_id, _, _ in plan:
+            value = answers.get(question_id)
+            if type(value) is not int or not MIN_VALUE <= value <= MAX_VALUE:
+                return False
+        # As many keys as questions, each question found: the keys are the questions' ids,
+        # unless one is an equal non-int (True for 1), which validate_answers refuses.
+        return all(type(key) is int for key in answers)
 
 
 def build_summary(ranked: Sequence[DimensionScore], descriptions: Mapping[int, str] | None = None) -> str:

@@ -109,8 +109,8 @@ class ReportReads:
     existing: set[int]
     question_rows: list[tuple[Any, ...]]
     dimension_rows: list[tuple[Any, ...]]
-    #: id -> [(question id, value)] of each record's answers.
-    answers: dict[int, list[tuple[int, int]]]
+    #: id -> {question id: value} of each record's answers.
+    answers: dict[int, dict[int, int]]
 
 
 def read(session: Session, record_ids: Sequence[int], *, wait_for_locks: bool) -> ReportReads:
@@ -132,8 +132,10 @@ def read(session: Session, record_ids: Sequence[int], *, wait_for_locks: bool) -
     existing = set(locked) if present is None else {int(rid) for (rid,) in present.fetchall()}
     question_rows = [tuple(r) for r in questions.fetchall()]
     dimension_rows = [tuple(r) for r in dimensions.fetchall()]
+    # dict(zip(...)) builds each record's answers in C: a comprehension of pairs cost ~4 % of a
+    # worker's samples (issue 24). A record's question ids are unique (the table's key).
     by_record = {
-        int(rid): list(zip(qids, values, strict=True)) for rid, qids, values in answer_rows.fetchall()
+        int(rid): dict(zip(qids, values, strict=True)) for rid, qids, values in answer_rows.fetchall()
     }
     return ReportReads(locked, existing, question_rows, dimension_rows, by_record)
 

@@ -85,10 +85,13 @@ class Questionnaire:
             questions, dimensions, frozenset(q.id for q in questions), Scorer.of(dimensions, questions)
         )
 
-    def score(self, record_id: int, answer_values: Iterable[Sequence[Any]]) -> ScoreReport:
-        """The report of a record's (question id, value) answers; `ServiceError` when an active
+    def score(self, record_id: int, answer_values: Mapping[int, int]) -> ScoreReport:
+        """The report of a record's answers ({question id: value}); `ServiceError` when an active
         question lacks its answer (damaged data must not yield a report) or scoring refuses."""
-        answers = {qid: value for qid, value in answer_values if qid in self.active}
+        answers = answer_values
+        # The common case, compared in C: the record answered exactly the active questions.
+        if answers.keys() != self.active:
+            answers = {qid: value for qid, value in answer_values.items() if qid in self.active}
         missing = self.active - answers.keys()
         if missing:
             raise ServiceError(
@@ -187,7 +190,7 @@ def generate_reports(
                 results[rid] = _skipped(state)
                 continue
             try:
-                reports[rid] = questionnaire.score(rid, reads.answers.get(rid, ()))
+                reports[rid] = questionnaire.score(rid, reads.answers.get(rid, {}))
             except ServiceError as exc:
                 results[rid] = exc
         completed: dict[int, report_sql.Completed] = {}

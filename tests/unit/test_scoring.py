@@ -330,3 +330,41 @@ def test_the_one_pass_check_agrees_with_the_pair_by_pair_check(
         assert list(fast.items()) == list(checked.items())
     outcome = validate_partial_answers(question_ids, answers) if isinstance(checked, dict) else None
     assert outcome == (checked if isinstance(checked, dict) else None)
+
+
+def _outcome(scorer: Scorer, answers: object) -> ScoreReport | str:
+    try:
+        return scorer.score(answers)  # type: ignore[arg-type]  # malformed on purpose
+    except ParamError as exc:
+        return exc.message
+
+
+@settings(max_examples=200)
+@given(answered(), st.data())
+def test_a_dict_of_answers_scores_or_is_refused_as_its_pairs_are(
+    case: tuple[list[DimensionSpec], list[QuestionSpec], list[tuple[int, int]]], data: st.DataObject
+) -> None:
+    """A dict answering every question once with 1..5 takes `Scorer.score`'s one-pass path; the
+    same answers as pairs take the full check. Both give the same report, and a dict the
+    one-pass check refuses (an id missing or extra, a value out of range or not an int, an id
+    that only equals an int) gets the full check's error."""
+    dims, questions, answers = case
+    mapping: dict[object, object] = dict(answers)
+    change = data.draw(st.sampled_from(["none", "drop", "extra", "value", "float key"]))
+    victim = data.draw(st.sampled_from([qid for qid, _ in answers]))
+    if change == "drop":
+        del mapping[victim]
+    elif change == "extra":
+        mapping[10_000] = 3
+    elif change == "value":
+        mapping[victim] = data.draw(st.one_of(st.integers(-2, 8), st.booleans(), st.floats(1, 5), st.none()))
+    elif change == "float key":
+        mapping[float(victim)] = mapping.pop(victim)  # 100.0 == 100: the dict finds it by the int
+    scorer = Scorer.of(dims, questions)
+    by_dict, by_pairs = _outcome(scorer, mapping), _outcome(scorer, list(mapping.items()))
+    assert by_dict == by_pairs
+    if change == "none":
+        assert by_dict == score_answers(dims, questions, answers)
+        assert isinstance(by_dict, ScoreReport)
+    elif change in ("drop", "extra", "float key"):
+        assert isinstance(by_dict, str)
