@@ -137,6 +137,11 @@ def configure_logging(
     inherits its parent's handler but must write to its own `sys.stderr`, the pipe).
     """
     fmt = fmt or log_format(env)
+    # Neither format names the caller's file, line or function: not looking them up spares a
+    # walk up the stack per record (the logging HOWTO's "Optimization"; a worker logs a line
+    # per report). Nor the multiprocessing process's name.
+    logging._srcfile = None
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     if not root.handlers:
         root.addHandler(logging.StreamHandler(stream or sys.stderr))

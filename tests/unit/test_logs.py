@@ -76,3 +76,21 @@ def test_log_format_values(value: str, expected: str) -> None:
 def test_an_unknown_log_format_is_refused() -> None:
     with pytest.raises(ConfigError, match="LOG_FORMAT"):
         log_format({"LOG_FORMAT": "yaml"})
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_no_format_needs_the_callers_place(fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """configure_logging turns off the lookup of each record's file, line and function (and the
+    multiprocessing name): the lines are the same without them, but for their time."""
+
+    def line(lookups: bool) -> str:
+        monkeypatch.setattr(logging, "_srcfile", logging.__file__ if lookups else None)
+        monkeypatch.setattr(logging, "logMultiprocessing", lookups)
+        out = emit(fmt, io.StringIO(), job=JobContext("m-1", 42), fail=True)
+        if fmt == "json":
+            entry = json.loads(out)
+            del entry["time"]
+            return json.dumps(entry, sort_keys=True)
+        return out.split(" ", 2)[2]  # after the date and time
+
+    assert line(lookups=True) == line(lookups=False)
