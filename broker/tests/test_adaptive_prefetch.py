@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from listbroker.consumer import MAX_ADAPTIVE_PREFETCH, PREFETCH_HOLD_SECONDS, adaptive_prefetch
+from listbroker.consumer import BATCHES_HELD, MAX_ADAPTIVE_PREFETCH, PREFETCH_HOLD_SECONDS, adaptive_prefetch
 
 
 @pytest.mark.parametrize("prefetch", [1, 2, 16])
@@ -23,3 +23,14 @@ def test_however_fast_never_more_than_the_cap(pace: float) -> None:
 
 def test_a_prefetch_above_the_cap_is_kept() -> None:
     assert adaptive_prefetch(MAX_ADAPTIVE_PREFETCH * 2, 1e-6) == MAX_ADAPTIVE_PREFETCH * 2
+
+
+@pytest.mark.parametrize("pace", [None, 30.0, PREFETCH_HOLD_SECONDS / 10, 1e-9, 0.0])
+def test_a_batched_actor_holds_two_batches_at_any_pace(pace: float | None) -> None:
+    assert adaptive_prefetch(2, pace, batch_size=100) == max(BATCHES_HELD * 100, MAX_ADAPTIVE_PREFETCH)
+    assert adaptive_prefetch(2, pace, batch_size=3) == max(6, adaptive_prefetch(2, pace))
+
+
+def test_a_prefetch_above_two_batches_is_kept() -> None:
+    assert adaptive_prefetch(500, 1e-6, batch_size=100) == 500
+    assert adaptive_prefetch(4, None) == 4  # not batched, pace not known yet: Dramatiq's prefetch

@@ -309,3 +309,26 @@ def test_without_a_batch_function_messages_go_one_by_one(
     consumer = broker.consume(QUEUE, prefetch=10, timeout=1_000)
     assert isinstance(next(consumer), ListMessageProxy)
     consumer.close()
+
+
+def test_a_consumer_of_a_batched_actor_holds_two_batches(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    """Dramatiq's prefetch (here 1) is raised to two batches once the consumer meets the batched
+    actor: one to run, the next in hand (consumer.BATCHES_HELD); no more."""
+    actor = declare(broker, Calls().record, size=3)
+    for n in range(20):
+        actor.send(n)
+    consumer = broker.consume(QUEUE, prefetch=1, timeout=200)
+    handed: list[int] = []
+    for _ in range(4):
+        batch = next(consumer)
+        if batch is None:
+            break
+        assert isinstance(batch, ListBatchProxy)
+        handed += [m.args[0] for m in batch.items]
+    assert handed == list(range(6))  # 1 (the prefetch), then 5 more once the batching was known
+    keys = broker.queue_keys(QUEUE)
+    assert redis_client.llen(consumer.processing_key) == 6
+    assert redis_client.llen(keys.queue) == 14
+    consumer.close()
