@@ -25,12 +25,11 @@ def test_a_prefetch_above_the_cap_is_kept() -> None:
     assert adaptive_prefetch(MAX_ADAPTIVE_PREFETCH * 2, 1e-6) == MAX_ADAPTIVE_PREFETCH * 2
 
 
-@pytest.mark.parametrize("pace", [None, 30.0, PREFETCH_HOLD_SECONDS / 10, 1e-9, 0.0])
-def test_a_batched_actor_holds_two_batches_at_any_pace(pace: float | None) -> None:
-    assert adaptive_prefetch(2, pace, batch_size=100) == max(BATCHES_HELD * 100, MAX_ADAPTIVE_PREFETCH)
-    assert adaptive_prefetch(2, pace, batch_size=3) == max(6, adaptive_prefetch(2, pace))
+@pytest.mark.parametrize("pace", [PREFETCH_HOLD_SECONDS / 10, 1e-9, 0.0])
+def test_a_batched_actor_holds_twice_the_hold(pace: float) -> None:
+    assert adaptive_prefetch(2, pace, batched=True) == BATCHES_HELD * adaptive_prefetch(2, pace)
 
 
-def test_a_prefetch_above_two_batches_is_kept() -> None:
-    assert adaptive_prefetch(500, 1e-6, batch_size=100) == 500
-    assert adaptive_prefetch(4, None) == 4  # not batched, pace not known yet: Dramatiq's prefetch
+@pytest.mark.parametrize("pace", [None, PREFETCH_HOLD_SECONDS, 30.0])
+def test_a_slow_or_new_batched_actor_keeps_dramatiqs_prefetch(pace: float | None) -> None:
+    assert adaptive_prefetch(4, pace, batched=True) == 4

@@ -25,6 +25,7 @@ from listbroker import (
     RedisListBroker,
     dead_letter_option,
 )
+from listbroker.consumer import BATCHES_HELD, MAX_ADAPTIVE_PREFETCH
 from support import BrokerFactory, WorkerFactory, as_bytes, bytes_list
 
 QUEUE = "batched"
@@ -311,24 +312,26 @@ def test_without_a_batch_function_messages_go_one_by_one(
     consumer.close()
 
 
-def test_a_consumer_of_a_batched_actor_holds_two_batches(
+def test_a_consumer_of_a_batched_actor_holds_two_hold_times_of_messages(
     broker: RedisListBroker, redis_client: redis.Redis
 ) -> None:
-    """Dramatiq's prefetch (here 1) is raised to two batches once the consumer meets the batched
-    actor: one to run, the next in hand (consumer.BATCHES_HELD); no more."""
+    """At a fast pace a consumer holds MAX_ADAPTIVE_PREFETCH messages of a one-by-one actor, and
+    BATCHES_HELD times as many of a batched one: the next batch in hand while one runs."""
     actor = declare(broker, Calls().record, size=3)
-    for n in range(20):
+    total = MAX_ADAPTIVE_PREFETCH * BATCHES_HELD + 50
+    for n in range(total):
         actor.send(n)
     consumer = broker.consume(QUEUE, prefetch=1, timeout=200)
-    handed: list[int] = []
-    for _ in range(4):
-        batch = next(consumer)
-        if batch is None:
-            break
+    for _ in range(2):  # two finished at once: a fast pace (the prefetch is 1 until then)
+        first = next(consumer)
+        assert isinstance(first, ListBatchProxy)
+        consumer.ack(first)
+    held = 0
+    while (batch := next(consumer)) is not None:
         assert isinstance(batch, ListBatchProxy)
-        handed += [m.args[0] for m in batch.items]
-    assert handed == list(range(6))  # 1 (the prefetch), then 5 more once the batching was known
+        held += len(batch.items)
+    assert held == MAX_ADAPTIVE_PREFETCH * BATCHES_HELD
     keys = broker.queue_keys(QUEUE)
-    assert redis_client.llen(consumer.processing_key) == 6
-    assert redis_client.llen(keys.queue) == 14
+    assert redis_client.llen(consumer.processing_key) == held
+    assert redis_client.llen(keys.queue) == total - 2 - held
     consumer.close()

@@ -61,16 +61,16 @@ MAX_FETCH_BATCH = 256
 PREFETCH_HOLD_SECONDS = 0.05
 
 #: Never more than this many messages held, however fast the actor: what a crash leaves in its
-#: processing list for the reaper to return (and a shutdown gives back) stays small. A
-#: consumer of a batched actor holds two of its batches (`BATCHES_HELD`) when that is more.
+#: processing list for the reaper to return (and a shutdown gives back) stays small; a
+#: consumer of a batched actor holds up to `BATCHES_HELD` times as many.
 MAX_ADAPTIVE_PREFETCH = 100
 
-#: A consumer of an actor that takes batches (batches.py) holds at least this many of them,
-#: as Dramatiq's prefetch (2 × threads) holds a message waiting for each one running: the
-#: next batch is in hand when one ends, so a thread does not wait for a fetch between two.
-#: Holding one batch (the pace's hold, ~90 jobs, under a batch of 100) left each worker
-#: process alternating between generating and fetching: 0.79 × the lean loop's reports/s,
-#: 0.91–0.99 × holding two (BENCHMARKS.md, benchmark 12, round eleven).
+#: A consumer of an actor that takes batches (batches.py) holds this many times the pace's
+#: hold, as Dramatiq's prefetch (2 × threads) holds a message waiting for each one running:
+#: a batch takes all that is held, so holding one batch's worth left each worker process
+#: alternating between generating a batch and fetching the next (at the report actor's pace
+#: a batch of 100 is the whole hold): 0.79 × the lean loop's reports/s, 0.91–0.99 × holding two
+#: (BENCHMARKS.md, benchmark 12, round eleven). A slow actor keeps Dramatiq's prefetch.
 BATCHES_HELD = 2
 
 #: Weight of the newest interval between two finished messages in the pace's moving average.
@@ -205,17 +205,18 @@ def _record_deferred(proxy: ListMessageProxy) -> bool:
     return True
 
 
-def adaptive_prefetch(prefetch: int, pace_s: float | None, batch_size: int = 1) -> int:
+def adaptive_prefetch(prefetch: int, pace_s: float | None, *, batched: bool = False) -> int:
     """The prefetch for a consumer finishing a message every `pace_s` seconds (None: not known
     yet): Dramatiq's `prefetch`, raised to `PREFETCH_HOLD_SECONDS` of work, at most
-    `MAX_ADAPTIVE_PREFETCH`; for a consumer of an actor taking batches of `batch_size`, at
-    least `BATCHES_HELD` batches."""
-    batches = BATCHES_HELD * batch_size if batch_size > 1 else 0
+    `MAX_ADAPTIVE_PREFETCH`; `BATCHES_HELD` times that for a consumer of an actor taking batches."""
     if pace_s is None:
-        return max(prefetch, batches)
-    if pace_s <= 0:
-        return max(prefetch, MAX_ADAPTIVE_PREFETCH, batches)
-    return max(prefetch, min(MAX_ADAPTIVE_PREFETCH, int(PREFETCH_HOLD_SECONDS / pace_s)), batches)
+        return prefetch
+    hold = (
+        MAX_ADAPTIVE_PREFETCH
+        if pace_s <= 0
+        else min(MAX_ADAPTIVE_PREFETCH, int(PREFETCH_HOLD_SECONDS / pace_s))
+    )
+    return max(prefetch, hold * BATCHES_HELD if batched else hold)
 
 
 class RedisListConsumer(Consumer):
@@ -245,8 +246,8 @@ class RedisListConsumer(Consumer):
         self._buffer: deque[ListMessageProxy] = deque()
         #: Per actor name, its batching (None: one message per call), asked of the broker once.
         self._batchings: dict[str, Batching | None] = {}
-        #: The largest batch of the actors seen here (1: none batched), for `adaptive_prefetch`.
-        self._batch_size = 1
+        #: Whether an actor seen here takes batches (`adaptive_prefetch`).
+        self._batched = False
         self._outstanding = 0  # handed out, outcome not yet recorded
         self._pending_acks: list[bytes] = []
         self._blocking = False
@@ -325,11 +326,8 @@ class RedisListConsumer(Consumer):
             return None
         name = message.actor_name
         if name not in self._batchings:
-            batching = self._batchings[name] = self.broker.batching(name)
-            if batching is not None and batching.size > self._batch_size:
-                # Called with the lock held (it hands messages out): the fetch sees the new limit.
-                self._batch_size = batching.size
-                self.limit = adaptive_prefetch(self.prefetch, self._pace, self._batch_size)
+            self._batchings[name] = self.broker.batching(name)
+            self._batched = self._batched or self._batchings[name] is not None
         return self._batchings[name]
 
     def _wait_for_capacity(self, deadline: float) -> bool:
@@ -543,7 +541,7 @@ class RedisListConsumer(Consumer):
             # An idle spell counts as one slow interval, not as a pace to unlearn for long.
             gap = min(now - self._last_finish, PREFETCH_HOLD_SECONDS)
             self._pace = gap if self._pace is None else self._pace + PACE_WEIGHT * (gap - self._pace)
-            self.limit = adaptive_prefetch(self.prefetch, self._pace, self._batch_size)
+            self.limit = adaptive_prefetch(self.prefetch, self._pace, batched=self._batched)
         self._last_finish = now
         if notify:
             self._cond.notify_all()
