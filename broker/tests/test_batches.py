@@ -8,6 +8,8 @@ schedule, dead-lettered alone with its hook, given back uncounted, refused on ar
 from __future__ import annotations
 
 import threading
+import time
+import types
 from collections import defaultdict
 from typing import Any
 
@@ -25,6 +27,7 @@ from listbroker import (
     RedisListBroker,
     dead_letter_option,
 )
+from listbroker import consumer as consumer_module
 from listbroker.consumer import BATCHES_HELD, MAX_ADAPTIVE_PREFETCH
 from support import BrokerFactory, WorkerFactory, as_bytes, bytes_list
 
@@ -334,4 +337,30 @@ def test_a_consumer_of_a_batched_actor_holds_two_hold_times_of_messages(
     keys = broker.queue_keys(QUEUE)
     assert redis_client.llen(consumer.processing_key) == held
     assert redis_client.llen(keys.queue) == total - 2 - held
+    consumer.close()
+
+
+def test_a_batch_acknowledged_together_shares_its_interval_in_the_pace(
+    broker: RedisListBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The messages of a batch finish at one moment: each counts its share of the interval since
+    the last finish, so the pace is theirs (30 ms for 3: 10 ms each), not one slow interval and
+    two instant ones (which made the pace swing at every batch's end)."""
+    clock = [1000.0]
+    fake_time = types.SimpleNamespace(**{n: getattr(time, n) for n in dir(time) if not n.startswith("_")})
+    fake_time.monotonic = lambda: clock[0]
+    monkeypatch.setattr(consumer_module, "time", fake_time)
+    actor = declare(broker, Calls().record, size=3)
+    for n in range(6):
+        actor.send(n)
+    consumer = broker.consume(QUEUE, prefetch=6, timeout=1_000)
+    first = next(consumer)
+    second = next(consumer)
+    assert isinstance(first, ListBatchProxy)
+    assert isinstance(second, ListBatchProxy)
+    assert (len(first.items), len(second.items)) == (3, 3)
+    consumer.ack(first)  # the first finish: no interval yet
+    clock[0] += 0.030
+    consumer.ack(second)
+    assert consumer._pace == pytest.approx(0.010)
     consumer.close()

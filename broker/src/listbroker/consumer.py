@@ -443,10 +443,9 @@ class RedisListConsumer(Consumer):
         if not plain:
             return
         with self._cond:
-            for proxy in plain:
-                if not proxy._finished:
-                    self._finish_locked(proxy, notify=False)
-                    self._pending_acks.append(proxy.payload)
+            finishing = [proxy for proxy in plain if not proxy._finished]
+            self._finish_locked(*finishing, notify=False)
+            self._pending_acks.extend(proxy.payload for proxy in finishing)
             self._cond.notify_all()
             flush_now = self._blocking or self.closed or len(self._pending_acks) >= ACK_FLUSH_THRESHOLD
             acks = self._take_acks() if flush_now else []
@@ -528,19 +527,25 @@ class RedisListConsumer(Consumer):
                 keys=[self.processing_key, self.keys.queue], args=[p.payload for p in proxies]
             )
         with self._cond:
-            for proxy in proxies:
-                if not proxy._finished:
-                    self._finish_locked(proxy)
+            self._finish_locked(*[proxy for proxy in proxies if not proxy._finished])
         self._release_if_done()
 
-    def _finish_locked(self, proxy: ListMessageProxy, *, notify: bool = True) -> None:
-        proxy._finished = True
-        self._outstanding -= 1
+    def _finish_locked(self, *proxies: ListMessageProxy, notify: bool = True) -> None:
+        """Record `proxies` finished now, and the pace: the messages of a batch, acknowledged
+        together, share the interval since the last finish (each counts its part of it), so a
+        batch's pace is its messages' and not one slow interval followed by instant ones."""
+        if not proxies:
+            return
+        for proxy in proxies:
+            proxy._finished = True
+        self._outstanding -= len(proxies)
         now = time.monotonic()
         if self._last_finish is not None:
             # An idle spell counts as one slow interval, not as a pace to unlearn for long.
-            gap = min(now - self._last_finish, PREFETCH_HOLD_SECONDS)
-            self._pace = gap if self._pace is None else self._pace + PACE_WEIGHT * (gap - self._pace)
+            gap = min((now - self._last_finish) / len(proxies), PREFETCH_HOLD_SECONDS)
+            # The moving average after len(proxies) intervals of `gap` each.
+            kept = (1 - PACE_WEIGHT) ** len(proxies)
+            self._pace = gap if self._pace is None else gap + (self._pace - gap) * kept
             self.limit = adaptive_prefetch(self.prefetch, self._pace, batched=self._batched)
         self._last_finish = now
         if notify:
