@@ -278,8 +278,8 @@ VARIABLES: tuple[Variable, ...] = (
         "worker",
         (
             "`dramatiq --threads`: the calls a process runs at once (a report call takes a batch of up to "
-            "`REPORT_BATCH_SIZE` jobs), and its prefetch (2 × threads: the jobs it holds; two batches for "
-            "the report actor, one running and the next in hand, when that is more); a call waits for "
+            "`REPORT_BATCH_SIZE` jobs), and its prefetch (2 × threads: the jobs it holds; raised for a "
+            "fast actor, to two batches' worth for the report actor); a call waits for "
             "a database connection beyond the pool's `DB_POOL_SIZE + DB_MAX_OVERFLOW`, and one that waits "
             "out the pool spends no attempt"
         ),
