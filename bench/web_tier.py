@@ -269,6 +269,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: 2 clients, 2 s, 1 round")
     parser.add_argument(
+        "--threads",
+        type=int,
+        default=64,
+        help="threads per web worker process, both sides (default 64: the Procfile's WEB_THREADS)",
+    )
+    parser.add_argument(
         "--base",
         type=Path,
         help="also run the web line of the code in DIR (`git archive <commit> | tar -x -C DIR`) as"
@@ -285,11 +291,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     with stores.private_redis() as redis_url:
         client = stores.redis_client(redis_url)
-        shape = {"WEB_CONCURRENCY": "2", "WEB_THREADS": "64"}
+        shape = {"WEB_CONCURRENCY": "2", "WEB_THREADS": str(args.threads)}
         env = {**launch.stack_env(redis_url, database_url), **shape, "PYTHONUNBUFFERED": "1"}
         output.log(
             f"bench.web_tier: {args.clients} clients × {args.duration:g} s × {args.rounds} rounds per side,"
-            " web 2 × 64 threads"
+            f" web 2 × {args.threads} threads"
         )
         log = Path(tempfile.mkstemp(prefix="mi-bench-hotpath-", suffix=".log")[1])
         hotpath = ProcfileProcess("hotpath", env={**os.environ, **env}, log_path=log)
