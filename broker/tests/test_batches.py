@@ -28,7 +28,7 @@ from listbroker import (
     dead_letter_option,
 )
 from listbroker import consumer as consumer_module
-from listbroker.consumer import BATCHES_HELD, MAX_ADAPTIVE_PREFETCH
+from listbroker.consumer import BATCHES_HELD, MAX_ADAPTIVE_PREFETCH, RedisListConsumer
 from support import BrokerFactory, WorkerFactory, as_bytes, bytes_list
 
 QUEUE = "batched"
@@ -340,27 +340,59 @@ def test_a_consumer_of_a_batched_actor_holds_two_hold_times_of_messages(
     consumer.close()
 
 
-def test_a_batch_acknowledged_together_shares_its_interval_in_the_pace(
-    broker: RedisListBroker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The messages of a batch finish at one moment: each counts its share of the interval since
-    the last finish, so the pace is theirs (30 ms for 3: 10 ms each), not one slow interval and
-    two instant ones (which made the pace swing at every batch's end)."""
+@pytest.fixture
+def fake_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The consumer module's `time.monotonic` reads the returned list's one value (the rest of
+    `time` as it is), so a test moves the pace's clock itself."""
     clock = [1000.0]
     fake_time = types.SimpleNamespace(**{n: getattr(time, n) for n in dir(time) if not n.startswith("_")})
     fake_time.monotonic = lambda: clock[0]
     monkeypatch.setattr(consumer_module, "time", fake_time)
+    return clock
+
+
+def _batches_of_three(broker: RedisListBroker, sends: int) -> tuple[RedisListConsumer, list[ListBatchProxy]]:
+    """`sends` messages to a batched actor (batches of 3), consumed: the consumer and its batches."""
     actor = declare(broker, Calls().record, size=3)
-    for n in range(6):
+    for n in range(sends):
         actor.send(n)
-    consumer = broker.consume(QUEUE, prefetch=6, timeout=1_000)
-    first = next(consumer)
-    second = next(consumer)
-    assert isinstance(first, ListBatchProxy)
-    assert isinstance(second, ListBatchProxy)
-    assert (len(first.items), len(second.items)) == (3, 3)
+    consumer = broker.consume(QUEUE, prefetch=sends, timeout=1_000)
+    batches = []
+    for _ in range(sends // 3):
+        batch = next(consumer)
+        assert isinstance(batch, ListBatchProxy)
+        assert len(batch.items) == 3
+        batches.append(batch)
+    return consumer, batches
+
+
+def test_a_batch_acknowledged_together_shares_its_interval_in_the_pace(
+    broker: RedisListBroker, fake_clock: list[float]
+) -> None:
+    """The messages of a batch finish at one moment: each counts its share of the interval since
+    the last finish, so the pace is theirs (30 ms for 3: 10 ms each), not one slow interval and
+    two instant ones (which made the pace swing at every batch's end)."""
+    consumer, (first, second) = _batches_of_three(broker, 6)
     consumer.ack(first)  # the first finish: no interval yet
-    clock[0] += 0.030
+    fake_clock[0] += 0.030
     consumer.ack(second)
     assert consumer._pace == pytest.approx(0.010)
+    consumer.close()
+
+
+def test_a_batch_moves_the_pace_as_its_messages_one_by_one_would(
+    broker: RedisListBroker, fake_clock: list[float]
+) -> None:
+    """With a pace already known, a batch of 3 finishing 60 ms after the last finish moves the
+    moving average as three intervals of 20 ms each would, one after the other."""
+    consumer, (first, second, third) = _batches_of_three(broker, 9)
+    consumer.ack(first)
+    fake_clock[0] += 0.030
+    consumer.ack(second)  # the pace: 10 ms
+    fake_clock[0] += 0.060
+    consumer.ack(third)
+    expected = 0.010
+    for _ in range(3):
+        expected += consumer_module.PACE_WEIGHT * (0.020 - expected)
+    assert consumer._pace == pytest.approx(expected)
     consumer.close()

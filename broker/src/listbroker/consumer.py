@@ -57,7 +57,7 @@ MAX_FETCH_BATCH = 256
 #: Prefetch follows the actor's speed: beyond Dramatiq's prefetch (2 × threads), a consumer
 #: may hold as many messages as it finishes in this many seconds at its recent pace. A fast
 #: actor with one thread is otherwise bound by a fetch round trip per 2 messages (issue 15);
-#: a slow one (the report actor) keeps Dramatiq's prefetch.
+#: a slow one (a report generated alone, a few ms) keeps Dramatiq's prefetch.
 PREFETCH_HOLD_SECONDS = 0.05
 
 #: Never more than this many messages held, however fast the actor: what a crash leaves in its
