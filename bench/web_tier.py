@@ -1,6 +1,7 @@
 """Benchmark 13 (issue 24, deliverable 3): the web tier against a lean baseline, per submission.
 
-    python -m bench.web_tier [--clients 16] [--duration 30] [--rounds 3] [--base DIR] [--quick]
+    python -m bench.web_tier [--clients 16] [--duration 30] [--rounds 3] [--base DIR] [--flask-floor]
+                             [--quick]
 
 A submission is the three calls a user makes: createRecord, startAssessment and
 submitAnswers with the 40 answers. Two servers run side by side on the same PostgreSQL and
@@ -11,7 +12,9 @@ on a private Redis (so its CPU is this benchmark's alone):
 - **baseline**: bench/web_baseline.py, a minimal WSGI app doing the same writes and LPUSHes by
   hand, under gunicorn with the same settings (workers, threads, keep-alive, access log);
 - **product-base** (with `--base DIR`): the web line of another tree (an export of another
-  commit), for before and after in one run.
+  commit), for before and after in one run;
+- **baseline-flask** (with `--flask-floor`): the baseline's handlers reached through Flask
+  (bench/web_baseline_flask.py), under the baseline's gunicorn settings: the framework's floor.
 
 Before measuring, one submission through each side must leave the same record, answers,
 events and job (`checks` in the result).
@@ -48,6 +51,8 @@ from scripts.processes import ProcfileProcess, procfile_command, wait_until
 
 #: The product's web line from another tree (`--base`), measured beside the others.
 BASE_SIDE = "product-base"
+#: The lean baseline's handlers under Flask (`--flask-floor`): the framework's own floor.
+FLASK_SIDE = "baseline-flask"
 
 
 @dataclass
@@ -68,15 +73,15 @@ def start_product(env: dict[str, str], tree: Path = ROOT) -> tuple[launch.Servic
     return service, port
 
 
-def start_baseline(env: dict[str, str]) -> tuple[launch.Service, int]:
-    """The baseline under gunicorn with the web line's settings but for the project's own
-    worker class and logger (`gthread`, gunicorn's default logger)."""
+def start_baseline(env: dict[str, str], app: str = "bench.web_baseline:app") -> tuple[launch.Service, int]:
+    """The baseline (or `app`) under gunicorn with the web line's settings but for the project's
+    own worker class and logger (`gthread`, gunicorn's default logger)."""
     port = launch.free_port()
     argv = [
         sys.executable,
         "-m",
         "gunicorn",
-        "bench.web_baseline:app",
+        app,
         "--bind",
         f"127.0.0.1:{port}",
         "--workers",
@@ -93,7 +98,8 @@ def start_baseline(env: dict[str, str]) -> tuple[launch.Service, int]:
         "30",
         "--no-control-socket",
     ]
-    service = launch.Service("web-baseline", argv, {**os.environ, **env})
+    name = app.partition(":")[0].rpartition(".")[2]
+    service = launch.Service(f"web-{name}", argv, {**os.environ, **env})
     launch.wait_for_http(service, port, "/api/assessment/createRecord")
     return service, port
 
@@ -280,6 +286,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         help="also run the web line of the code in DIR (`git archive <commit> | tar -x -C DIR`) as"
         " 'product-base', the same load in every round: before and after in one run",
     )
+    parser.add_argument(
+        "--flask-floor",
+        action="store_true",
+        help="also run the baseline's handlers under Flask (bench/web_baseline_flask.py) as"
+        " 'baseline-flask': what the framework alone costs",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.quick:
         args.clients, args.duration, args.rounds = 2, 2.0, 1
@@ -306,6 +318,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             servers["baseline"] = start_baseline(env)
             if args.base:
                 servers[BASE_SIDE] = start_product(env, args.base.resolve())
+            if args.flask_floor:
+                servers[FLASK_SIDE] = start_baseline(env, "bench.web_baseline_flask:app")
             sides = tuple(servers)
             # Unmeasured: each server's first requests import and connect lazily, and so does
             # the client (the token signer).
@@ -383,6 +397,14 @@ def summarize(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
                 if BASE_SIDE in sides
                 else {}
             ),
+            **(
+                {
+                    "flask_floor": ratio(n, FLASK_SIDE, "baseline", "per_s"),
+                    "rate_vs_flask": ratio(n, "product", FLASK_SIDE, "per_s"),
+                }
+                if FLASK_SIDE in sides
+                else {}
+            ),
         }
         for n in rounds
     ]
@@ -407,9 +429,14 @@ def summarize(rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str,
         ],
         table_rows,
     )
-    columns = [k for k in ("rate", "web_cpu", "rate_vs_base", "web_cpu_vs_base") if k in ratios[0]]
+    columns = [
+        k
+        for k in ("rate", "web_cpu", "rate_vs_base", "web_cpu_vs_base", "flask_floor", "rate_vs_flask")
+        if k in ratios[0]
+    ]
     ratio_table = output.print_table(
-        "product / baseline (and product / product-base), per round",
+        "product / baseline (and product / product-base; flask_floor: baseline-flask / baseline,"
+        " rate_vs_flask: product / baseline-flask), per round",
         ["round", *columns],
         [[r["round"], *(r[k] for k in columns)] for r in ratios]
         + [["median", *(stats.median([r[k] for r in ratios]) for k in columns)]],

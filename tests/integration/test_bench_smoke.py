@@ -200,16 +200,17 @@ SCALING_TINY = (
 )
 
 
-@case("web_tier", "--quick")
+@case("web_tier", "--quick", "--flask-floor")
 def _web_tier(data: dict[str, Any]) -> None:
     # One submission through each side left the same record, answers, events and job.
-    assert data["checks"]["product"] == data["checks"]["baseline"]
+    assert data["checks"]["product"] == data["checks"]["baseline"] == data["checks"]["baseline-flask"]
     assert data["checks"]["product"]["status"] == 3
     assert data["checks"]["product"]["answers_match"] is True
     assert data["checks"]["product"]["events"] == ["answers.submitted", "record.created", "record.started"]
     assert data["checks"]["product"]["jobs"] == [(True, 0)]
-    assert {row["side"] for row in data["rows"]} == {"product", "baseline"}
+    assert {row["side"] for row in data["rows"]} == {"product", "baseline", "baseline-flask"}
     assert all(row["submissions"] > 0 and row["errors"] == 0 for row in data["rows"])
+    assert {"flask_floor", "rate_vs_flask"} <= set(data["ratios"][0])
 
 
 @case("scaling", *SCALING_TINY)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from services.domain.limits import MAX_ADMIN_NAME_LENGTH, admin_name, escape_controls, is_display_text
-from web.gunicorn_logging import REDACTED, redact
+from web.gunicorn_logging import REDACTED, RedactedAtoms, redact
 from web.http_metrics import OTHER, method_label
 
 
@@ -70,6 +70,22 @@ def test_control_characters_are_printed_escaped() -> None:
 )
 def test_the_signature_of_a_report_link_is_redacted(line: str, expected: str) -> None:
     assert redact(line) == expected
+
+
+def test_an_access_line_s_atoms_are_redacted_and_their_quotes_escaped() -> None:
+    atoms = RedactedAtoms(
+        {
+            "r": "GET /reports/5?s=eyJ.abc HTTP/1.1",
+            "{referer}i": 'https://h/reports/5?S=eyJ.abc&x="1"',
+            "{user-agent}i": 'curl "7"',
+            "s": 200,
+        }
+    )
+    assert atoms["r"] == f"GET /reports/5?s={REDACTED} HTTP/1.1"
+    assert atoms["{Referer}i"] == f'https://h/reports/5?S={REDACTED}&x=\\"1\\"'
+    assert atoms["{user-agent}i"] == 'curl \\"7\\"'
+    assert atoms["s"] == 200
+    assert atoms["{missing}i"] == "-"
 
 
 def test_only_standard_methods_are_labelled_by_name() -> None:
