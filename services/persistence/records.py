@@ -75,11 +75,20 @@ _ADD = (
     "INSERT INTO assessment_records (user_id, status, is_deleted) VALUES (%(user)s, 1, false)"  # noqa: S608
     f" RETURNING {_COLUMNS}"
 )
-# From 1 only: the record is read again after it (_OWN), in a statement of its own so that it
-# sees what a concurrent start left (a statement's snapshot is taken when it begins).
-_START_PENDING = (
-    "UPDATE assessment_records SET status = 2, started_at = now(), updated_at = now()"
+# From 1 only, and the record as it then is, in one statement: the started row, or, when none
+# was started, the row as it stands. That read locks it (FOR SHARE) because the statement's
+# snapshot is older than a concurrent start that made this one's UPDATE find status 2: a locking
+# read waits for that start's commit and returns its row (PostgreSQL re-reads a row updated
+# meanwhile, in READ COMMITTED), where a plain read would return the status 1 it replaced.
+_START = (
+    "WITH started AS ("  # noqa: S608 (_COLUMNS is a constant)
+    " UPDATE assessment_records SET status = 2, started_at = now(), updated_at = now()"
     " WHERE id = %(id)s AND user_id = %(user)s AND NOT is_deleted AND status = 1"
+    f" RETURNING {_COLUMNS}),"
+    f" current AS (SELECT {_COLUMNS} FROM assessment_records"
+    " WHERE id = %(id)s AND user_id = %(user)s AND NOT is_deleted"
+    " AND NOT EXISTS (SELECT FROM started) FOR SHARE)"
+    " SELECT * FROM started UNION ALL SELECT * FROM current"
 )
 # The transaction's time: what now() writes in every statement of it (submitted_at).
 _NOW = "SELECT now()"
@@ -152,11 +161,9 @@ class RecordRepository:
     def start_own(self, user_id: int, record_id: int) -> RecordRow | None:
         """Start the live record `record_id` of `user_id` if it is in 1 (status 2, started_at from
         the database clock, like created_at); the record as it then is (None if no such record).
-        One round trip in a transaction (pipelined with its BEGIN), two in autocommit."""
-        key = {"id": record_id, "user": user_id}
-        with statements(self.session) as conn:
-            conn.execute(_START_PENDING, key)
-            cursor = conn.execute(_OWN, key)
+        One statement: one round trip, in autocommit or in a transaction."""
+        with statements(self.session, pipeline=False) as conn:
+            cursor = conn.execute(_START, {"id": record_id, "user": user_id})
         row = cursor.fetchone()
         return None if row is None else RecordRow(*row)
 
