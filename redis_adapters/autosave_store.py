@@ -16,6 +16,7 @@ import redis
 
 from redis_adapters.keyspace import AUTOSAVE_TTL_S, RECORD_CACHE_TTL_S, SEAL_TTL_S, AutosaveKeys
 from redis_adapters.lua_scripts import lua_source
+from redis_adapters.round_trip import ScriptCall
 from services.domain.errors import AutosaveUnavailable
 from services.domain.saved_answers import (
     MAX_QUESTION_ID,
@@ -114,8 +115,13 @@ class RedisAutosaveStore:
         return None if raw is None else plain_int(raw, 1, MAX_QUESTION_ID)
 
     def release(self, record_id: int, *, submitted: bool) -> None:
+        self.prepare_release(record_id, submitted=submitted).run()
+
+    def prepare_release(self, record_id: int, *, submitted: bool) -> ScriptCall:
+        """`release(...)` made ready, to send with other calls (redis_adapters/round_trip.py)."""
         args = [record_id, 1 if submitted else 0, int(RecordStatus.GENERATING), RECORD_CACHE_TTL_S]
-        try:
-            self._release(keys=self._save_keys(record_id), args=args)
-        except redis.RedisError as exc:
-            raise AutosaveUnavailable(f"could not release the autosave of record {record_id}: {exc}") from exc
+
+        def failed(exc: redis.RedisError) -> AutosaveUnavailable:
+            return AutosaveUnavailable(f"could not release the autosave of record {record_id}: {exc}")
+
+        return ScriptCall(self._release, self._save_keys(record_id), args, failed=failed)

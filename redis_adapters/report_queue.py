@@ -16,6 +16,7 @@ from listbroker import JobIndex
 
 from redis_adapters.queues import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
 from redis_adapters.report_message import JOB_KEY_PATTERN, ReportQueueMessage
+from redis_adapters.round_trip import ScriptCall
 from services.domain.errors import QueueUnavailable
 
 
@@ -34,6 +35,11 @@ class RedisReportQueue:
     def enqueue(self, record_id: int) -> None:
         self.enqueue_many([record_id])
 
+    def prepare_enqueue(self, record_id: int) -> ScriptCall:
+        """`enqueue(record_id)` made ready, to send with other calls (redis_adapters/round_trip.py)."""
+        script, keys, args = self.index.enqueue_call([ReportQueueMessage.new(record_id).encode()])
+        return ScriptCall(script, keys, args, failed=_unavailable)
+
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
         """One script call for all ids: atomic, one round trip, consumed in the order given."""
         if not record_ids:
@@ -42,7 +48,7 @@ class RedisReportQueue:
         try:
             self.index.enqueue(payloads)
         except redis.RedisError as exc:
-            raise QueueUnavailable(f"could not enqueue {len(payloads)} report job(s): {exc}") from exc
+            raise _unavailable(exc, len(payloads)) from exc
 
     def jobs_alive(self, record_id: int) -> int:
         """How many jobs of the record are alive (queued, in flight or delayed), by the index;
@@ -62,3 +68,7 @@ class RedisReportQueue:
         payloads = [ReportQueueMessage.new(record_id).encode() for record_id in record_ids]
         enqueued, dead = self.index.enqueue_missing(payloads)
         return [int(k) for k in enqueued], [int(k) for k in dead]
+
+
+def _unavailable(exc: redis.RedisError, jobs: int = 1) -> QueueUnavailable:
+    return QueueUnavailable(f"could not enqueue {jobs} report job(s): {exc}")

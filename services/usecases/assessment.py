@@ -217,22 +217,27 @@ def submit_answers(
         if sealed and autosave is not None:
             _release(autosave, record_id, submitted=False)
         raise
-    if sealed and autosave is not None:
-        _release(autosave, record_id, submitted=True)
 
-    enqueued = True
-    try:
-        queue.enqueue(record_id)
-    except Exception as exc:
-        enqueued = False
+    # The autosave released, then the job queued: one round trip where both stores share a
+    # server (services/usecases/prepared.py), each call's failure its own.
+    enqueue = queue.prepare_enqueue(record_id)
+    if sealed and autosave is not None:
+        not_released, not_queued = autosave.prepare_release(record_id, submitted=True).send(enqueue)
+        if not_released is not None:
+            _store_failed(
+                logging.WARNING, "could not release the autosave of record %s", record_id, not_released
+            )
+    else:
+        (not_queued,) = enqueue.send()
+    if not_queued is not None:
         _store_failed(
             logging.ERROR,
             "answers of record %s saved, but its report job could not be queued",
             record_id,
-            exc,
+            not_queued,
         )
         note_not_enqueued(uow, events)
-    return SubmitResult(record_id=record_id, status=int(RecordStatus.GENERATING), enqueued=enqueued)
+    return SubmitResult(record_id=record_id, status=int(RecordStatus.GENERATING), enqueued=not_queued is None)
 
 
 def _seal(store: AutosaveStore, record_id: int, user_id: int) -> dict[int, SavedAnswer] | None:
@@ -247,7 +252,8 @@ def _seal(store: AutosaveStore, record_id: int, user_id: int) -> dict[int, Saved
 
 
 def _release(store: AutosaveStore, record_id: int, *, submitted: bool) -> None:
-    """Best effort: a key left behind expires, and the flusher skips submitted records."""
+    """Best effort (a failed submission's; a submitted one's goes with its job, above): a key
+    left behind expires, and the flusher skips submitted records."""
     try:
         store.release(record_id, submitted=submitted)
     except Exception as exc:

@@ -31,6 +31,7 @@ from services.domain.scoring import validate_partial_answers
 from services.domain.status import RecordStatus
 from services.domain.views import SaveAnswersResult
 from services.persistence.uow import UnitOfWork
+from services.usecases.prepared import PreparedCall
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,9 @@ class AutosaveStore(Protocol):
     def release(self, record_id: int, *, submitted: bool) -> None:
         """The submission ended: if `submitted`, drop the autosave and keep the record
         closed to saves; if not, forget the cached status (saves resume)."""
+
+    def prepare_release(self, record_id: int, *, submitted: bool) -> PreparedCall:
+        """`release(...)`, made ready to send with other stores' calls (usecases/prepared.py)."""
 
 
 class ActiveQuestions:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from services.usecases.prepared import PreparedCall
+
 
 class ReportQueue(Protocol):
     def enqueue(self, record_id: int) -> None:
@@ -20,3 +22,6 @@ class ReportQueue(Protocol):
 
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
         """Queue one job per id, in order, in one round trip. All or nothing; raises on failure."""
+
+    def prepare_enqueue(self, record_id: int) -> PreparedCall:
+        """`enqueue(record_id)`, made ready to send with other stores' calls (usecases/prepared.py)."""

@@ -17,6 +17,7 @@ from services.domain.status import RecordStatus
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin
 from services.usecases.audit import STARTED, DatabaseAuditLog
+from services.usecases.prepared import CallAlone
 from tests.support.records import RecordSpec
 from tests.support.web_app import Records
 
@@ -41,6 +42,9 @@ class WatchingQueue:
 
     def enqueue(self, record_id: int) -> None:
         self.seen.append(audit_rows(self.engine, "regenerate"))
+
+    def prepare_enqueue(self, record_id: int) -> CallAlone:
+        return CallAlone(lambda: self.enqueue(record_id))
 
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
         self.seen.append(audit_rows(self.engine, "batch_regenerate"))

@@ -25,6 +25,7 @@ from services.domain.questionnaire import load_questionnaire
 from services.persistence.models import AssessmentRecord, EventLogEntry
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin, assessment, reconcile, reports
+from services.usecases.prepared import CallAlone
 from tests.conftest import default_answer
 from tests.support.fakes import FailingQueue, RecordingQueue
 
@@ -43,6 +44,9 @@ class DyingQueue:
 
     def enqueue(self, record_id: int) -> None:
         raise ProcessKilled
+
+    def prepare_enqueue(self, record_id: int) -> CallAlone:
+        return CallAlone(lambda: self.enqueue(record_id))
 
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
         raise ProcessKilled

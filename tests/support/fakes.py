@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from services.usecases.prepared import CallAlone
+
 
 class RecordingQueue:
     """A `ReportQueue` that records what it was asked to queue."""
@@ -14,6 +16,9 @@ class RecordingQueue:
 
     def enqueue(self, record_id: int) -> None:
         self.enqueued.append(record_id)
+
+    def prepare_enqueue(self, record_id: int) -> CallAlone:
+        return CallAlone(lambda: self.enqueue(record_id))
 
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
         self.batches.append(list(record_ids))
@@ -28,6 +33,9 @@ class FailingQueue:
     def enqueue(self, record_id: int) -> None:
         self.calls += 1
         raise ConnectionError("redis is down (test)")
+
+    def prepare_enqueue(self, record_id: int) -> CallAlone:
+        return CallAlone(lambda: self.enqueue(record_id))
 
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
         self.calls += 1

@@ -9,10 +9,20 @@ the queue's codec.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import redis
+from redis.commands.core import Script
 
 from listbroker.scripts import source
+
+
+class PreparedScript(NamedTuple):
+    """A script's call made ready, for a caller that sends it with other commands (a pipeline)."""
+
+    script: Script
+    keys: list[str]
+    args: list[Any]
 
 
 class JobIndex:
@@ -26,8 +36,13 @@ class JobIndex:
 
     def enqueue(self, payloads: Sequence[str | bytes]) -> int:
         """LPUSH the payloads in this order, each counted in the index; the number pushed."""
-        return int(
-            self._enqueue(keys=[self.queue_key, self.jobs_key], args=[self.job_key_pattern, *payloads])
+        call = self.enqueue_call(payloads)
+        return int(call.script(keys=call.keys, args=call.args))
+
+    def enqueue_call(self, payloads: Sequence[str | bytes]) -> PreparedScript:
+        """`enqueue(payloads)` made ready, not sent; its reply is the number pushed."""
+        return PreparedScript(
+            self._enqueue, [self.queue_key, self.jobs_key], [self.job_key_pattern, *payloads]
         )
 
     def enqueue_missing(self, payloads: Sequence[str | bytes]) -> tuple[list[bytes], list[bytes]]:
