@@ -281,6 +281,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         help="threads per web worker process, both sides (default 64: the Procfile's WEB_THREADS)",
     )
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="web worker processes, both sides (default 2: the Procfile's WEB_CONCURRENCY)",
+    )
+    parser.add_argument(
         "--base",
         type=Path,
         help="also run the web line of the code in DIR (`git archive <commit> | tar -x -C DIR`) as"
@@ -303,11 +309,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     with stores.private_redis() as redis_url:
         client = stores.redis_client(redis_url)
-        shape = {"WEB_CONCURRENCY": "2", "WEB_THREADS": str(args.threads)}
+        shape = {"WEB_CONCURRENCY": str(args.workers), "WEB_THREADS": str(args.threads)}
         env = {**launch.stack_env(redis_url, database_url), **shape, "PYTHONUNBUFFERED": "1"}
         output.log(
             f"bench.web_tier: {args.clients} clients × {args.duration:g} s × {args.rounds} rounds per side,"
-            f" web 2 × {args.threads} threads"
+            f" web {args.workers} × {args.threads} threads"
         )
         log = Path(tempfile.mkstemp(prefix="mi-bench-hotpath-", suffix=".log")[1])
         hotpath = ProcfileProcess("hotpath", env={**os.environ, **env}, log_path=log)
