@@ -84,10 +84,16 @@ class RedisAutosaveStore:
         ]
 
     def prime(self, record_id: int, user_id: int, status: int) -> None:
-        try:
-            self._prime(keys=[self.keys.record(record_id)], args=[user_id, int(status), RECORD_CACHE_TTL_S])
-        except redis.RedisError as exc:
-            raise AutosaveUnavailable(f"could not cache record {record_id}: {exc}") from exc
+        self.prepare_prime(record_id, user_id, status).run()
+
+    def prepare_prime(self, record_id: int, user_id: int, status: int) -> ScriptCall:
+        """`prime(...)` made ready, to send with other calls (redis_adapters/round_trip.py)."""
+
+        def failed(exc: redis.RedisError) -> AutosaveUnavailable:
+            return AutosaveUnavailable(f"could not cache record {record_id}: {exc}")
+
+        keys, args = [self.keys.record(record_id)], [user_id, int(status), RECORD_CACHE_TTL_S]
+        return ScriptCall(self._prime, keys, args, failed=failed)
 
     def seal(self, record_id: int, user_id: int) -> dict[int, SavedAnswer]:
         try:

@@ -27,6 +27,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import redis
 
@@ -34,7 +35,9 @@ from config.settings import DEFAULT_EVENT_LOG_QUEUE_MAX
 from redis_adapters.event_spool import EventSpool
 from redis_adapters.keyspace import EventLogKeys
 from redis_adapters.lua_scripts import lua_source
+from redis_adapters.round_trip import ScriptCall
 from services.domain.events import Event, EventsDropped, count_dropped
+from services.domain.prepared import CallAlone, PreparedCall, outcome
 from services.persistence.event_store import DirectEventWriter
 
 logger = logging.getLogger(__name__)
@@ -127,6 +130,31 @@ class RedisEventSink:
                 events = left
         self._write_direct(events, spooled=spooled)
 
+    def prepare_emit(self, events: Sequence[Event]) -> PreparedCall:
+        """`emit_many(events)` made ready, to send with other calls in one round trip
+        (redis_adapters/round_trip.py): the same bounded push, and when Redis fails or the list
+        is full the same way to PostgreSQL. More events than one push takes, or Redis being
+        given a rest after a failure, and they go as `emit_many` sends them."""
+        if not events or len(events) > PUSH_CHUNK or self.clock() < self._redis_retry_at:
+            return CallAlone(lambda: self.emit_many(events))
+
+        def failed(exc: redis.RedisError) -> Exception | None:
+            self._redis_failed(exc)
+            return outcome(lambda: self._write_direct(events))
+
+        def replied(pushed: Any) -> Exception | None:  # the script's integer
+            self._redis_ok()
+            left = self._not_taken(events, int(pushed))
+            if not left:
+                return None
+            self._queue_full(len(left))
+            return outcome(lambda: self._write_direct(left))
+
+        args = [self.max_queue, *map(wire_format, events)]
+        return ScriptCall(
+            self._push, [self.keys.queue], args, failed=failed, replied=replied, through=self.client
+        )
+
     def _push_bounded(self, events: Sequence[Event]) -> Sequence[Event]:
         """Push `events` in chunks while the list has room; the events not pushed."""
         for start in range(0, len(events), PUSH_CHUNK):
@@ -134,10 +162,17 @@ class RedisEventSink:
             pushed = self._push(
                 keys=[self.keys.queue], args=[self.max_queue, *map(wire_format, chunk)], client=self.client
             )
-            if int(pushed) < len(chunk):
+            if self._not_taken(chunk, int(pushed)):
                 return events[start + int(pushed) :]
-            if self._full:
-                self._queue_drained()
+        return ()
+
+    def _not_taken(self, chunk: Sequence[Event], pushed: int) -> Sequence[Event]:
+        """The events of a pushed chunk the list had no room for (it took the first `pushed`); a
+        chunk taken whole while the list was full says it drained."""
+        if pushed < len(chunk):
+            return chunk[pushed:]
+        if self._full:
+            self._queue_drained()
         return ()
 
     def _queue_full(self, count: int) -> None:

@@ -1,4 +1,4 @@
-"""Script calls of the Redis adapters sent together (`services.usecases.prepared.PreparedCall` on Redis).
+"""Script calls of the Redis adapters sent together (`services.domain.prepared.PreparedCall` on Redis).
 
 Calls made ready on the same client go in one pipeline without MULTI: one round trip, each
 script's reply (or error) its own, in the order given; not atomic, as calls sent one by one
@@ -19,39 +19,58 @@ import redis
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
-from services.usecases.prepared import PreparedCall, outcome
+from services.domain.prepared import PreparedCall
+
+
+def _no_error(reply: Any) -> Exception | None:
+    return None
 
 
 @dataclass(frozen=True)
 class ScriptCall:
-    """A Lua script's call on its registered client, made ready; `failed` makes the store's own
-    error of a Redis error (QueueUnavailable, AutosaveUnavailable, ...)."""
+    """A Lua script's call on its registered client, made ready. Its outcome: `failed` makes
+    one of a Redis error (the store's own error, e.g. QueueUnavailable; or None when the store
+    handles it itself, as the event sink's fallback does), `replied` one of the script's reply
+    (by default None: done)."""
 
     script: Script
     keys: Sequence[str]
     args: Sequence[Any]
-    failed: Callable[[redis.RedisError], Exception]
+    failed: Callable[[redis.RedisError], Exception | None]
+    replied: Callable[[Any], Exception | None] = _no_error
+    #: The client it goes through; by default the one the script is registered on.
+    through: redis.Redis | None = None
+
+    @property
+    def client(self) -> Any:
+        return self.through if self.through is not None else self.script.registered_client
 
     def send(self, *others: PreparedCall) -> list[Exception | None]:
         calls = (self, *others)
-        client = self.script.registered_client
+        client = self.client
         if (
             others
             and isinstance(client, redis.Redis)
-            and all(isinstance(c, ScriptCall) and c.script.registered_client is client for c in calls)
+            and all(isinstance(c, ScriptCall) and c.client is client for c in calls)
         ):
             return _pipelined(client, calls)  # type: ignore[arg-type]  # all ScriptCall, checked above
         return [self.alone(), *(other.send()[0] for other in others)]
 
     def alone(self) -> Exception | None:
         """Sent on its own (a script the server lacks is loaded by redis-py's `Script`)."""
-        return outcome(self.run)
-
-    def run(self) -> Any:
         try:
-            return self.script(keys=list(self.keys), args=list(self.args))
+            reply = self.script(keys=list(self.keys), args=list(self.args), client=self.client)
         except redis.RedisError as exc:
-            raise self.failed(exc) from exc
+            return _failure(self, exc)
+        except Exception as exc:
+            return exc
+        return self.replied(reply)
+
+    def run(self) -> None:
+        """Sent on its own; raises its outcome's error."""
+        error = self.alone()
+        if error is not None:
+            raise error
 
 
 def _pipelined(client: redis.Redis, calls: Sequence[ScriptCall]) -> list[Exception | None]:
@@ -61,7 +80,7 @@ def _pipelined(client: redis.Redis, calls: Sequence[ScriptCall]) -> list[Excepti
     try:
         replies = pipe.execute(raise_on_error=False)
     except redis.RedisError as exc:  # the connection, not a command: none of them is known to have run
-        return [call.failed(exc) for call in calls]
+        return [_failure(call, exc) for call in calls]
     except Exception as exc:
         return [exc for _ in calls]
     results: list[Exception | None] = []
@@ -69,7 +88,15 @@ def _pipelined(client: redis.Redis, calls: Sequence[ScriptCall]) -> list[Excepti
         if isinstance(reply, NoScriptError):
             results.append(call.alone())
         elif isinstance(reply, redis.RedisError):
-            results.append(call.failed(reply))
+            results.append(_failure(call, reply))
         else:
-            results.append(None)
+            results.append(call.replied(reply))
     return results
+
+
+def _failure(call: ScriptCall, exc: redis.RedisError) -> Exception | None:
+    """The call's outcome of `exc`, caused by it (as `raise ... from exc` would say)."""
+    error = call.failed(exc)
+    if error is not None and error.__cause__ is None:
+        error.__cause__ = exc
+    return error

@@ -14,12 +14,12 @@ from dataclasses import replace
 
 from flask import Blueprint
 
-from services.domain.events import EventType
+from services.domain.events import EventType, settled
 from services.domain.status import RecordStatus
 from services.usecases import assessment, autosave, resume
 from web.auth import current_user_id, require_user
 from web.deps import active_questions, autosave_store, new_uow, report_queue
-from web.event_logging import log_event
+from web.event_logging import log_event, prepare_log_event
 from web.report_page import report_page_url
 from web.request_models import (
     RecordIdQuery,
@@ -62,12 +62,14 @@ def start_assessment(json: RecordIdRequest) -> Reply:
     """Start a record: 1 → 2 (测评中); a record already in 2 is returned unchanged"""
     user_id = current_user_id()
     record = assessment.start_record(new_uow(), user_id, json.record_id)
-    try:
-        # Saves of this record will not need the database to check owner and status.
-        autosave_store().prime(record.id, user_id, RecordStatus.IN_PROGRESS)
-    except Exception:
+    # Saves of this record will not need the database to check owner and status; the record
+    # cached and the event sent in one round trip (services/domain/prepared.py).
+    prime = autosave_store().prepare_prime(record.id, user_id, RecordStatus.IN_PROGRESS)
+    events, log_started = prepare_log_event(EventType.RECORD_STARTED, record_id=record.id, user_id=user_id)
+    not_primed, not_logged = prime.send(log_started)
+    if not_primed is not None:
         log.warning("could not cache record %s for autosave; its first save will look it up", record.id)
-    log_event(EventType.RECORD_STARTED, record_id=record.id, user_id=user_id)
+    settled(events, not_logged)
     return success(record)
 
 

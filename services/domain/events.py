@@ -21,10 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from services.domain.errors import MiAssessmentError
 from services.domain.limits import is_id
+from services.domain.prepared import CallAlone, PreparedCall
 
 logger = logging.getLogger(__name__)
 
@@ -239,20 +240,43 @@ def emit(sink: EventSink | None, *events: Event) -> bool:
         return True
     try:
         sink.emit_many(events)
-    except EventsDropped:
-        return False
-    except Exception:
-        total = count_dropped(len(events))
-        logger.error(
-            "could not log %d event(s) (%s, record %s); %d event(s) dropped by this process so far",
-            len(events),
-            events[0].event_type,
-            events[0].record_id,
-            total,
-            exc_info=True,
-        )
-        return False
+    except Exception as exc:
+        return settled(events, exc)
     return True
+
+
+@runtime_checkable
+class PreparesEmit(Protocol):
+    def prepare_emit(self, events: Sequence[Event]) -> PreparedCall:
+        """`emit_many(events)` made ready, to send with other stores' calls (domain/prepared.py)."""
+
+
+def prepare_emit(sink: EventSink, events: Sequence[Event]) -> PreparedCall:
+    """`emit(sink, *events)` made ready to send with other calls: the sink's own prepared call
+    where it has one (the Redis sink), else its `emit_many` as a call of its own. Whatever it
+    yields goes to `settled`."""
+    if isinstance(sink, PreparesEmit):
+        return sink.prepare_emit(events)
+    return CallAlone(lambda: sink.emit_many(events))
+
+
+def settled(events: Sequence[Event], error: Exception | None) -> bool:
+    """What `emit` makes of the sink's outcome for `events`: True for none; False for an error,
+    logged and counted in `dropped_events()` (`EventsDropped`: by the sink already)."""
+    if error is None:
+        return True
+    if isinstance(error, EventsDropped):
+        return False
+    total = count_dropped(len(events))
+    logger.error(
+        "could not log %d event(s) (%s, record %s); %d event(s) dropped by this process so far",
+        len(events),
+        events[0].event_type,
+        events[0].record_id,
+        total,
+        exc_info=error,
+    )
+    return False
 
 
 class _Counter:

@@ -219,7 +219,7 @@ def submit_answers(
         raise
 
     # The autosave released, then the job queued: one round trip where both stores share a
-    # server (services/usecases/prepared.py), each call's failure its own.
+    # server (services/domain/prepared.py), each call's failure its own.
     enqueue = queue.prepare_enqueue(record_id)
     if sealed and autosave is not None:
         not_released, not_queued = autosave.prepare_release(record_id, submitted=True).send(enqueue)

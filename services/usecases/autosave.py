@@ -26,12 +26,12 @@ from typing import Protocol
 
 from services.domain.errors import AutosaveUnavailable, InvalidOperation, ParamError, RecordNotFound
 from services.domain.limits import is_id
+from services.domain.prepared import PreparedCall
 from services.domain.saved_answers import SavedAnswer, SaveOutcome, SaveResponse, from_epoch_ms
 from services.domain.scoring import validate_partial_answers
 from services.domain.status import RecordStatus
 from services.domain.views import SaveAnswersResult
 from services.persistence.uow import UnitOfWork
-from services.usecases.prepared import PreparedCall
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,9 @@ class AutosaveStore(Protocol):
     def prime(self, record_id: int, user_id: int, status: int) -> None:
         """Cache the record's owner and status, unless the store already knows them."""
 
+    def prepare_prime(self, record_id: int, user_id: int, status: int) -> PreparedCall:
+        """`prime(...)`, made ready to send with other stores' calls (domain/prepared.py)."""
+
     def seal(self, record_id: int, user_id: int) -> dict[int, SavedAnswer]:
         """A submission begins: refuse every further save of the record (status 3); the answers
         autosaved until then, as `load` reads them (one step: no save lands in between)."""
@@ -65,7 +68,7 @@ class AutosaveStore(Protocol):
         closed to saves; if not, forget the cached status (saves resume)."""
 
     def prepare_release(self, record_id: int, *, submitted: bool) -> PreparedCall:
-        """`release(...)`, made ready to send with other stores' calls (usecases/prepared.py)."""
+        """`release(...)`, made ready to send with other stores' calls (domain/prepared.py)."""
 
 
 class ActiveQuestions:

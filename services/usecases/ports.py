@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from services.usecases.prepared import PreparedCall
+from services.domain.prepared import PreparedCall
 
 
 class ReportQueue(Protocol):
@@ -24,4 +24,4 @@ class ReportQueue(Protocol):
         """Queue one job per id, in order, in one round trip. All or nothing; raises on failure."""
 
     def prepare_enqueue(self, record_id: int) -> PreparedCall:
-        """`enqueue(record_id)`, made ready to send with other stores' calls (usecases/prepared.py)."""
+        """`enqueue(record_id)`, made ready to send with other stores' calls (domain/prepared.py)."""

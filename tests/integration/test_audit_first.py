@@ -13,11 +13,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from services.domain.errors import ParamError
 from services.domain.opsmodel import AdminActor, AuditEntry, AuditHandle
+from services.domain.prepared import CallAlone
 from services.domain.status import RecordStatus
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin
 from services.usecases.audit import STARTED, DatabaseAuditLog
-from services.usecases.prepared import CallAlone
 from tests.support.records import RecordSpec
 from tests.support.web_app import Records
 

@@ -21,11 +21,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from services.domain.errors import InvalidOperation, QueueUnavailable
 from services.domain.events import EventType
 from services.domain.opsmodel import AdminActor
+from services.domain.prepared import CallAlone
 from services.domain.questionnaire import load_questionnaire
 from services.persistence.models import AssessmentRecord, EventLogEntry
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin, assessment, reconcile, reports
-from services.usecases.prepared import CallAlone
 from tests.conftest import default_answer
 from tests.support.fakes import FailingQueue, RecordingQueue
 

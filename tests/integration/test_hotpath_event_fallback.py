@@ -26,8 +26,9 @@ from hotpath.eventlog_consumer import EventLogConsumer
 from redis_adapters import event_sink
 from redis_adapters.event_sink import REDIS_RETRY_AFTER_S, RedisEventSink
 from redis_adapters.keyspace import EventLogKeys
+from redis_adapters.round_trip import ScriptCall
 from services.domain.errors import ConfigError
-from services.domain.events import Event, EventType, dropped_events, emit
+from services.domain.events import Event, EventType, dropped_events, emit, prepare_emit, settled
 from services.persistence.event_store import DirectEventWriter
 from services.persistence.partitions import month_of, partition_name
 from tests.support.refuser import CountingRefuser
@@ -42,6 +43,18 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def emit_with_another(sink: RedisEventSink, *events: Event) -> bool:
+    """`emit`, the events' prepared call sent after another script call of the sink's client, in
+    one round trip (redis_adapters/round_trip.py), as startAssessment sends its event."""
+    other = ScriptCall(sink.client.register_script("return 1"), ["events:other"], [], failed=lambda exc: None)
+    _, outcome = other.send(prepare_emit(sink, events))
+    return settled(events, outcome)
+
+
+#: The two ways the web sends events: alone, and with another store's call.
+SENDS = pytest.mark.parametrize("send", [emit, emit_with_another], ids=["alone", "with-another-call"])
 
 
 def stored(engine: Engine) -> dict[str, str]:
@@ -74,13 +87,18 @@ def writer(settings: Settings, event_log: Engine) -> Iterator[DirectEventWriter]
     writer.dispose()
 
 
+@SENDS
 def test_an_event_emitted_while_redis_is_unreachable_lands_in_the_event_log(
-    redis_down: redis.Redis, refusing: CountingRefuser, writer: DirectEventWriter, event_log: Engine
+    redis_down: redis.Redis,
+    refusing: CountingRefuser,
+    writer: DirectEventWriter,
+    event_log: Engine,
+    send: Callable[..., bool],
 ) -> None:
     sink = RedisEventSink(redis_down, fallback=writer)
     event = Event.new(EventType.ANSWERS_SAVED, record_id=7, user_id=3, actor="user:3", data={"n": 2})
     before = dropped_events()
-    assert emit(sink, event)
+    assert send(sink, event)
     assert refusing.attempts == 1  # tried once: no retry, no backoff
     assert stored(event_log) == {str(event.id): partition_name(month_of(event.occurred_at))}
     assert dropped_events() == before
@@ -169,21 +187,26 @@ def test_events_beyond_the_hold_are_counted_as_dropped(
     database_down.close()
 
 
+@SENDS
 def test_a_full_queue_sends_events_to_the_database_until_it_drains(
-    redis_client: redis.Redis, writer: DirectEventWriter, event_log: Engine, caplog: pytest.LogCaptureFixture
+    redis_client: redis.Redis,
+    writer: DirectEventWriter,
+    event_log: Engine,
+    caplog: pytest.LogCaptureFixture,
+    send: Callable[..., bool],
 ) -> None:
     """EVENT_LOG_QUEUE_MAX: with the consumer stopped, the list stops growing at its bound and
     the events past it are stored directly, none lost; once it drains, Redis takes them again."""
     sink = RedisEventSink(redis_client, fallback=writer, max_queue=3)
     queued = [Event.new(EventType.RECORD_CREATED, record_id=n) for n in (1, 2)]
-    assert emit(sink, *queued)
+    assert send(sink, *queued)
     before = dropped_events()
     with caplog.at_level(logging.INFO, logger="redis_adapters.event_sink"):
         # One fits; the other two of the call, and the next call's, go to PostgreSQL.
         over = [Event.new(EventType.RECORD_CREATED, record_id=n) for n in (3, 4, 5)]
-        assert emit(sink, *over)
+        assert send(sink, *over)
         late = Event.new(EventType.RECORD_CREATED, record_id=6)
-        assert emit(sink, late)
+        assert send(sink, late)
         assert redis_client.llen(EVENTS.queue) == 3
         assert set(stored(event_log)) == {str(e.id) for e in (*over[1:], late)}
         assert caplog.text.count("writing events to PostgreSQL until it drains") == 1
@@ -191,7 +214,7 @@ def test_a_full_queue_sends_events_to_the_database_until_it_drains(
         assert consumer.run_once().inserted == 3
         consumer.close()
         again = Event.new(EventType.RECORD_CREATED, record_id=7)
-        assert emit(sink, again)
+        assert send(sink, again)
         assert redis_client.llen(EVENTS.queue) == 1
         assert "takes events again; 3 event(s) went to PostgreSQL meanwhile" in caplog.text
     assert dropped_events() == before
@@ -224,6 +247,26 @@ def test_the_web_tier_logs_to_postgresql_while_redis_is_down(
     with event_log.connect() as conn:
         rows = conn.execute(text("SELECT event_type, record_id, user_id FROM event_log")).all()
     assert [tuple(r) for r in rows] == [("record.created", record_id, 5)]
+
+
+def test_a_start_logs_to_postgresql_while_redis_is_down(
+    redis_down_app: Flask, user_headers: Callable[[int], dict[str, str]], event_log: Engine
+) -> None:
+    """startAssessment sends its event with the autosave store's prime, in one round trip: with
+    Redis down the prime fails (the first save will look the record up) and the event takes the
+    sink's way to PostgreSQL."""
+    client = redis_down_app.test_client()
+    record_id = client.post("/api/assessment/createRecord", headers=user_headers(5)).get_json()["data"]["id"]
+    response = client.post(
+        "/api/assessment/startAssessment", json={"recordId": record_id}, headers=user_headers(5)
+    )
+    assert response.status_code == 200
+    assert response.get_json()["data"]["status"] == 2
+    with event_log.connect() as conn:
+        rows = conn.execute(
+            text("SELECT event_type, record_id, user_id FROM event_log ORDER BY event_type")
+        ).all()
+    assert [tuple(r) for r in rows] == [("record.created", record_id, 5), ("record.started", record_id, 5)]
 
 
 def test_the_worker_logs_to_postgresql_while_redis_is_down(

@@ -11,13 +11,16 @@ import redis
 from redis.connection import AbstractConnection
 
 from redis_adapters.autosave_store import RedisAutosaveStore
+from redis_adapters.event_sink import RedisEventSink
 from redis_adapters.keyspace import AutosaveKeys
 from redis_adapters.report_queue import RedisReportQueue
 from redis_adapters.round_trip import ScriptCall
 from services.domain.errors import AutosaveUnavailable, QueueUnavailable
+from services.domain.events import Event, EventType, prepare_emit
+from services.domain.prepared import CallAlone
 from services.domain.status import RecordStatus
-from services.usecases.prepared import CallAlone
-from tests.support.urls import CLOSED_REDIS_URL
+from services.persistence.event_store import DirectEventWriter
+from tests.support.urls import CLOSED_DATABASE_URL, CLOSED_REDIS_URL
 
 USER = 7
 RECORD = 41
@@ -62,6 +65,29 @@ def test_a_release_and_an_enqueue_go_in_one_round_trip_and_both_act(
     assert redis_client.hget(keys.record(RECORD), "status") == b"3"  # still closed to saves
     assert [json.loads(job)["RecordId"] for job in redis_client.lrange(queue.key, 0, -1)] == [RECORD]
     assert queue.jobs_alive(RECORD) == 1
+
+
+def test_a_prime_and_an_event_go_in_one_round_trip_and_both_act(
+    redis_client: redis.Redis, sends: list[int]
+) -> None:
+    """startAssessment's two Redis calls: the record cached for saves, its event pushed."""
+    store = RedisAutosaveStore(redis_client)
+    sink = RedisEventSink(redis_client, fallback=DirectEventWriter(CLOSED_DATABASE_URL))
+    event = Event.new(EventType.RECORD_STARTED, record_id=RECORD, user_id=USER, actor=f"user:{USER}")
+    prime, log_started = (
+        store.prepare_prime(RECORD, USER, RecordStatus.IN_PROGRESS),
+        prepare_emit(sink, [event]),
+    )
+    assert isinstance(log_started, ScriptCall)
+    redis_client.script_load(prime.script.script)
+    redis_client.script_load(log_started.script.script)
+    sends.clear()
+
+    assert prime.send(log_started) == [None, None]
+
+    assert len(sends) == 1
+    assert redis_client.hget(AutosaveKeys.default().record(RECORD), "status") == b"2"
+    assert [Event.decode(raw) for raw in redis_client.lrange(sink.keys.queue, 0, -1)] == [event]
 
 
 def test_a_script_the_server_lacks_is_loaded_and_run(redis_client: redis.Redis) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.usecases.prepared import CallAlone
+from services.domain.prepared import CallAlone
 
 
 class RecordingQueue:
