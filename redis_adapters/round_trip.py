@@ -28,10 +28,10 @@ def _no_error(reply: Any) -> Exception | None:
 
 @dataclass(frozen=True)
 class ScriptCall:
-    """A Lua script's call on its registered client, made ready. Its outcome: `failed` makes
-    one of a Redis error (the store's own error, e.g. QueueUnavailable; or None when the store
-    handles it itself, as the event sink's fallback does), `replied` one of the script's reply
-    (by default None: done)."""
+    """A Lua script's call made ready, on `through` or the client the script is registered on.
+    Its outcome: `failed` makes one of a Redis error (the store's own error, e.g.
+    QueueUnavailable; or None when the store handles it itself, as the event sink's fallback
+    does), `replied` one of the script's reply (by default None: done)."""
 
     script: Script
     keys: Sequence[str]
