@@ -143,8 +143,13 @@ class RedisEventSink:
             return outcome(lambda: self._write_direct(events))
 
         def replied(pushed: Any) -> Exception | None:  # the script's integer
+            try:
+                taken = int(pushed)
+            except (TypeError, ValueError):
+                # Garbage for an answer: as `_send` does, Redis failed and PostgreSQL takes them.
+                return failed(redis.ResponseError(f"unexpected reply to the bounded push: {pushed!r:.100}"))
             self._redis_ok()
-            left = self._not_taken(events, int(pushed))
+            left = self._not_taken(events, taken)
             if not left:
                 return None
             self._queue_full(len(left))

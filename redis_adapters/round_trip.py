@@ -64,7 +64,7 @@ class ScriptCall:
             return _failure(self, exc)
         except Exception as exc:
             return exc
-        return self.replied(reply)
+        return _reply(self, reply)
 
     def run(self) -> None:
         """Sent on its own; raises its outcome's error."""
@@ -90,8 +90,17 @@ def _pipelined(client: redis.Redis, calls: Sequence[ScriptCall]) -> list[Excepti
         elif isinstance(reply, redis.RedisError):
             results.append(_failure(call, reply))
         else:
-            results.append(call.replied(reply))
+            results.append(_reply(call, reply))
     return results
+
+
+def _reply(call: ScriptCall, reply: Any) -> Exception | None:
+    """The call's outcome of `reply`; an error reading it (a reply of another shape) is one too,
+    so that `send` never raises."""
+    try:
+        return call.replied(reply)
+    except Exception as exc:
+        return exc
 
 
 def _failure(call: ScriptCall, exc: redis.RedisError) -> Exception | None:

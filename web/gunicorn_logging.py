@@ -31,19 +31,17 @@ def redact(text: str) -> str:
 
 
 class RedactedAtoms(SafeAtoms):  # type: ignore[misc]  # gunicorn has no type hints
-    """gunicorn's atoms of an access line (its quotes escaped, as `SafeAtoms` does), with every
-    `s=` value redacted first: one pass over the atoms (every request header and environ
-    entry is one) instead of a pass of its own before gunicorn's."""
+    """gunicorn's atoms of an access line (`SafeAtoms`: quotes escaped, a missing atom "-"),
+    with every `s=` value redacted first."""
 
     def __init__(self, atoms: dict[str, Any]) -> None:
-        dict.__init__(self)
-        for key, value in atoms.items():
-            if isinstance(value, str):
-                # "s=" in value.lower(), without lowering every atom of every request's line.
-                shown = redact(value) if "s=" in value or "S=" in value else value
-                self[key] = shown.replace('"', '\\"')
-            else:
-                self[key] = value
+        # "s=" in value.lower(), without lowering every atom of every request's line.
+        super().__init__(
+            {
+                key: redact(value) if isinstance(value, str) and ("s=" in value or "S=" in value) else value
+                for key, value in atoms.items()
+            }
+        )
 
 
 class ProjectLogger(Logger):  # type: ignore[misc]  # gunicorn has no type hints

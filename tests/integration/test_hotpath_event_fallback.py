@@ -221,6 +221,19 @@ def test_a_full_queue_sends_events_to_the_database_until_it_drains(
     assert set(stored(event_log)) == {str(e.id) for e in (*queued, *over, late)}
 
 
+@SENDS
+def test_an_answer_of_another_shape_sends_the_events_to_the_database(
+    redis_client: redis.Redis, writer: DirectEventWriter, event_log: Engine, send: Callable[..., bool]
+) -> None:
+    """Redis answering the bounded push with garbage (not the count it took) is Redis failing:
+    the events go to PostgreSQL, none lost."""
+    sink = RedisEventSink(redis_client, fallback=writer)
+    sink._push = redis_client.register_script("return 'garbage'")
+    event = Event.new(EventType.RECORD_STARTED, record_id=8, user_id=3, actor="user:3")
+    assert send(sink, event)
+    assert set(stored(event_log)) == {str(event.id)}
+
+
 def test_the_bound_is_a_setting() -> None:
     assert Settings.from_env({}).event_log_queue_max == DEFAULT_EVENT_LOG_QUEUE_MAX
     assert Settings.from_env({"EVENT_LOG_QUEUE_MAX": "10"}).event_log_queue_max == 10
@@ -252,9 +265,9 @@ def test_the_web_tier_logs_to_postgresql_while_redis_is_down(
 def test_a_start_logs_to_postgresql_while_redis_is_down(
     redis_down_app: Flask, user_headers: Callable[[int], dict[str, str]], event_log: Engine
 ) -> None:
-    """startAssessment sends its event with the autosave store's prime, in one round trip: with
-    Redis down the prime fails (the first save will look the record up) and the event takes the
-    sink's way to PostgreSQL."""
+    """startAssessment sends its event with the autosave store's prime: with Redis down the prime
+    fails (the first save will look the record up) and the event takes the sink's way to
+    PostgreSQL (straight there: createRecord's failure a moment before gives Redis its rest)."""
     client = redis_down_app.test_client()
     record_id = client.post("/api/assessment/createRecord", headers=user_headers(5)).get_json()["data"]["id"]
     response = client.post(
