@@ -27,7 +27,6 @@ from services.persistence.models import (
     Question,
     ReportSummary,
 )
-from services.persistence.questions import ACTIVE_IDS
 
 
 def any_id(column: InstrumentedAttribute[int], ids: Sequence[int]) -> ColumnElement[bool]:
@@ -90,8 +89,14 @@ _START = (
     " AND NOT EXISTS (SELECT FROM started) FOR SHARE)"
     " SELECT * FROM started UNION ALL SELECT * FROM current"
 )
-# The transaction's time: what now() writes in every statement of it (submitted_at).
-_NOW = "SELECT now()"
+# A submission's record locked, with the transaction's time (what now() writes in every statement
+# of it: submitted_at) and the active questions' ids, in one statement. Read with the statement's
+# snapshot, as a read of its own before the lock would be: no question changes under a record's
+# lock, so reading them after it (a statement of their own) would tell nothing more.
+_SUBMISSION_RECORD = (
+    f"SELECT {_COLUMNS}, now(), ARRAY(SELECT id FROM questions WHERE is_active)"  # noqa: S608
+    " FROM assessment_records WHERE id = %(id)s AND user_id = %(user)s AND NOT is_deleted FOR UPDATE"
+)
 _STORED_ANSWERS = "SELECT question_id, value, answered_at FROM answers WHERE record_id = %(id)s"
 _DELETE_ANSWERS = "DELETE FROM answers WHERE record_id = %(id)s"
 _INSERT_ANSWERS = (
@@ -130,8 +135,8 @@ def _element(item: int | datetime | None) -> str:
 class SubmissionReads(NamedTuple):
     """What a submission reads before it writes (`RecordRepository.submission_reads`)."""
 
-    #: The caller's live record, locked; None if they have no such record.
-    record: RecordRow | None
+    #: The caller's live record, locked.
+    record: RecordRow
     active_ids: list[int]
     #: The record's stored answers (question id -> (value, answered_at)), when asked for.
     stored: dict[int, tuple[int, datetime]] | None
@@ -167,22 +172,24 @@ class RecordRepository:
         row = cursor.fetchone()
         return None if row is None else RecordRow(*row)
 
-    def submission_reads(self, user_id: int, record_id: int, *, stored: bool) -> SubmissionReads:
-        """The record locked, the active questions, its stored answers if `stored`, and the
-        transaction's time: one round trip."""
+    def submission_reads(self, user_id: int, record_id: int, *, stored: bool) -> SubmissionReads | None:
+        """The record locked, the transaction's time, the active questions and the record's stored
+        answers if `stored`: one round trip. None if the caller has no such live record."""
         key = {"id": record_id, "user": user_id}
         with statements(self.session) as conn:
-            # The reads after the lock run once it is held (each statement takes a fresh snapshot).
-            locked = conn.execute(_OWN_LOCKED, key)
-            active = conn.execute(ACTIVE_IDS)
+            locked = conn.execute(_SUBMISSION_RECORD, key)
+            # After the lock (each statement takes a fresh snapshot): what a save committed while
+            # this one waited for the record is read.
             answers = conn.execute(_STORED_ANSWERS, key) if stored else None
-            now = conn.execute(_NOW)
         row = locked.fetchone()
-        clock = now.fetchall()[0][0]
+        stored_rows = None if answers is None else answers.fetchall()
+        if row is None:
+            return None
+        *record, clock, active_ids = row
         return SubmissionReads(
-            record=None if row is None else RecordRow(*row),
-            active_ids=[qid for (qid,) in active.fetchall()],
-            stored=None if answers is None else {qid: (v, at) for qid, v, at in answers.fetchall()},
+            record=RecordRow(*record),
+            active_ids=list(active_ids),
+            stored=None if stored_rows is None else {qid: (v, at) for qid, v, at in stored_rows},
             now=clock,
         )
 

@@ -189,9 +189,9 @@ def submit_answers(
             # One round trip: the record locked, the questionnaire, the stored answers (nothing
             # changes them while the record is locked) and the transaction's time.
             reads = uow.records.submission_reads(user_id, record_id, stored=autosave is not None)
-            record = reads.record
-            if record is None:
+            if reads is None:
                 raise RecordNotFound()
+            record = reads.record
             if record.status not in SUBMITTABLE:
                 raise InvalidOperation(MSG_SUBMIT_NOT_ALLOWED)
             if autosave is None:
