@@ -2,7 +2,7 @@
 
     python -m bench.profile_web [--clients 16] [--duration 20] [--rate 200] [--tree DIR] [--quick]
 
-The Procfile's web line (2 workers × 64 threads) takes closed-loop submissions
+The Procfile's web line (its shape as it ships) takes closed-loop submissions
 (createRecord + startAssessment + submitAnswers of the 40 answers, bench/web_tier.py's
 clients) while `py-spy record --gil --threads --format raw` samples one of its workers.
 Each sample of the thread holding the GIL is assigned to the innermost frame of a known
@@ -82,13 +82,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with stores.private_redis() as redis_url:
         env = {
             **launch.stack_env(redis_url, database_url),
-            "WEB_CONCURRENCY": "2",
-            "WEB_THREADS": "64",
             "PYTHONUNBUFFERED": "1",
         }
         log = Path(tempfile.mkstemp(prefix="mi-bench-hotpath-", suffix=".log")[1])
         hotpath = ProcfileProcess("hotpath", env={**os.environ, **env}, log_path=log)
-        web, port = web_tier.start_product(env, args.tree.resolve() if args.tree else ROOT)
+        tree = args.tree.resolve() if args.tree else ROOT
+        web, port = web_tier.start_product(env, tree)
         try:
             web_tier.run_side(port, args.clients, min(3.0, args.duration), answers)  # warm-up
             # py-spy's own clock: it samples that long once attached (attaching may take seconds
@@ -126,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     table_text = output.print_table(
         f"Web worker profile: {n} submissions, {args.clients} clients,"
-        f" {total} GIL samples of one of 2 workers",
+        f" {total} GIL samples of one of {web_tier.procfile_shape(tree)['WEB_CONCURRENCY']} workers",
         ["where (innermost known frame)", "share"],
         [[name, f"{share:.1%}"] for name, share in table.items()],
     )

@@ -4,7 +4,7 @@ overlapping faults for minutes or hours, then a checker of every promise per sub
     python -m bench.soak --seed 23 --minutes 3 --report soak.json
 
 The stack (bench/soak_stack.py) is `python -m scripts.run_stack` with the Procfile as it
-ships (web 2 workers, worker 2 processes x 64 threads, hot path, reconciler) on a private
+ships (web 2 workers x 64 threads, worker 2 processes x 32 threads, hot path, reconciler) on a private
 Redis and PostgreSQL, each behind a FaultProxy. The load (bench/soak_load.py) goes over
 HTTP; the faults (bench/soak_faults.py) are drawn from the seed; after the fault phase the
 faults are healed, the load stops, the pipeline settles, and the checker
@@ -143,7 +143,7 @@ def run(
         "command": f"python -m bench.soak --seed {seed} --minutes {minutes:g}"
         + ("" if redis_topology == "single" else f" --redis {redis_topology}"),
         "redis": redis_topology,
-        "shape": "Procfile as shipped: web 2 x 64 threads, worker 2 x 64, hotpath, reconciler",
+        "shape": "Procfile as shipped: web 2 x 64 threads, worker 2 x 32, hotpath, reconciler",
         "faults": {
             "scheduled": len(faults),
             "by_kind": dict(Counter(f.kind for f in faults)),

@@ -36,7 +36,7 @@ REDIS_TOPOLOGIES = ("single", "sentinel")
 
 DATABASE = "mi_soak"
 #: Documented settings (README, Configuration) that make a lost job heal in seconds rather than
-#: in 40 s; the Procfile's shape (web 2 workers, worker 2 x 64) is left as it ships.
+#: in 40 s; the Procfile's shape (web 2 workers, worker 2 x 32) is left as it ships.
 SETTINGS = {
     "RECONCILE_GRACE_MS": "5000",
     "RECONCILE_INTERVAL_MS": "1000",

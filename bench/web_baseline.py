@@ -24,8 +24,11 @@ index beside the LPUSH, the event sink's fallbacks and spool, request logging an
 and the `/api/health` availability gate. A baseline is the leanest honest way to do the same
 work; what it leaves out, the product pays for.
 
-One psycopg connection per gunicorn thread (a thread-local, opened at its first request), one
-redis-py client per process.
+At most as many psycopg connections per process as the product's pool opens
+(`DB_POOL_SIZE` + `DB_MAX_OVERFLOW`: 10 by default), opened as needed and kept (a list and a
+semaphore), one redis-py client per process. A connection per thread would open up to
+`WEB_CONCURRENCY × WEB_THREADS` of them: with `--workers 4`, beyond PostgreSQL's default 100
+with the other sides' (the product's startAssessment then failed with "too many clients").
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,7 +54,11 @@ STATUS_TEXT = {1: "待测评", 2: "测评中", 3: "生成中", 4: "已完成", 5
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
-_local = threading.local()
+#: Connections of this process not in use; `_slots` bounds those open.
+_idle: list[psycopg.Connection[Any]] = []
+_pool_size = int(os.environ.get("DB_POOL_SIZE") or 5)
+_overflow = os.environ.get("DB_MAX_OVERFLOW", "").strip()
+_slots = threading.BoundedSemaphore(_pool_size + (int(_overflow) if _overflow else _pool_size))
 _redis = redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
 _secret = os.environ.get("SECRET_KEY", "")
 #: The active question ids, read once per process.
@@ -58,12 +66,23 @@ _active: dict[str, frozenset[int]] = {}
 _active_lock = threading.Lock()
 
 
-def _conn() -> psycopg.Connection[Any]:
-    conn: psycopg.Connection[Any] | None = getattr(_local, "conn", None)
-    if conn is None or conn.closed:
-        conn = psycopg.connect(os.environ["DATABASE_URL"].replace("postgresql+psycopg://", "postgresql://"))
-        _local.conn = conn
-    return conn
+@contextmanager
+def _connection() -> Iterator[psycopg.Connection[Any]]:
+    """A connection of the process's own (waiting for one when all are in use); one that failed
+    is closed, not kept."""
+    with _slots:
+        try:
+            conn = _idle.pop()
+        except IndexError:
+            conn = psycopg.connect(
+                os.environ["DATABASE_URL"].replace("postgresql+psycopg://", "postgresql://")
+            )
+        try:
+            yield conn
+        except BaseException:
+            conn.close()
+            raise
+        _idle.append(conn)
 
 
 def _active_questions(conn: psycopg.Connection[Any]) -> frozenset[int]:
@@ -115,8 +134,7 @@ def _push_event(event: dict[str, Any]) -> None:
 
 
 def create_record(user_id: int, body: dict[str, Any], start: StartResponse) -> Iterable[bytes]:
-    conn = _conn()
-    with conn.transaction():
+    with _connection() as conn, conn.transaction():
         row = conn.execute(
             f"INSERT INTO assessment_records (user_id) VALUES (%s) RETURNING {_COLUMNS}",
             (user_id,),
@@ -130,8 +148,7 @@ def start_assessment(user_id: int, body: dict[str, Any], start: StartResponse) -
     record_id = body.get("recordId")
     if not is_id(record_id):
         return _reply(start, "400 BAD REQUEST", 1001, "recordId 必须是正整数")
-    conn = _conn()
-    with conn.transaction():
+    with _connection() as conn, conn.transaction():
         row = conn.execute(
             "UPDATE assessment_records SET status = 2, started_at = COALESCE(started_at, now()),"
             " updated_at = now() WHERE id = %s AND user_id = %s AND NOT is_deleted AND status IN (1, 2)"
@@ -149,43 +166,48 @@ def submit_answers(user_id: int, body: dict[str, Any], start: StartResponse) -> 
     answers = body.get("answers")
     if not is_id(record_id):
         return _reply(start, "400 BAD REQUEST", 1001, "recordId 必须是正整数")
-    conn = _conn()
-    active = _active_questions(conn)
-    values: dict[int, int] = {}
-    for answer in answers if isinstance(answers, list) else ():
-        question, value = answer.get("questionId"), answer.get("value")
-        if question not in active or not isinstance(value, int) or not 1 <= value <= 5 or question in values:
-            return _reply(start, "400 BAD REQUEST", 1001, "答案不合法")
-        values[question] = value
-    if len(values) != len(active):
-        return _reply(start, "400 BAD REQUEST", 1001, "答案不完整")
-    with conn.transaction():
-        locked = conn.execute(
-            "SELECT status FROM assessment_records"
-            " WHERE id = %s AND user_id = %s AND NOT is_deleted FOR UPDATE",
-            (record_id, user_id),
-        ).fetchone()
-        if locked is None or locked[0] not in (1, 2):
-            return _reply(start, "409 CONFLICT", 2005, "当前状态不允许提交答案")
-        event_id = uuid.uuid4()
-        with conn.pipeline():
-            conn.execute("DELETE FROM answers WHERE record_id = %s", (record_id,))
-            conn.execute(
-                "INSERT INTO answers (record_id, question_id, value)"
-                " SELECT %s, q, v FROM unnest(%s::int[], %s::smallint[]) AS t(q, v)",
-                (record_id, list(values), list(values.values())),
-            )
-            cursor = conn.execute(
-                "UPDATE assessment_records SET status = 3, submitted_at = now(), answered_count = %s,"
-                " last_activity_at = now(), updated_at = now() WHERE id = %s RETURNING submitted_at",
-                (len(values), record_id),
-            )
-            conn.execute(
-                "INSERT INTO event_log (id, occurred_at, event_type, record_id, user_id, actor, data)"
-                " VALUES (%s, now(), 'answers.submitted', %s, %s, %s, '{}')",
-                (event_id, record_id, user_id, f"user:{user_id}"),
-            )
-        submitted = cursor.fetchone()
+    with _connection() as conn:
+        active = _active_questions(conn)
+        values: dict[int, int] = {}
+        for answer in answers if isinstance(answers, list) else ():
+            question, value = answer.get("questionId"), answer.get("value")
+            if (
+                question not in active
+                or not isinstance(value, int)
+                or not 1 <= value <= 5
+                or question in values
+            ):
+                return _reply(start, "400 BAD REQUEST", 1001, "答案不合法")
+            values[question] = value
+        if len(values) != len(active):
+            return _reply(start, "400 BAD REQUEST", 1001, "答案不完整")
+        with conn.transaction():
+            locked = conn.execute(
+                "SELECT status FROM assessment_records"
+                " WHERE id = %s AND user_id = %s AND NOT is_deleted FOR UPDATE",
+                (record_id, user_id),
+            ).fetchone()
+            if locked is None or locked[0] not in (1, 2):
+                return _reply(start, "409 CONFLICT", 2005, "当前状态不允许提交答案")
+            event_id = uuid.uuid4()
+            with conn.pipeline():
+                conn.execute("DELETE FROM answers WHERE record_id = %s", (record_id,))
+                conn.execute(
+                    "INSERT INTO answers (record_id, question_id, value)"
+                    " SELECT %s, q, v FROM unnest(%s::int[], %s::smallint[]) AS t(q, v)",
+                    (record_id, list(values), list(values.values())),
+                )
+                cursor = conn.execute(
+                    "UPDATE assessment_records SET status = 3, submitted_at = now(), answered_count = %s,"
+                    " last_activity_at = now(), updated_at = now() WHERE id = %s RETURNING submitted_at",
+                    (len(values), record_id),
+                )
+                conn.execute(
+                    "INSERT INTO event_log (id, occurred_at, event_type, record_id, user_id, actor, data)"
+                    " VALUES (%s, now(), 'answers.submitted', %s, %s, %s, '{}')",
+                    (event_id, record_id, user_id, f"user:{user_id}"),
+                )
+            submitted = cursor.fetchone()
     assert submitted is not None
     message = {
         "RecordId": record_id,
@@ -221,5 +243,4 @@ def app(environ: dict[str, Any], start: StartResponse) -> Iterable[bytes]:
     try:
         return handler(user_id, body, start)
     except (psycopg.OperationalError, redis.RedisError):
-        _local.conn = None
         return _reply(start, "503 SERVICE UNAVAILABLE", 5003, "服务暂不可用")

@@ -47,7 +47,6 @@ def _view(handler: Handler) -> Callable[[], Response]:
         try:
             chunks = handler(user_id, body, lambda s, h: captured.extend((s, h)))
         except (psycopg.OperationalError, redis.RedisError):
-            lean._local.conn = None
             return _answer("503 SERVICE UNAVAILABLE", 5003, "服务暂不可用")
         return Response(b"".join(chunks), status=captured[0], headers=captured[1])
 

@@ -7,12 +7,12 @@ A submission is the three calls a user makes: createRecord, startAssessment and
 submitAnswers with the 40 answers. Two servers run side by side on the same PostgreSQL and
 on a private Redis (so its CPU is this benchmark's alone):
 
-- **product**: the Procfile's web line (2 workers × 64 threads, the project's gunicorn worker
-  class and logger);
+- **product**: the Procfile's web line (as it ships: 2 workers × 64 threads, the project's
+  gunicorn worker class and logger);
 - **baseline**: bench/web_baseline.py, a minimal WSGI app doing the same writes and LPUSHes by
   hand, under gunicorn with the same settings (workers, threads, keep-alive, access log);
 - **product-base** (with `--base DIR`): the web line of another tree (an export of another
-  commit), for before and after in one run;
+  commit), at that tree's own shape, for before and after in one run;
 - **baseline-flask** (with `--flask-floor`): the baseline's handlers reached through Flask
   (bench/web_baseline_flask.py), under the baseline's gunicorn settings: the framework's floor.
 
@@ -35,6 +35,7 @@ import argparse
 import http.client
 import json
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -47,6 +48,7 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from bench import ROOT, cpu, db, launch, output, stats, stores
+from scripts import procfile_exec
 from scripts.processes import ProcfileProcess, procfile_command, wait_until
 
 #: The product's web line from another tree (`--base`), measured beside the others.
@@ -60,6 +62,18 @@ class Tally:
     latencies_s: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def procfile_shape(tree: Path = ROOT) -> dict[str, str]:
+    """The web line's default WEB_CONCURRENCY and WEB_THREADS in `tree`'s Procfile."""
+    line = procfile_exec.command_for("web", tree / "Procfile")[2]
+    shape = {}
+    for variable in ("WEB_CONCURRENCY", "WEB_THREADS"):
+        found = re.search(r"\$\{" + variable + r":-(\d+)\}", line)
+        if found is None:
+            raise RuntimeError(f"{tree / 'Procfile'}: no default for {variable} in the web line")
+        shape[variable] = found.group(1)
+    return shape
 
 
 def start_product(env: dict[str, str], tree: Path = ROOT) -> tuple[launch.Service, int]:
@@ -277,14 +291,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--threads",
         type=int,
-        default=64,
-        help="threads per web worker process, both sides (default 64: the Procfile's WEB_THREADS)",
+        help="threads per web worker process, every side (default: each product side its own"
+        " Procfile's WEB_THREADS, the baselines this tree's)",
     )
     parser.add_argument(
         "--workers",
         type=int,
-        default=2,
-        help="web worker processes, both sides (default 2: the Procfile's WEB_CONCURRENCY)",
+        help="web worker processes, every side (default: each product side its own Procfile's"
+        " WEB_CONCURRENCY, the baselines this tree's)",
     )
     parser.add_argument(
         "--base",
@@ -309,11 +323,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     with stores.private_redis() as redis_url:
         client = stores.redis_client(redis_url)
-        shape = {"WEB_CONCURRENCY": str(args.workers), "WEB_THREADS": str(args.threads)}
+        # Given, the shape is every side's; else each product side runs its Procfile's as it
+        # ships, and the baselines this tree's.
+        shape = {
+            name: str(value)
+            for name, value in (("WEB_CONCURRENCY", args.workers), ("WEB_THREADS", args.threads))
+            if value is not None
+        }
         env = {**launch.stack_env(redis_url, database_url), **shape, "PYTHONUNBUFFERED": "1"}
+        lean_env = {**env, **procfile_shape(), **shape}
         output.log(
             f"bench.web_tier: {args.clients} clients × {args.duration:g} s × {args.rounds} rounds per side,"
-            f" web {args.workers} × {args.threads} threads"
+            f" baselines {lean_env['WEB_CONCURRENCY']} × {lean_env['WEB_THREADS']} threads, product"
+            f" {'the same' if len(shape) == 2 else 'as its Procfile says'}"
         )
         log = Path(tempfile.mkstemp(prefix="mi-bench-hotpath-", suffix=".log")[1])
         hotpath = ProcfileProcess("hotpath", env={**os.environ, **env}, log_path=log)
@@ -321,11 +343,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         checks: dict[str, dict[str, Any]] = {}
         try:
             servers["product"] = start_product(env)
-            servers["baseline"] = start_baseline(env)
+            servers["baseline"] = start_baseline(lean_env)
             if args.base:
                 servers[BASE_SIDE] = start_product(env, args.base.resolve())
             if args.flask_floor:
-                servers[FLASK_SIDE] = start_baseline(env, "bench.web_baseline_flask:app")
+                servers[FLASK_SIDE] = start_baseline(lean_env, "bench.web_baseline_flask:app")
             sides = tuple(servers)
             # Unmeasured: each server's first requests import and connect lazily, and so does
             # the client (the token signer).
@@ -364,7 +386,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             hotpath.stop()
             log.unlink(missing_ok=True)
             db.delete_bench_records(engine)
-    result = {**summarize(rows, args), "checks": checks}
+    own = {"product": ROOT} | ({BASE_SIDE: args.base.resolve()} if args.base else {})
+    shapes = {side: {**procfile_shape(tree), **shape} for side, tree in own.items()}
+    result = {
+        **summarize(rows, args),
+        "checks": checks,
+        "shapes": shapes | {"baselines": procfile_shape() | shape},
+    }
     output.write_results("web_tier", result)
     return result
 

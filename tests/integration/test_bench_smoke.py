@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from bench.web_tier import procfile_shape
+
 #: Benchmark, arguments for a run of a few seconds, check of its result.
 CASES: list[tuple[str, list[str], Callable[[dict[str, Any]], None]]] = []
 
@@ -211,6 +213,8 @@ def _web_tier(data: dict[str, Any]) -> None:
     assert {row["side"] for row in data["rows"]} == {"product", "baseline", "baseline-flask"}
     assert all(row["submissions"] > 0 and row["errors"] == 0 for row in data["rows"])
     assert {"flask_floor", "rate_vs_flask"} <= set(data["ratios"][0])
+    # The product at the Procfile's shape as it ships, the baselines at the same.
+    assert data["shapes"]["product"] == data["shapes"]["baselines"] == procfile_shape()
 
 
 @case("scaling", *SCALING_TINY)

@@ -27,6 +27,7 @@ def test_web_line_uses_the_envelope_gthread_worker_with_settable_threads() -> No
     worker_class = option(args, "--worker-class")
     module, _, name = worker_class.rpartition(".")
     assert (module, name) == ("web.gunicorn_worker", EnvelopeThreadWorker.__name__)
+    assert option(args, "--workers") == "${WEB_CONCURRENCY:-2}"
     assert option(args, "--threads") == "${WEB_THREADS:-64}"
     assert option(args, "--keep-alive") == "${WEB_KEEPALIVE_S:-5}"
     assert "--no-control-socket" in args
