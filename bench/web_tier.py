@@ -48,7 +48,7 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from bench import ROOT, cpu, db, launch, output, stats, stores
-from scripts import procfile_exec
+from scripts import procfile_supervisor
 from scripts.processes import ProcfileProcess, procfile_command, wait_until
 
 #: The product's web line from another tree (`--base`), measured beside the others.
@@ -66,7 +66,7 @@ class Tally:
 
 def procfile_shape(tree: Path = ROOT) -> dict[str, str]:
     """The web line's default WEB_CONCURRENCY and WEB_THREADS in `tree`'s Procfile."""
-    line = procfile_exec.command_for("web", tree / "Procfile")[2]
+    line = dict(procfile_supervisor.procfile_entries(tree / "Procfile"))["web"]
     shape = {}
     for variable in ("WEB_CONCURRENCY", "WEB_THREADS"):
         found = re.search(r"\$\{" + variable + r":-(\d+)\}", line)
@@ -331,11 +331,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             if value is not None
         }
         env = {**launch.stack_env(redis_url, database_url), **shape, "PYTHONUNBUFFERED": "1"}
-        lean_env = {**env, **procfile_shape(), **shape}
+        trees = {"product": ROOT} | ({BASE_SIDE: args.base.resolve()} if args.base else {})
+        shapes = {side: procfile_shape(tree) | shape for side, tree in trees.items()}
+        shapes["baselines"] = procfile_shape() | shape
+        lean_env = env | shapes["baselines"]
         output.log(
             f"bench.web_tier: {args.clients} clients × {args.duration:g} s × {args.rounds} rounds per side,"
-            f" baselines {lean_env['WEB_CONCURRENCY']} × {lean_env['WEB_THREADS']} threads, product"
-            f" {'the same' if len(shape) == 2 else 'as its Procfile says'}"
+            " web processes × threads: "
+            + ", ".join(f"{side} {s['WEB_CONCURRENCY']} × {s['WEB_THREADS']}" for side, s in shapes.items())
         )
         log = Path(tempfile.mkstemp(prefix="mi-bench-hotpath-", suffix=".log")[1])
         hotpath = ProcfileProcess("hotpath", env={**os.environ, **env}, log_path=log)
@@ -386,13 +389,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             hotpath.stop()
             log.unlink(missing_ok=True)
             db.delete_bench_records(engine)
-    own = {"product": ROOT} | ({BASE_SIDE: args.base.resolve()} if args.base else {})
-    shapes = {side: {**procfile_shape(tree), **shape} for side, tree in own.items()}
-    result = {
-        **summarize(rows, args),
-        "checks": checks,
-        "shapes": shapes | {"baselines": procfile_shape() | shape},
-    }
+    result = {**summarize(rows, args), "checks": checks, "shapes": shapes}
     output.write_results("web_tier", result)
     return result
 

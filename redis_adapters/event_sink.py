@@ -123,12 +123,16 @@ class RedisEventSink:
             except Exception as exc:  # any failure to hand over: take the other way
                 self._redis_failed(exc)
             else:
-                self._redis_ok()
-                if not left:
-                    return
-                self._queue_full(len(left))
-                events = left
+                self._pushed(left, spooled=spooled)
+                return
         self._write_direct(events, spooled=spooled)
+
+    def _pushed(self, left: Sequence[Event], *, spooled: bool = False) -> None:
+        """Redis answered the push: the events it had no room for (`left`) go to PostgreSQL."""
+        self._redis_ok()
+        if left:
+            self._queue_full(len(left))
+            self._write_direct(left, spooled=spooled)
 
     def prepare_emit(self, events: Sequence[Event]) -> PreparedCall:
         """`emit_many(events)` made ready, to send with other calls in one round trip
@@ -148,12 +152,7 @@ class RedisEventSink:
             except (TypeError, ValueError):
                 # Garbage for an answer: as `_send` does, Redis failed and PostgreSQL takes them.
                 return failed(redis.ResponseError(f"unexpected reply to the bounded push: {pushed!r:.100}"))
-            self._redis_ok()
-            left = self._not_taken(events, taken)
-            if not left:
-                return None
-            self._queue_full(len(left))
-            return outcome(lambda: self._write_direct(left))
+            return outcome(lambda: self._pushed(self._not_taken(events, taken)))
 
         args = [self.max_queue, *map(wire_format, events)]
         return ScriptCall(

@@ -13,11 +13,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from services.domain.errors import ParamError
 from services.domain.opsmodel import AdminActor, AuditEntry, AuditHandle
-from services.domain.prepared import CallAlone
 from services.domain.status import RecordStatus
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin
 from services.usecases.audit import STARTED, DatabaseAuditLog
+from tests.support.fakes import EnqueuesAlone
 from tests.support.records import RecordSpec
 from tests.support.web_app import Records
 
@@ -33,7 +33,7 @@ def audit_rows(engine: Engine, action: str) -> list[tuple[str, str]]:
     return [(str(actor), str(outcome)) for actor, outcome in rows]
 
 
-class WatchingQueue:
+class WatchingQueue(EnqueuesAlone):
     """A report queue that, when the action queues its job, reads what the audit table holds."""
 
     def __init__(self, engine: Engine) -> None:
@@ -42,9 +42,6 @@ class WatchingQueue:
 
     def enqueue(self, record_id: int) -> None:
         self.seen.append(audit_rows(self.engine, "regenerate"))
-
-    def prepare_enqueue(self, record_id: int) -> CallAlone:
-        return CallAlone(lambda: self.enqueue(record_id))
 
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
         self.seen.append(audit_rows(self.engine, "batch_regenerate"))

@@ -21,13 +21,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from services.domain.errors import InvalidOperation, QueueUnavailable
 from services.domain.events import EventType
 from services.domain.opsmodel import AdminActor
-from services.domain.prepared import CallAlone
 from services.domain.questionnaire import load_questionnaire
 from services.persistence.models import AssessmentRecord, EventLogEntry
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin, assessment, reconcile, reports
 from tests.conftest import default_answer
-from tests.support.fakes import FailingQueue, RecordingQueue
+from tests.support.fakes import EnqueuesAlone, FailingQueue, RecordingQueue
 
 #: A whole submission: every active question answered.
 ANSWERS = [(q.id, default_answer(q.id)) for q in load_questionnaire().questions]
@@ -39,14 +38,11 @@ class ProcessKilled(BaseException):
     `except Exception` handlers), as with a SIGKILL."""
 
 
-class DyingQueue:
+class DyingQueue(EnqueuesAlone):
     """A report queue whose process dies as the job is handed to it."""
 
     def enqueue(self, record_id: int) -> None:
         raise ProcessKilled
-
-    def prepare_enqueue(self, record_id: int) -> CallAlone:
-        return CallAlone(lambda: self.enqueue(record_id))
 
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
         raise ProcessKilled

@@ -7,7 +7,17 @@ from collections.abc import Sequence
 from services.domain.prepared import CallAlone
 
 
-class RecordingQueue:
+class EnqueuesAlone:
+    """A double's `prepare_enqueue`: its own `enqueue`, sent on its own (services/domain/prepared.py)."""
+
+    def enqueue(self, record_id: int) -> None:
+        raise NotImplementedError
+
+    def prepare_enqueue(self, record_id: int) -> CallAlone:
+        return CallAlone(lambda: self.enqueue(record_id))
+
+
+class RecordingQueue(EnqueuesAlone):
     """A `ReportQueue` that records what it was asked to queue."""
 
     def __init__(self) -> None:
@@ -17,14 +27,11 @@ class RecordingQueue:
     def enqueue(self, record_id: int) -> None:
         self.enqueued.append(record_id)
 
-    def prepare_enqueue(self, record_id: int) -> CallAlone:
-        return CallAlone(lambda: self.enqueue(record_id))
-
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
         self.batches.append(list(record_ids))
 
 
-class FailingQueue:
+class FailingQueue(EnqueuesAlone):
     """A `ReportQueue` whose every call fails, like a Redis that is down."""
 
     def __init__(self) -> None:
@@ -33,9 +40,6 @@ class FailingQueue:
     def enqueue(self, record_id: int) -> None:
         self.calls += 1
         raise ConnectionError("redis is down (test)")
-
-    def prepare_enqueue(self, record_id: int) -> CallAlone:
-        return CallAlone(lambda: self.enqueue(record_id))
 
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
         self.calls += 1
