@@ -17,21 +17,40 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import psycopg
 from psycopg import pq
+from sqlalchemy import Connection
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
 
-def connection(session: Session) -> psycopg.Connection[Any]:
-    """The psycopg connection of the session's transaction (a unit of work's)."""
+class Transactional(Protocol):
+    """What holds a transaction: a unit of work (services/persistence/uow.py) or a Session."""
+
+    def connection(self) -> Connection:
+        """The SQLAlchemy connection, in a transaction (begun by this call if none is)."""
+        ...
+
+
+class Work(Transactional, Protocol):
+    """What the repositories work on: a unit of work's transaction, and its ORM session for the
+    statements that go through SQLAlchemy (made at first use: services/persistence/uow.py)."""
+
+    @property
+    def session(self) -> Session: ...
+
+    def commit(self) -> None: ...
+
+
+def connection(session: Transactional) -> psycopg.Connection[Any]:
+    """The psycopg connection of the transaction (a unit of work's)."""
     return cast("psycopg.Connection[Any]", session.connection().connection.driver_connection)
 
 
 @contextmanager
-def pipelined(session: Session) -> Iterator[psycopg.Connection[Any]]:
+def pipelined(session: Transactional) -> Iterator[psycopg.Connection[Any]]:
     """The session's psycopg connection in pipeline mode, for one round trip.
 
     Should the pipeline fail to end (psycopg's "cannot exit pipeline mode while busy", after a
@@ -52,7 +71,7 @@ def pipelined(session: Session) -> Iterator[psycopg.Connection[Any]]:
 
 
 @contextmanager
-def statements(session: Session, *, pipeline: bool = True) -> Iterator[psycopg.Connection[Any]]:
+def statements(session: Transactional, *, pipeline: bool = True) -> Iterator[psycopg.Connection[Any]]:
     """The session's psycopg connection, with psycopg's errors raised as SQLAlchemy's: what the
     repositories use.
 
@@ -81,7 +100,7 @@ def statements(session: Session, *, pipeline: bool = True) -> Iterator[psycopg.C
 
 
 @contextmanager
-def autocommitted(session: Session) -> Iterator[None]:
+def autocommitted(session: Transactional) -> Iterator[None]:
     """Each statement run on the session's connection in the block is a transaction of its own,
     committed as it ends: one round trip, where a transaction costs three (BEGIN, the statement,
     COMMIT; psycopg sends BEGIN on its own outside pipeline mode). For units of work whose every

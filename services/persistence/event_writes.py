@@ -17,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from services.domain.events import Event
-from services.persistence.driver import statements
+from services.persistence.driver import Work, statements
 
 # In psycopg's parameter style: a unit of work's events go on its psycopg connection
 # (services/persistence/driver.py), in the round trip of its change's statements; other
@@ -77,15 +77,19 @@ class EventRepository:
     change's own transaction, so that they are stored if and only if it commits, with the
     change's time, whatever happens to the process after the commit."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(self, work: Work) -> None:
+        self._work = work
+
+    @property
+    def session(self) -> Session:
+        return self._work.session
 
     def add(self, events: Sequence[Event]) -> None:
         """Insert `events` in the unit of work's transaction: one statement, in the round trip of
         the unit of work's `batch` when inside one."""
         if len(events) == 1:
             (event,) = events
-            with statements(self.session, pipeline=False) as conn:
+            with statements(self._work, pipeline=False) as conn:
                 conn.execute(
                     _INSERT_ONE_SQL,
                     {
@@ -99,7 +103,7 @@ class EventRepository:
                     },
                 )
         elif events:
-            with statements(self.session, pipeline=False) as conn:
+            with statements(self._work, pipeline=False) as conn:
                 conn.execute(_INSERT_SQL, _columns(events))
 
     def amend(self, events: Sequence[Event], patch: dict[str, Any]) -> int:

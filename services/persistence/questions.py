@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from services.persistence.driver import statements
+from services.persistence.driver import Work, statements
 from services.persistence.models import Dimension, Question
 
 #: Read in every submission's transaction: plain SQL on psycopg (services/persistence/driver.py).
@@ -13,11 +13,15 @@ ACTIVE_IDS = "SELECT id FROM questions WHERE is_active"
 
 
 class QuestionRepository:
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(self, work: Work) -> None:
+        self._work = work
+
+    @property
+    def session(self) -> Session:
+        return self._work.session
 
     def active_ids(self) -> list[int]:
-        with statements(self.session, pipeline=False) as conn:
+        with statements(self._work, pipeline=False) as conn:
             cursor = conn.execute(ACTIVE_IDS)
         return [qid for (qid,) in cursor.fetchall()]
 

@@ -18,7 +18,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from services.domain.saved_answers import MergedAnswers, from_epoch_ms
 from services.domain.status import RecordStatus
-from services.persistence.driver import statements
+from services.persistence.driver import Work, statements
 from services.persistence.models import (
     Answer,
     AssessmentRecord,
@@ -145,21 +145,25 @@ class SubmissionReads(NamedTuple):
 
 
 class RecordRepository:
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(self, work: Work) -> None:
+        self._work = work
+
+    @property
+    def session(self) -> Session:
+        return self._work.session
 
     # -- a user's records ---------------------------------------------------------------
 
     def own(self, user_id: int, record_id: int, *, lock: bool = False) -> RecordRow | None:
         """The live record `record_id` of `user_id`, optionally row-locked."""
-        with statements(self.session, pipeline=False) as conn:
+        with statements(self._work, pipeline=False) as conn:
             cursor = conn.execute(_OWN_LOCKED if lock else _OWN, {"id": record_id, "user": user_id})
         row = cursor.fetchone()
         return None if row is None else RecordRow(*row)
 
     def add(self, user_id: int) -> RecordRow:
         """A new record of `user_id` in status 1, as written (its id and created_at the database's)."""
-        with statements(self.session, pipeline=False) as conn:
+        with statements(self._work, pipeline=False) as conn:
             cursor = conn.execute(_ADD, {"user": user_id})
         return RecordRow(*cursor.fetchall()[0])
 
@@ -167,7 +171,7 @@ class RecordRepository:
         """Start the live record `record_id` of `user_id` if it is in 1 (status 2, started_at from
         the database clock, like created_at); the record as it then is (None if no such record).
         One statement: one round trip, in autocommit or in a transaction."""
-        with statements(self.session, pipeline=False) as conn:
+        with statements(self._work, pipeline=False) as conn:
             cursor = conn.execute(_START, {"id": record_id, "user": user_id})
         row = cursor.fetchone()
         return None if row is None else RecordRow(*row)
@@ -176,7 +180,7 @@ class RecordRepository:
         """The record locked, the transaction's time, the active questions and the record's stored
         answers if `stored`: one round trip. None if the caller has no such live record."""
         key = {"id": record_id, "user": user_id}
-        with statements(self.session) as conn:
+        with statements(self._work) as conn:
             locked = conn.execute(_SUBMISSION_RECORD, key)
             # After the lock (each statement takes a fresh snapshot): what a save committed while
             # this one waited for the record is read.
@@ -208,7 +212,7 @@ class RecordRepository:
 
     def stored_answers(self, record_id: int) -> dict[int, tuple[int, datetime]]:
         """The record's stored answers: question id -> (value, answered_at)."""
-        with statements(self.session, pipeline=False) as conn:
+        with statements(self._work, pipeline=False) as conn:
             cursor = conn.execute(_STORED_ANSWERS, {"id": record_id})
         return {qid: (value, at) for qid, value, at in cursor.fetchall()}
 
@@ -222,7 +226,7 @@ class RecordRepository:
         # The final progress state, stamped no earlier than the autosaves it includes, so a
         # progress state of those saves still in Redis cannot overwrite it (services/persistence/progress.py).
         latest = None if merged.latest_saved_ms is None else from_epoch_ms(merged.latest_saved_ms)
-        with statements(self.session) as conn:
+        with statements(self._work) as conn:
             # Replace, not merge: a resubmission (status 2 after a failed attempt) leaves no stale rows.
             conn.execute(_DELETE_ANSWERS, {"id": record_id})
             conn.execute(

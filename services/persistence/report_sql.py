@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 from services.domain.events import EventType
 from services.domain.scoring import DimensionScore, ScoreReport
 from services.domain.status import RecordStatus
-from services.persistence.driver import pipelined
+from services.persistence.driver import Transactional, Work, pipelined
 from services.persistence.models import Dimension, DimensionResult, ReportSummary
 
 #: The latency of a report, read back by the write that completes it: from the moment the
@@ -113,10 +113,10 @@ class ReportReads:
     answers: dict[int, dict[int, int]]
 
 
-def read(session: Session, record_ids: Sequence[int], *, wait_for_locks: bool) -> ReportReads:
+def read(work: Transactional, record_ids: Sequence[int], *, wait_for_locks: bool) -> ReportReads:
     """Lock `record_ids` (sorted, unique) and read what their reports need: one round trip."""
     ids = list(record_ids)
-    with pipelined(session) as conn:
+    with pipelined(work) as conn:
         # The reads after the lock run once it is held (each statement takes a fresh snapshot).
         lock = conn.execute(LOCK_WAITING if wait_for_locks else LOCK_SKIPPING, (ids,))
         present = None if wait_for_locks else conn.execute(PRESENT, (ids,))
@@ -151,14 +151,14 @@ class Completed:
 
 
 def write(
-    session: Session,
+    work: Work,
     reports: dict[int, ScoreReport],
     *,
     event_data: Mapping[int, Mapping[str, object]],
     actor: str | None,
 ) -> dict[int, Completed]:
     """Replace the results and summaries of `reports`' records, set them to 4, insert their
-    `report.generated` events (`actor`, `event_data[record id]`) and commit the session's
+    `report.generated` events (`actor`, `event_data[record id]`) and commit the unit of work's
     transaction: one round trip. Returns what each record's completion read back."""
     ids = list(reports)
     results = json.dumps(
@@ -173,7 +173,7 @@ def write(
         [{"r": rid, "t": list(r.top_dimensions), "s": r.summary} for rid, r in reports.items()],
         ensure_ascii=False,
     )
-    with pipelined(session) as conn:
+    with pipelined(work) as conn:
         # Delete-then-insert keeps a regeneration from leaving rows of an older questionnaire.
         conn.execute(DELETE_RESULTS, (ids,))
         conn.execute(DELETE_SUMMARIES, (ids,))
@@ -192,13 +192,13 @@ def write(
             },
         )
         # Queued in the same round trip as the writes (psycopg syncs the pipeline here). The
-        # driver's commit, not the session's: the session would hand the connection back to
+        # driver's commit, not the unit of work's: a session would hand the connection back to
         # the pool while its pipeline is still open, and another thread could take it and
         # send its own statements through this pipeline (found by the soak: "cannot exit
         # pipeline mode while busy" here, "can't change 'autocommit' now" there).
         conn.commit()
     # Committed already: no round trip (psycopg skips a COMMIT when no transaction is open).
-    session.commit()
+    work.commit()
     return {int(rid): Completed(at, latency_seconds(latency)) for rid, at, latency in completed.fetchall()}
 
 
@@ -210,8 +210,12 @@ def latency_seconds(value: object) -> float | None:
 class ReportRepository:
     """A finished report's rows, on the unit of work's session (`uow.reports`)."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(self, work: Work) -> None:
+        self._work = work
+
+    @property
+    def session(self) -> Session:
+        return self._work.session
 
     def scores(self, record_id: int) -> list[DimensionScore]:
         """The record's `dimension_results` with their dimensions' code and name, by rank."""

@@ -177,7 +177,7 @@ def generate_reports(
         return []
     unique = sorted(set(record_ids))
     with uow:
-        reads = report_sql.read(uow.session, unique, wait_for_locks=wait_for_locks)
+        reads = report_sql.read(uow, unique, wait_for_locks=wait_for_locks)
         questionnaire = Questionnaire.of(reads.question_rows, reads.dimension_rows)
         results: dict[int, GroupResult] = {}
         reports: dict[int, ScoreReport] = {}
@@ -196,7 +196,7 @@ def generate_reports(
         completed: dict[int, report_sql.Completed] = {}
         if reports:
             completed = report_sql.write(
-                uow.session,
+                uow,
                 reports,
                 event_data=_event_data(record_ids, attempts, reports),
                 actor=GENERATOR_ACTOR,

@@ -23,6 +23,7 @@ from services.domain.errors import DatabaseUnavailable, ServiceError
 from services.domain.questionnaire import load_questionnaire
 from services.persistence import report_sql
 from services.persistence.db import make_engine, make_session_factory
+from services.persistence.driver import Work
 from services.persistence.uow import UnitOfWork
 from services.usecases.drill import FaultDrillFailure
 from services.usecases.report_groups import Deferred, Job, ReportGroups, generate_reports
@@ -701,11 +702,11 @@ def test_a_pipeline_that_cannot_end_does_not_poison_the_pool(
     real_write = report_sql.write
 
     def write_and_fail_to_exit(
-        session: Session, reports: dict[int, Any], **options: Any
+        work: Work, reports: dict[int, Any], **options: Any
     ) -> dict[int, report_sql.Completed]:
         monkeypatch.setattr(report_sql, "write", real_write)
         monkeypatch.setattr(psycopg.Pipeline, "__exit__", exit_fails_busy)
-        return real_write(session, reports, **options)
+        return real_write(work, reports, **options)
 
     monkeypatch.setattr(report_sql, "write", write_and_fail_to_exit)
     try:
