@@ -3,7 +3,7 @@
 The hot statements (a report's generation, a user's submission) run on psycopg directly,
 inside the unit of work's transaction, often pipelined: one round trip for several
 statements and no statement building or result processing in Python. The connection is
-still the session's: checked out (and pinged) by the unit of work, committed by it, so the
+still the unit of work's: checked out (and pinged) by it, committed by it, so the
 transaction boundary and the "database unreachable" contract stay the unit of work's.
 
 `statements` is what the repositories use: the connection (in pipeline mode for several
@@ -44,14 +44,14 @@ class Work(Transactional, Protocol):
     def commit(self) -> None: ...
 
 
-def connection(session: Transactional) -> psycopg.Connection[Any]:
+def connection(work: Transactional) -> psycopg.Connection[Any]:
     """The psycopg connection of the transaction (a unit of work's)."""
-    return cast("psycopg.Connection[Any]", session.connection().connection.driver_connection)
+    return cast("psycopg.Connection[Any]", work.connection().connection.driver_connection)
 
 
 @contextmanager
-def pipelined(session: Transactional) -> Iterator[psycopg.Connection[Any]]:
-    """The session's psycopg connection in pipeline mode, for one round trip.
+def pipelined(work: Transactional) -> Iterator[psycopg.Connection[Any]]:
+    """The unit of work's psycopg connection in pipeline mode, for one round trip.
 
     Should the pipeline fail to end (psycopg's "cannot exit pipeline mode while busy", after a
     connection fault), the connection stays in pipeline mode with a reply pending, and the
@@ -60,19 +60,19 @@ def pipelined(session: Transactional) -> Iterator[psycopg.Connection[Any]]:
     job then failed its run alone). Such a connection is invalidated instead: the pool drops
     it and opens a fresh one.
     """
-    conn = connection(session)
+    conn = connection(work)
     try:
         with conn.pipeline():
             yield conn
     except BaseException:
         if not reusable(conn):
-            session.connection().invalidate()
+            work.connection().invalidate()
         raise
 
 
 @contextmanager
-def statements(session: Transactional, *, pipeline: bool = True) -> Iterator[psycopg.Connection[Any]]:
-    """The session's psycopg connection, with psycopg's errors raised as SQLAlchemy's: what the
+def statements(work: Transactional, *, pipeline: bool = True) -> Iterator[psycopg.Connection[Any]]:
+    """The unit of work's psycopg connection, with psycopg's errors raised as SQLAlchemy's: what the
     repositories use.
 
     With `pipeline` the block's statements go in pipeline mode: its end is their one round trip
@@ -82,26 +82,26 @@ def statements(session: Transactional, *, pipeline: bool = True) -> Iterator[psy
     COMMIT, measured here), so a lone statement goes without. Inside a pipeline already open
     on the connection (the unit of work's `batch`), the statements join it either way.
     """
-    conn = connection(session)
+    conn = connection(work)
     try:
         if not pipeline or conn.autocommit or conn.pgconn.pipeline_status != pq.PipelineStatus.OFF:
             # In autocommit (`autocommitted`) there is no BEGIN to save: statements one by one.
             yield conn
             return
-        with pipelined(session) as conn:
+        with pipelined(work) as conn:
             yield conn
     except psycopg.Error as exc:
         lost = conn.closed
         if lost:
             # As SQLAlchemy does after a disconnect in a statement of its own: the unit of work's
             # rollback then skips the dead connection and the pool replaces it.
-            session.connection().invalidate()
+            work.connection().invalidate()
         raise translated(exc, invalidated=lost) from exc
 
 
 @contextmanager
-def autocommitted(session: Transactional) -> Iterator[None]:
-    """Each statement run on the session's connection in the block is a transaction of its own,
+def autocommitted(work: Transactional) -> Iterator[None]:
+    """Each statement run on the unit of work's connection in the block is a transaction of its own,
     committed as it ends: one round trip, where a transaction costs three (BEGIN, the statement,
     COMMIT; psycopg sends BEGIN on its own outside pipeline mode). For units of work whose every
     write is one statement: nothing is left to commit or roll back when the block ends.
@@ -109,7 +109,7 @@ def autocommitted(session: Transactional) -> Iterator[None]:
     The connection must have no transaction open (the block comes first in its unit of work); it
     goes back to transactions when the block ends, before the pool can see it again.
     """
-    conn = connection(session)
+    conn = connection(work)
     if conn.info.transaction_status != pq.TransactionStatus.IDLE:
         raise RuntimeError("autocommitted() inside a transaction: its statements would not be their own")
     conn.autocommit = True
@@ -120,7 +120,7 @@ def autocommitted(session: Transactional) -> Iterator[None]:
             conn.autocommit = False
         elif not conn.closed:
             # A statement left running by an interruption: the pool must not get it back.
-            session.connection().invalidate()
+            work.connection().invalidate()
 
 
 def translated(exc: psycopg.Error, *, invalidated: bool = False) -> sa_exc.DBAPIError:
