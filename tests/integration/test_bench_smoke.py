@@ -159,14 +159,17 @@ def _profile_web(data: dict[str, Any]) -> None:
     assert abs(sum(data["shares"].values()) - 1) < 1e-9
 
 
-@case("web_inprocess", "--quick", "--tree", ".")
+@case("web_inprocess", "--quick", "--tree", ".", "--baselines")
 def _web_inprocess(data: dict[str, Any]) -> None:
-    # This tree against itself (the tree by its path, in its own interpreter): one pair.
-    for side in ("this tree", "other tree"):
+    # This tree against itself (the tree by its path, in its own interpreter) and the two
+    # baselines' apps (each child checks every call answered 200): one pair.
+    for side in ("this tree", "other tree", "baseline", "baseline-flask"):
         [run] = data["runs"][side]
         assert set(run) == {"createRecord", "startAssessment", "submitAnswers"}
         assert all(ms > 0 for ms in run.values())
     assert len(data["ratios"]) == 1
+    ratios = data["baseline_ratios"]
+    assert {name: len(r) for name, r in ratios.items()} == {"baseline": 1, "baseline-flask": 1}
 
 
 SCALING_FIELDS = {"rate", "workers_ms_per_msg", "redis_ms_per_msg", "postgres_ms_per_msg", "saturated"}
