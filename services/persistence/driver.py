@@ -44,6 +44,18 @@ class Work(Transactional, Protocol):
     def commit(self) -> None: ...
 
 
+class Repository:
+    """A repository of a unit of work: its plain statements on the unit of work's connection
+    (`statements(self._work)`), the others on its ORM `session` (made when first asked for)."""
+
+    def __init__(self, work: Work) -> None:
+        self._work = work
+
+    @property
+    def session(self) -> Session:
+        return self._work.session
+
+
 def connection(work: Transactional) -> psycopg.Connection[Any]:
     """The psycopg connection of the transaction (a unit of work's)."""
     return cast("psycopg.Connection[Any]", work.connection().connection.driver_connection)

@@ -17,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from services.domain.events import Event
-from services.persistence.driver import Work, statements
+from services.persistence.driver import Repository, statements
 
 # In psycopg's parameter style: a unit of work's events go on its psycopg connection
 # (services/persistence/driver.py), in the round trip of its change's statements; other
@@ -72,17 +72,10 @@ _AMEND = text(
 )
 
 
-class EventRepository:
+class EventRepository(Repository):
     """The event log inside a unit of work: the events of a database change written in the
     change's own transaction, so that they are stored if and only if it commits, with the
     change's time, whatever happens to the process after the commit."""
-
-    def __init__(self, work: Work) -> None:
-        self._work = work
-
-    @property
-    def session(self) -> Session:
-        return self._work.session
 
     def add(self, events: Sequence[Event]) -> None:
         """Insert `events` in the unit of work's transaction: one statement, in the round trip of

@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-from services.persistence.driver import Work, statements
+from services.persistence.driver import Repository, statements
 from services.persistence.models import Dimension, Question
 
 #: Read in every submission's transaction: plain SQL on psycopg (services/persistence/driver.py).
 ACTIVE_IDS = "SELECT id FROM questions WHERE is_active"
 
 
-class QuestionRepository:
-    def __init__(self, work: Work) -> None:
-        self._work = work
-
-    @property
-    def session(self) -> Session:
-        return self._work.session
-
+class QuestionRepository(Repository):
     def active_ids(self) -> list[int]:
         with statements(self._work, pipeline=False) as conn:
             cursor = conn.execute(ACTIVE_IDS)

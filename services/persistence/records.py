@@ -14,11 +14,11 @@ from typing import NamedTuple
 
 from sqlalchemy import BigInteger, ColumnElement, any_, bindparam, delete, func, select, update
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.orm import InstrumentedAttribute
 
 from services.domain.saved_answers import MergedAnswers, from_epoch_ms
 from services.domain.status import RecordStatus
-from services.persistence.driver import Work, statements
+from services.persistence.driver import Repository, statements
 from services.persistence.models import (
     Answer,
     AssessmentRecord,
@@ -144,14 +144,7 @@ class SubmissionReads(NamedTuple):
     now: datetime
 
 
-class RecordRepository:
-    def __init__(self, work: Work) -> None:
-        self._work = work
-
-    @property
-    def session(self) -> Session:
-        return self._work.session
-
+class RecordRepository(Repository):
     # -- a user's records ---------------------------------------------------------------
 
     def own(self, user_id: int, record_id: int, *, lock: bool = False) -> RecordRow | None:

@@ -20,12 +20,11 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from services.domain.events import EventType
 from services.domain.scoring import DimensionScore, ScoreReport
 from services.domain.status import RecordStatus
-from services.persistence.driver import Transactional, Work, pipelined
+from services.persistence.driver import Repository, Transactional, Work, pipelined
 from services.persistence.models import Dimension, DimensionResult, ReportSummary
 
 #: The latency of a report, read back by the write that completes it: from the moment the
@@ -207,15 +206,8 @@ def latency_seconds(value: object) -> float | None:
     return None if value is None else max(0.0, float(cast("float", value)))
 
 
-class ReportRepository:
+class ReportRepository(Repository):
     """A finished report's rows, on the unit of work's session (`uow.reports`)."""
-
-    def __init__(self, work: Work) -> None:
-        self._work = work
-
-    @property
-    def session(self) -> Session:
-        return self._work.session
 
     def scores(self, record_id: int) -> list[DimensionScore]:
         """The record's `dimension_results` with their dimensions' code and name, by rank."""
