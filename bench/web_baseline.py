@@ -45,6 +45,7 @@ from typing import Any
 import psycopg
 import redis
 
+from config.settings import Settings
 from services.domain.limits import is_id
 from web.auth import verify_user_token
 
@@ -54,11 +55,14 @@ STATUS_TEXT = {1: "待测评", 2: "测评中", 3: "生成中", 4: "已完成", 5
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
-#: Connections of this process not in use; `_slots` bounds those open.
+#: Connections of this process not in use; `_slots` bounds those open as the product's pool
+#: is bounded (its settings; no overflow given is as many again: services/persistence/db.py).
 _idle: list[psycopg.Connection[Any]] = []
-_pool_size = int(os.environ.get("DB_POOL_SIZE") or 5)
-_overflow = os.environ.get("DB_MAX_OVERFLOW", "").strip()
-_slots = threading.BoundedSemaphore(_pool_size + (int(_overflow) if _overflow else _pool_size))
+_settings = Settings.from_env()
+_slots = threading.BoundedSemaphore(
+    _settings.db_pool_size
+    + (_settings.db_pool_size if _settings.db_max_overflow is None else _settings.db_max_overflow)
+)
 _redis = redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
 _secret = os.environ.get("SECRET_KEY", "")
 #: The active question ids, read once per process.

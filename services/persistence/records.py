@@ -27,6 +27,7 @@ from services.persistence.models import (
     Question,
     ReportSummary,
 )
+from services.persistence.questions import ACTIVE_IDS
 
 
 def any_id(column: InstrumentedAttribute[int], ids: Sequence[int]) -> ColumnElement[bool]:
@@ -94,7 +95,7 @@ _START = (
 # snapshot, as a read of its own before the lock would be: no question changes under a record's
 # lock, so reading them after it (a statement of their own) would tell nothing more.
 _SUBMISSION_RECORD = (
-    f"SELECT {_COLUMNS}, now(), ARRAY(SELECT id FROM questions WHERE is_active)"  # noqa: S608
+    f"SELECT {_COLUMNS}, now(), ARRAY({ACTIVE_IDS})"  # noqa: S608
     " FROM assessment_records WHERE id = %(id)s AND user_id = %(user)s AND NOT is_deleted FOR UPDATE"
 )
 _STORED_ANSWERS = "SELECT question_id, value, answered_at FROM answers WHERE record_id = %(id)s"

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from services.domain.prepared import CallAlone
 
 
-class EnqueuesAlone:
+class EnqueuesAlone(ABC):
     """A double's `prepare_enqueue`: its own `enqueue`, sent on its own (services/domain/prepared.py)."""
 
-    def enqueue(self, record_id: int) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def enqueue(self, record_id: int) -> None: ...
 
     def prepare_enqueue(self, record_id: int) -> CallAlone:
         return CallAlone(lambda: self.enqueue(record_id))
