@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     database_url = stores.database_url()
     engine = db.prepare(database_url)
-    # side -> (tree, app)
+    # side -> (its tree, its app: PRODUCT or a BASELINES name)
     sides = {"this tree": (ROOT, PRODUCT)}
     if args.tree:
         sides["other tree"] = (args.tree.resolve(), PRODUCT)
@@ -138,7 +138,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             for pair in range(args.pairs):
                 order = list(sides) if pair % 2 == 0 else list(reversed(sides))
                 for side in order:
-                    runs[side].append(run_tree(*sides[side][:1], args.n, env, sides[side][1]))
+                    tree, app_name = sides[side]
+                    runs[side].append(run_tree(tree, args.n, env, app_name))
                     total = sum(runs[side][-1].values())
                     output.log(f"  pair {pair + 1} {side}: {total:.3f} ms CPU per submission")
     finally:
