@@ -8,9 +8,10 @@ PYTEST_ARGS ?=
 # What ruff checks: every package of the application, the broker library, the tests and the tooling.
 SOURCES := config services redis_adapters observability actors hotpath reconciler web broker tests bench scripts
 
-.PHONY: run test test-broker soak soak-sentinel pytest lint typecheck bench demo clean clean-state
+.PHONY: run test test-latest lock test-broker soak soak-sentinel pytest lint typecheck bench demo clean clean-state
 
-$(VENV)/.stamp-%: setup.cfg pyproject.toml broker/pyproject.toml scripts/bootstrap.sh
+# The virtualenv, installed from the lock that holds the extras (scripts/bootstrap.sh).
+$(VENV)/.stamp-%: setup.cfg pyproject.toml broker/pyproject.toml scripts/bootstrap.sh requirements.txt requirements/*.txt
 	bash scripts/bootstrap.sh $(VENV) $(subst +,$(comma),$*)
 	@touch $@
 
@@ -29,6 +30,25 @@ test: $(VENV)/.stamp-test+dev+embedded+bench
 	cd broker && ../$(VENV)/bin/mypy
 	$(PY) -m scripts.with_test_services -- $(PY) -m scripts.broker_suite
 	$(PY) -m scripts.test_shards $(PYTEST_ARGS)
+
+# The lock files (requirements.txt, requirements/*.txt) from requirements/*.in and the ranges
+# of setup.cfg and broker/pyproject.toml; versions already locked are kept where they still
+# fit. `make lock ARGS=--upgrade` takes the newest of everything, `ARGS="--upgrade-package redis"`
+# of one package (README, "Dependencies").
+lock: $(VENV)/.stamp-test+dev+embedded+bench
+	bash scripts/lock.sh $(VENV)/bin/uv $(ARGS)
+
+# The suite on the newest versions the ranges allow, not the lock's, in a virtualenv made
+# afresh for it (removed when the suite passes): a new release that breaks us shows here
+# before a `make lock ARGS=--upgrade` would let it reach users. Not part of `make test`.
+LATEST_VENV := $(VENV)-latest
+test-latest:
+	rm -rf $(LATEST_VENV)
+	MI_UNLOCKED=1 bash scripts/bootstrap.sh $(LATEST_VENV) test,dev,embedded,bench
+	$(LATEST_VENV)/bin/python -m scripts.lock_drift requirements/test.txt $(LATEST_VENV)/bin/python
+	touch $(LATEST_VENV)/.stamp-test+dev+embedded+bench
+	MI_UNLOCKED=1 $(MAKE) test VENV=$(LATEST_VENV)
+	rm -rf $(LATEST_VENV)
 
 # The broker library's own suite alone, in a throw-away virtualenv holding only the broker,
 # dramatiq, redis, pytest and Hypothesis (scripts/broker_suite.py); `make test` runs it too.

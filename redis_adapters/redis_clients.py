@@ -28,6 +28,14 @@ from redis.sentinel import Sentinel, SentinelConnectionPool
 from config.redis_urls import is_sentinel_url, parse_sentinel_url
 from redis_adapters.redis_cluster import cluster_client, is_cluster_url
 
+#: What a call raises when Redis cannot be reached or does not answer in time, whatever the
+#: topology (a server, Sentinel, Cluster): callers treat every one of these alike (a 503, a
+#: submission `enqueued: false`, a loop that waits and tries again). Which of the two a
+#: given outage gives depends on which timeout fires first and on redis-py's release, so no
+#: caller (nor test) may tell them apart. A reply that is an error (a script error, a wrong
+#: type) is none of these: it says Redis is alive.
+UNREACHABLE: tuple[type[redis.RedisError], ...] = (redis.ConnectionError, redis.TimeoutError)
+
 #: Settings that apply to the Sentinel connections too (the rest only to the master's).
 _SENTINEL_SHARED = ("socket_timeout", "socket_connect_timeout", "socket_keepalive")
 

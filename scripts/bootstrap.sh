@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# Create the project's virtualenv and install the package into it.
-#   scripts/bootstrap.sh VENV EXTRAS      e.g. scripts/bootstrap.sh .venv test,dev
+# Create the project's virtualenv and install the package into it, from the lock.
+#   scripts/bootstrap.sh VENV EXTRAS      e.g. scripts/bootstrap.sh .venv test,dev,embedded,bench
 # On a fresh Debian machine (as root) it first installs Python's venv support with apt.
+#
+# The dependencies come from the lock file that holds EXTRAS (requirements/*.txt, written by
+# `make lock`), installed with --require-hashes; then the broker and the application
+# themselves, editable and without dependencies. MI_UNLOCKED=1 installs instead the newest
+# versions setup.cfg's and broker/pyproject.toml's ranges allow (`make test-latest`).
 set -euo pipefail
 venv=${1:-.venv}
 extras=${2:-}
+case ",$extras," in
+  ,,) lock=requirements.txt ;;
+  ,embedded,) lock=requirements/run.txt ;;
+  *) lock=requirements/test.txt ;;  # the superset: every extra
+esac
 
 # Debian packages (Python, what the tests use) are installed as scripts/servers.py installs
 # servers: one apt-get at a time (the same lock file), waiting for apt's own lock, and with
@@ -77,11 +87,21 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "[bootstrap] creating $venv with $("$python" --version)" >&2
   "$python" -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
+pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
 spec=.
 [ -n "$extras" ] && spec=".[$extras]"
-# The broker library first: the application requires it (setup.cfg) and it is no package of
-# PyPI's but a distribution of its own in broker/.
-echo "[bootstrap] pip install -e ./broker, then -e '$spec' (the first time: downloads and builds, about half a minute)" >&2
-"$venv/bin/python" -m pip install -q -e ./broker
-"$venv/bin/python" -m pip install -q -e "$spec"
+if [ "${MI_UNLOCKED:-0}" = 1 ]; then
+  echo "[bootstrap] MI_UNLOCKED=1: the newest versions the ranges allow, not the lock" >&2
+  "${pip[@]}" --upgrade pip setuptools wheel
+  "${pip[@]}" --upgrade --upgrade-strategy eager -e ./broker -e "$spec"
+else
+  # The broker library is no package of PyPI's but a distribution of its own in broker/; both
+  # it and the application are built here with the locked setuptools (no build isolation,
+  # which would fetch whatever setuptools is newest).
+  echo "[bootstrap] pip install --require-hashes -r $lock, then -e ./broker -e . (the first time: downloads, about half a minute)" >&2
+  "${pip[@]}" --require-hashes -r "$lock"
+  "${pip[@]}" --no-deps --no-build-isolation -e ./broker -e .
+fi
+# A lock that no longer holds what setup.cfg requires (a dependency added without `make lock`)
+# shows here, not later as an ImportError.
+"$venv/bin/python" -m pip check --disable-pip-version-check >&2

@@ -3,11 +3,13 @@
     python -m scripts.with_test_services -- python -m scripts.broker_suite [pytest arguments]
 
 The broker is a distribution of its own (broker/: `dramatiq-listbroker`). This builds a
-throw-away virtualenv, installs into it the broker from broker/ (a wheel built from the
-folder, not the checkout's sources) with its `test` extra (pytest, Hypothesis) and so
-dramatiq and redis, checks that none of the application's packages nor its frameworks
-can be imported there, and runs broker/tests against TEST_REDIS_URL. The virtualenv is
-removed afterwards. `make test` runs it; `make test-broker` alone.
+throw-away virtualenv, installs into it the broker's dependencies and its `test` extra
+(dramatiq, redis, pytest, Hypothesis) from their lock (requirements/broker-test.txt; with
+MI_UNLOCKED=1, as `make test-latest` sets, the newest versions its ranges allow instead),
+then the broker from broker/ (a wheel built from the folder, not the checkout's sources),
+checks that none of the application's packages nor its frameworks can be imported there,
+and runs broker/tests against TEST_REDIS_URL. The virtualenv is removed afterwards.
+`make test` runs it; `make test-broker` alone.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from scripts.servers import REDIS_LOCK_KEY, REDIS_OWNER_KEY
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKER = ROOT / "broker"
+#: The versions the suite installs beside the broker (`make lock` writes it).
+LOCK = ROOT / "requirements" / "broker-test.txt"
 #: What must not be importable in the broker's virtualenv: the application and its frameworks.
 ABSENT = ("services", "actors", "web", "hotpath", "reconciler", "observability", "redis_adapters", "config")
 ABSENT_FRAMEWORKS = ("flask", "sqlalchemy", "psycopg", "gunicorn", "prometheus_client")
@@ -51,20 +55,16 @@ def main(args: list[str]) -> int:
         venv.create(folder, with_pip=True)
         python = str(folder / "bin" / "python")
         # The machine's pip settings (index, local wheel mirror) apply; no cache dir of its own.
-        subprocess.run(
-            [
-                python,
-                "-m",
-                "pip",
-                "install",
-                "-qq",
-                "--no-compile",
-                "--disable-pip-version-check",
-                f"{BROKER}[test]",
-            ],
-            check=True,
-            timeout=600,
-        )
+        pip = [python, "-m", "pip", "install", "-qq", "--no-compile", "--disable-pip-version-check"]
+        if os.environ.get("MI_UNLOCKED") == "1":
+            steps = [[*pip, "--upgrade", "pip", "setuptools", "wheel", f"{BROKER}[test]"]]
+        else:
+            steps = [
+                [*pip, "--require-hashes", "-r", str(LOCK)],
+                [*pip, "--no-deps", "--no-build-isolation", str(BROKER)],
+            ]
+        for step in steps:
+            subprocess.run(step, check=True, timeout=600)
         installed = subprocess.run(
             [python, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"],
             capture_output=True,

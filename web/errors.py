@@ -20,12 +20,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-import redis
 from flask import Flask, Response, current_app, request
 from flask.typing import ResponseReturnValue
 from sqlalchemy import exc as sa_exc
 from werkzeug.exceptions import HTTPException
 
+from redis_adapters.redis_clients import UNREACHABLE
 from services.domain.errors import (
     DatabaseUnavailable,
     InvalidOperation,
@@ -71,7 +71,7 @@ DATABASE_UNREACHABLE: tuple[type[Exception], ...] = (
     sa_exc.TimeoutError,
 )
 #: Redis failures that reached a view (most callers turn them into a ServiceError).
-REDIS_UNREACHABLE: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
+REDIS_UNREACHABLE: tuple[type[Exception], ...] = UNREACHABLE
 
 #: Client-facing messages of the HTTP errors, used unless the raiser gave its own.
 HTTP_ERROR_MESSAGE: dict[int, str] = {

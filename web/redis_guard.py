@@ -29,7 +29,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from redis_adapters.redis_clients import connection_pool
+from redis_adapters.redis_clients import UNREACHABLE, connection_pool
 from redis_adapters.redis_cluster import cluster_client, is_cluster_url
 
 log = logging.getLogger(__name__)
@@ -127,11 +127,6 @@ class NodeGuards:
             return guard
 
 
-#: Errors that mean "Redis did not answer in time or cannot be reached", as opposed to a
-#: reply that is an error (a script error, a wrong type), which says Redis is alive.
-_UNREACHABLE = (redis.TimeoutError, redis.ConnectionError)
-
-
 def _guarded_connection_class(base: type[Any], guard_of: Callable[[Any], RedisGuard]) -> type[Any]:
     """A subclass of the pool's connection class (TCP, TLS or unix) that reports to its guard,
     `guard_of(connection)`."""
@@ -144,7 +139,7 @@ def _guarded_connection_class(base: type[Any], guard_of: Callable[[Any], RedisGu
             guard.before_call()
             try:
                 return super().connect_check_health(*args, **kwargs)
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 guard.failed(exc)
                 raise
 
@@ -155,7 +150,7 @@ def _guarded_connection_class(base: type[Any], guard_of: Callable[[Any], RedisGu
                 return super().send_packed_command(*args, **kwargs)
             except RedisFailFast:
                 raise
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 guard.failed(exc)
                 raise
 
@@ -163,7 +158,7 @@ def _guarded_connection_class(base: type[Any], guard_of: Callable[[Any], RedisGu
             guard = guard_of(self)
             try:
                 response = super().read_response(*args, **kwargs)
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 guard.failed(exc)
                 raise
             guard.succeeded()

@@ -40,7 +40,8 @@ def test_a_redis_started_on_a_taken_port_moves_to_another_and_is_its_own(redis_u
         with started(server):
             assert server.port != taken
             assert servers.redis_serves(server.url, tmp / "redis")
-            with pytest.raises(redis.AuthenticationError):
+            # NOAUTH, in whichever class redis-py gives it
+            with pytest.raises(redis.RedisError, match=r"(?i)auth"):
                 redis.Redis(port=server.port, socket_timeout=2).get("x")
             assert (tmp / "redis").stat().st_mode & 0o777 == 0o700
             assert (tmp / "redis" / "redis.conf").stat().st_mode & 0o777 == 0o600

@@ -1,4 +1,5 @@
-"""The deploy's install line, as deploy/README.md writes it, gives a working installation.
+"""The deploy's install line, as deploy/README.md writes it, gives a working installation,
+at the versions of the lock (requirements.txt).
 
 The broker library is a distribution of its own (`./broker`) that is not on PyPI, so the
 application's `pip install .` alone fails on a new host (pip looks for dramatiq-listbroker
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.lock_drift import drift, installed, locked
 from tests.support.source_files import project_files
 
 pytestmark = [pytest.mark.slow, pytest.mark.system]
@@ -81,6 +83,11 @@ def test_the_deploy_install_line_installs_every_process_kind(tmp_path: Path) -> 
     # Installed into the virtualenv (not run from the copy), like any dependency.
     assert broker_file.startswith(str(host / ".venv")), broker_file
     assert web_file.startswith(str(host / ".venv")), web_file
+
+    # Every dependency at the lock's version, and nothing missing that setup.cfg requires.
+    lock = locked(ROOT / "requirements.txt")
+    assert drift(lock, installed(str(python))) == []
+    run([str(python), "-m", "pip", "check"], elsewhere)
 
     # The release line's first command is on the virtualenv's PATH and answers.
     migrate = host / ".venv" / "bin" / "mi-assessment-migrate"

@@ -8,6 +8,7 @@ import time
 import pytest
 import redis
 
+from redis_adapters.redis_clients import UNREACHABLE
 from tests.support.refuser import CountingRefuser
 from web.redis_guard import RedisFailFast, RedisGuard, guarded_redis
 
@@ -68,8 +69,9 @@ def test_a_refused_connection_opens_the_guard_and_no_retry_is_made() -> None:
     down = CountingRefuser()
     try:
         client = guarded_redis(down.redis_url(), guard=guard)
-        with pytest.raises(redis.ConnectionError):
+        with pytest.raises(UNREACHABLE) as refused:
             client.ping()
+        assert not isinstance(refused.value, RedisFailFast)  # it was tried
         assert down.attempts == 1  # neither redis-py's retries nor their backoff
         with pytest.raises(RedisFailFast):
             client.ping()
