@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from config import ConfigError
 from config.redis_urls import SENTINEL_SCHEME, is_sentinel_url, parse_sentinel_url
-from services.domain.errors import ConfigError
-from services.domain.retries import MAX_RETRY_COUNT, RETRY_DELAYS_ENV, RETRY_DELAYS_MS
+from config.retries import MAX_RETRY_COUNT, RETRY_DELAYS_ENV, RETRY_DELAYS_MS
 
 #: Local defaults, matching what `make run` prints when it starts its own servers.
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/mi_assessment"

@@ -27,9 +27,10 @@ import redis
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 
+from config import ConfigError
 from config.settings import Settings, environment
 from redis_adapters.queue_figures import QUEUE_NAMES, queue_figures
-from services.domain.errors import ConfigError, DatabaseUnavailable, ServiceError
+from services.domain.errors import DatabaseUnavailable, ServiceError
 from services.domain.limits import MAX_ID, escape_controls
 from services.domain.opsmodel import AdminActor, ItemOutcome
 from services.usecases import drill, operations, regeneration_tasks

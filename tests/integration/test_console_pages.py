@@ -98,7 +98,9 @@ def test_the_overview_shows_delayed_jobs_and_the_oldest_wait(
     report_broker.enqueue(codec.decode(job.retried(2).encode().encode()), delay=60_000)
 
     # The consumer's end of the list holds the oldest job; a retry keeps its first EnqueueTime.
-    assert oldest_age_s(redis_client, REPORT_QUEUE_KEY, now=(enqueued + timedelta(seconds=90)).timestamp()) == 90
+    assert (
+        oldest_age_s(redis_client, REPORT_QUEUE_KEY, now=(enqueued + timedelta(seconds=90)).timestamp()) == 90
+    )
     total, (retry,) = RedisQueueOperations(redis_client).delayed_retries(0, 20)
     assert (total, retry.record_id, retry.attempts, retry.enqueued_at) == (1, 41, 2, enqueued)
     assert retry.message_id is not None
