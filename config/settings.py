@@ -294,8 +294,6 @@ class Settings:
     #: HOTPATH_<FIELD> of the hot path's run-time settings, verbatim: they are validated where
     #: they are read each cycle (an invalid one is logged and ignored, not refused at start-up).
     hotpath_overrides: tuple[tuple[str, str], ...] = ()
-    #: MI_STACK ("" unset): the stack the CLI talks to (web/cli_stack.py reads it with the rest).
-    cli_stack: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -359,7 +357,6 @@ class Settings:
                 for f in HOTPATH_RUNTIME_FIELDS
                 if HOTPATH_ENV_PREFIX + f.upper() in env
             ),
-            cli_stack=env.get("MI_STACK", ""),
         )
 
     def hotpath_env(self) -> dict[str, str]:
