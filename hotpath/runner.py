@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from background.leased_loop import LeasedLoop, LoopSpec, run_loops, stop_on_signals
 from config.settings import Settings
 from hotpath.answers_flusher import AnswersFlusher
+from hotpath.dirty import DirtySetFlusher
 from hotpath.eventlog_consumer import EventLogConsumer
 from hotpath.progress_flusher import ProgressFlusher
 from hotpath.retention_loop import RetentionJob, invalid_lists
@@ -40,7 +41,7 @@ def _spec(
     name: str,
     cycle: Callable[[HotpathSettings], bool],
     interval_ms: Callable[[HotpathSettings], int],
-    job: AnswersFlusher | ProgressFlusher | EventLogConsumer | RetentionJob,
+    job: DirtySetFlusher | EventLogConsumer | RetentionJob,
     doing: str,
 ) -> LoopSpec[HotpathSettings]:
     """A hot-path loop: its lease lives `lock_ttl_ms`, its failures are "hot path NAME loop"'s."""
@@ -56,6 +57,21 @@ def _spec(
     )
 
 
+def _flush(
+    flusher: DirtySetFlusher,
+    batch: Callable[[HotpathSettings], int],
+    interval_ms: Callable[[HotpathSettings], int],
+) -> LoopSpec[HotpathSettings]:
+    """A dirty-set flusher's loop (answers, progress)."""
+
+    def flush(s: HotpathSettings) -> bool:
+        # A cycle takes every dirty record: what is marked meanwhile waits for the next.
+        flusher.run_once(batch=batch(s), lock_ttl_ms=s.lock_ttl_ms)
+        return False
+
+    return _spec(flusher.name, flush, interval_ms, flusher, f"flushing {flusher.name}")
+
+
 def build_loops(
     client: redis.Redis,
     factory: sessionmaker[Session],
@@ -68,25 +84,10 @@ def build_loops(
     specs: list[LoopSpec[HotpathSettings]] = []
     if "answers" in names:
         answers = AnswersFlusher(client, factory, keys=keyspace.autosave)
-
-        def flush_answers(s: HotpathSettings) -> bool:
-            # A cycle takes every dirty record: what is marked meanwhile waits for the next.
-            answers.run_once(batch=s.answers_batch, lock_ttl_ms=s.lock_ttl_ms)
-            return False
-
-        specs.append(
-            _spec("answers", flush_answers, lambda s: s.answers_interval_ms, answers, "flushing answers")
-        )
+        specs.append(_flush(answers, lambda s: s.answers_batch, lambda s: s.answers_interval_ms))
     if "progress" in names:
         progress = ProgressFlusher(client, factory, keys=keyspace.autosave)
-
-        def flush_progress(s: HotpathSettings) -> bool:
-            progress.run_once(batch=s.progress_batch, lock_ttl_ms=s.lock_ttl_ms)
-            return False
-
-        specs.append(
-            _spec("progress", flush_progress, lambda s: s.progress_interval_ms, progress, "flushing progress")
-        )
+        specs.append(_flush(progress, lambda s: s.progress_batch, lambda s: s.progress_interval_ms))
     if "events" in names:
         events = EventLogConsumer(client, factory, keys=keyspace.eventlog)
 
