@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.domain.retries import MAX_RETRY_COUNT, RETRY_DELAYS_MS
+from config.retries import MAX_RETRY_COUNT, RETRY_DELAYS_MS
 
 #: A retry's next attempt may end this much before its due time, measured between the events'
 #: recorded times (the failure's event is written a moment before the retry is scheduled).

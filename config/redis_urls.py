@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote
 
-from services.domain.errors import ConfigError
+from config import ConfigError
 
 SENTINEL_SCHEME = "redis+sentinel://"
 #: Sentinel's own default port.

@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from config import ConfigError
 from config.redis_urls import SENTINEL_SCHEME, is_sentinel_url, parse_sentinel_url
-from services.domain.errors import ConfigError
-from services.domain.retries import MAX_RETRY_COUNT, RETRY_DELAYS_ENV, RETRY_DELAYS_MS
+from config.retries import MAX_RETRY_COUNT, RETRY_DELAYS_ENV, RETRY_DELAYS_MS
 
 #: Local defaults, matching what `make run` prints when it starts its own servers.
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/mi_assessment"
@@ -294,8 +294,6 @@ class Settings:
     #: HOTPATH_<FIELD> of the hot path's run-time settings, verbatim: they are validated where
     #: they are read each cycle (an invalid one is logged and ignored, not refused at start-up).
     hotpath_overrides: tuple[tuple[str, str], ...] = ()
-    #: MI_STACK ("" unset): the stack the CLI talks to (web/cli_stack.py reads it with the rest).
-    cli_stack: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -359,7 +357,6 @@ class Settings:
                 for f in HOTPATH_RUNTIME_FIELDS
                 if HOTPATH_ENV_PREFIX + f.upper() in env
             ),
-            cli_stack=env.get("MI_STACK", ""),
         )
 
     def hotpath_env(self) -> dict[str, str]:

@@ -7,16 +7,15 @@ renders README's table (`python -m scripts.settings_table` writes it; a test com
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-
-from config.settings import Settings
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Variable:
     """One row of README's configuration table: a variable (or a few read together), its
     default, who reads it and what it means; `field` names the `Settings` field holding it
-    (None: read by the Procfile's shell, `make run`, Dramatiq or the tests, never by the app)."""
+    (None: read by the Procfile's shell, `make run`, Dramatiq or the tests, or by the CLI's stack
+    discovery before it has any settings: web/cli_stack.py)."""
 
     names: str
     default: str
@@ -366,7 +365,6 @@ VARIABLES: tuple[Variable, ...] = (
             "the `stack.json` (or state folder) of the `make run` the CLI is to talk to "
             "([Operations](#the-cli-and-the-api))"
         ),
-        field="cli_stack",
     ),
     Variable(
         "`LOG_FORMAT`",
@@ -503,9 +501,3 @@ def configuration_table() -> str:
     """README's configuration table, from `VARIABLES`."""
     head = ["| variable | default | used by | meaning |", "|---|---|---|---|"]
     return "\n".join(head + [v.row() for v in VARIABLES]) + "\n"
-
-
-def undocumented_fields() -> list[str]:
-    """Fields of `Settings` no row of `VARIABLES` documents (none, kept so by a test)."""
-    documented = {v.field for v in VARIABLES}
-    return [f.name for f in fields(Settings) if f.name not in documented]

@@ -1,4 +1,4 @@
-"""``python -m hotpath [--only answers,progress,events]``: see hotpath/runner.py."""
+"""``python -m hotpath [--only answers,progress,events,retention]``: see hotpath/runner.py."""
 
 import sys
 

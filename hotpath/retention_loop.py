@@ -20,20 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
-from config.settings import (
-    DEFAULT_DELETED_RECORD_PURGE_DAYS,
-    DEFAULT_EVENT_LOG_RETENTION_DAYS,
-    DEFAULT_INVALID_KEEP,
-    DEFAULT_RETENTION_INTERVAL_MS,
-    Settings,
-)
+from config.settings import Settings
 from redis_adapters.keyspace import RETENTION_LOCK_KEY, Keyspace
 from redis_adapters.lock import RedisLock
 from services.persistence import retention
@@ -50,28 +43,6 @@ def invalid_lists(keyspace: Keyspace | None = None) -> tuple[str, ...]:
     return (autosave.answers.invalid, autosave.progress.invalid, keyspace.eventlog.invalid)
 
 
-@dataclass(frozen=True)
-class RetentionSettings:
-    event_log_days: int = DEFAULT_EVENT_LOG_RETENTION_DAYS
-    deleted_record_days: int = DEFAULT_DELETED_RECORD_PURGE_DAYS
-    interval_ms: int = DEFAULT_RETENTION_INTERVAL_MS
-    invalid_keep: int = DEFAULT_INVALID_KEEP
-
-    @classmethod
-    def of(cls, settings: Settings) -> RetentionSettings:
-        return cls(
-            event_log_days=settings.event_log_retention_days,
-            deleted_record_days=settings.deleted_record_purge_days,
-            interval_ms=settings.hotpath_retention_interval_ms,
-            invalid_keep=settings.hotpath_invalid_keep,
-        )
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> RetentionSettings:
-        """The settings of `env` (this process's environment by default: config/settings.py)."""
-        return cls.of(Settings.from_env(env))
-
-
 @dataclass
 class RetentionReport:
     owner: bool = False
@@ -86,14 +57,14 @@ class RetentionJob:
         self,
         client: redis.Redis,
         factory: sessionmaker[Session],
-        settings: RetentionSettings | None = None,
+        settings: Settings | None = None,
         *,
         lock_key: str = RETENTION_LOCK_KEY,
         invalid_keys: tuple[str, ...] | None = None,
     ) -> None:
         self.client = client
         self.factory = factory
-        self.settings = settings or RetentionSettings.from_env()
+        self.settings = settings or Settings()
         self.lock = RedisLock(client, lock_key)
         self.invalid_keys = invalid_lists() if invalid_keys is None else invalid_keys
 
@@ -106,16 +77,16 @@ class RetentionJob:
         with self.lock.kept_alive(lock_ttl_ms):
             with self.factory() as session, session.begin():
                 report.dropped, report.default_rows = retention.drop_expired_partitions(
-                    session, retention.cutoff(now, self.settings.event_log_days)
+                    session, retention.cutoff(now, self.settings.event_log_retention_days)
                 )
             if report.dropped or report.default_rows:
                 logger.info(
                     "event log: dropped %s and %d default-partition row(s), older than %d days",
                     ", ".join(report.dropped) or "no partition",
                     report.default_rows,
-                    self.settings.event_log_days,
+                    self.settings.event_log_retention_days,
                 )
-            deleted_before = retention.cutoff(now, self.settings.deleted_record_days)
+            deleted_before = retention.cutoff(now, self.settings.deleted_record_purge_days)
             while self.lock.held:
                 with self.factory() as session, session.begin():
                     purged = retention.purge_deleted_records(session, deleted_before, limit=PURGE_BATCH)
@@ -125,7 +96,7 @@ class RetentionJob:
                         "purged the data of %d record(s) deleted over %d days ago:"
                         " %d answers, %d results, %d summaries",
                         purged.records,
-                        self.settings.deleted_record_days,
+                        self.settings.deleted_record_purge_days,
                         purged.answers,
                         purged.results,
                         purged.summaries,
@@ -142,7 +113,7 @@ class RetentionJob:
         what was dropped): the lists are of different families, on different slots of a
         Redis Cluster, and a transaction must stay on one slot.
         """
-        keep = self.settings.invalid_keep
+        keep = self.settings.hotpath_invalid_keep
         trimmed = {}
         for key in self.invalid_keys:
             pipe = self.client.pipeline(transaction=True)

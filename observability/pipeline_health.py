@@ -1,5 +1,7 @@
-"""The pipeline at a glance, for the console's overview and its alarm banner: every queue's
-figures and the wait of its oldest job, the processes, and what needs a human now.
+"""The pipeline at a glance, for operators: every queue's figures and the wait of its oldest job
+(redis_adapters/queue_figures.py), the hot path's backlog, the processes, and what needs a
+human now. The console's overview and its alarm banner read `read_health`; the web's /metrics
+reads the same queue states and backlog.
 
 An alarm is raised when no worker or no hotpath process is alive (reports stop being
 made, or answers and events stop reaching PostgreSQL: the same rule as
@@ -10,25 +12,35 @@ Reading costs a few bounded Redis calls whatever the queues' length.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import redis
-from listbroker import QueueFigures, QueueKeys, queue_figures
 
 from observability.liveness import REQUIRED_KINDS, ProcessBeat, live_processes
 from redis_adapters.keyspace import Keyspace
-from redis_adapters.queue_peek import oldest_waiting_age_s
+from redis_adapters.queue_figures import QueueState, queue_states
 from redis_adapters.queues import ADMIN_QUEUE_NAME, REPORT_QUEUE_NAME
 
 
 @dataclass(frozen=True)
-class QueueState:
-    name: str
-    figures: QueueFigures
-    #: Seconds the oldest waiting job has waited (None: none waits, or its time is unreadable).
-    oldest_age_s: float | None
+class HotpathBacklog:
+    answers_dirty: int  # records whose autosaved answers are not yet in PostgreSQL
+    progress_dirty: int  # records whose progress is not yet in PostgreSQL
+    events_queued: int  # events waiting in eventlog:queue
+    events_in_backup: int  # events the consumer is inserting (or will replay after a crash)
+
+
+def hotpath_backlog(client: redis.Redis, keyspace: Keyspace) -> HotpathBacklog:
+    """What the hot path has still to write to PostgreSQL (one pipelined round trip)."""
+    autosave, events = keyspace.autosave, keyspace.eventlog
+    pipe = client.pipeline(transaction=False)
+    pipe.scard(autosave.answers.dirty)
+    pipe.scard(autosave.progress.dirty)
+    pipe.llen(events.queue)
+    pipe.llen(events.backup)
+    answers, progress, queued, backup = pipe.execute()
+    return HotpathBacklog(int(answers), int(progress), int(queued), int(backup))
 
 
 @dataclass(frozen=True)
@@ -82,37 +94,11 @@ def alarms(processes: list[ProcessBeat], queues: list[QueueState], *, oldest_job
     return found
 
 
-def _oldest_dramatiq_age_s(client: redis.Redis, key: str, now: datetime) -> float | None:
-    """The oldest waiting message's age on a queue of Dramatiq's own encoding (its timestamp, ms)."""
-    oldest = client.lindex(key, -1)
-    if oldest is None:
-        return None
-    try:
-        stamp = float(json.loads(oldest)["message_timestamp"]) / 1000
-    except (ValueError, KeyError, TypeError):
-        return None
-    return max(0.0, now.timestamp() - stamp)
-
-
-def queue_state(
-    client: redis.Redis, keys: QueueKeys, name: str, *, hash_tag: bool, now: datetime
-) -> QueueState:
-    figures = queue_figures(client, name, hash_tag=hash_tag)
-    if name == REPORT_QUEUE_NAME:
-        age = oldest_waiting_age_s(client, now=now, key=keys.queue)
-    else:
-        age = _oldest_dramatiq_age_s(client, keys.queue, now)
-    return QueueState(name, figures, age)
-
-
 def read_health(
     client: redis.Redis, keys: Keyspace, *, oldest_job_s: float, now: datetime | None = None
 ) -> PipelineHealth:
     """Every queue (report, admin), the processes and the alarms; Redis errors are raised."""
     now = now or datetime.now(UTC)
-    queues = [
-        queue_state(client, keys.report, REPORT_QUEUE_NAME, hash_tag=keys.hash_tags, now=now),
-        queue_state(client, keys.admin, ADMIN_QUEUE_NAME, hash_tag=keys.hash_tags, now=now),
-    ]
+    queues = queue_states(client, hash_tag=keys.hash_tags, now=now.timestamp())
     processes = live_processes(client, now=now.timestamp())
     return PipelineHealth(queues, processes, alarms(processes, queues, oldest_job_s=oldest_job_s))

@@ -1,20 +1,19 @@
 """`python -m reconciler` (the Procfile's `reconciler` line): the process, built from the settings.
 
-The loop itself is reconciler/loop.py.
+The pass is reconciler/loop.py; it runs on the leased loop of every background process
+(background/leased_loop.py).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import signal
-import threading
-from types import FrameType
 
+from background.leased_loop import LeasedLoop, run_loops, stop_on_signals
 from config.settings import Settings
-from observability.heartbeat import Activity, Heartbeat
+from observability.heartbeat import Activity
 from observability.logs import configure_logging
-from reconciler.loop import Reconciler, ReconcilerSettings, run
+from reconciler.loop import Reconciler, loop_spec
 from redis_adapters.event_spool import spool_at
 from redis_adapters.keyspace import Keyspace
 from redis_adapters.redis_clients import redis_client
@@ -32,32 +31,23 @@ def main() -> int:
     reconciler = Reconciler(
         client,
         build_session_factory(settings),
-        ReconcilerSettings.of(settings),
+        settings,
         queue_key=keys.report.queue,
         jobs_key=keys.report.jobs,
         events_keys=keys.eventlog,
-        events_queue_max=settings.event_log_queue_max,
         events_spool=spool_at(settings.event_spool_dir),
     )
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    s = reconciler.settings
+    stop = stop_on_signals(logger)
     logger.info(
         "reconciler running (pid %d): every %d ms, grace %d ms, %d records per page",
         os.getpid(),
-        s.interval_ms,
-        s.grace_ms,
-        s.batch,
+        settings.reconcile_interval_ms,
+        settings.reconcile_grace_ms,
+        settings.reconcile_batch,
     )
     activity = Activity()
-    heartbeat = Heartbeat(client, "reconciler", activity).start()
-    run(reconciler, stop, activity)
-    heartbeat.stop()
+    loop = LeasedLoop(loop_spec(reconciler), lambda: settings, stop, activity, logger=logger)
+    run_loops("reconciler", client, [loop], activity)
     client.close()
     logger.info("reconciler stopped")
     return 0

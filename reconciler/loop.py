@@ -15,7 +15,8 @@ set) is set to status 5 if it has not changed since it was read. The check per r
 is O(1) and a page costs the same with a million records owed.
 
 One instance works at a time under a lease (`report:queue:reconciler:lock`); others
-stand by. Running several is still safe: the check-and-enqueue is atomic.
+stand by. Running several is still safe: the check-and-enqueue is atomic. The passes run on
+the skeleton of every background loop (background/leased_loop.py: `loop_spec`).
 
     python -m reconciler        # the Procfile's `reconciler` line (reconciler/__main__.py)
 """
@@ -24,24 +25,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import redis
-from listbroker import Backoff
 from sqlalchemy.orm import Session, sessionmaker
 
-from config.settings import (
-    DEFAULT_EVENT_LOG_QUEUE_MAX,
-    DEFAULT_RECONCILE_BATCH,
-    DEFAULT_RECONCILE_GRACE_MS,
-    DEFAULT_RECONCILE_INTERVAL_MS,
-    Settings,
-)
-from observability.heartbeat import Activity
-from observability.logs import outage
+from background.leased_loop import LoopSpec
+from config.settings import Settings
 from redis_adapters.event_sink import RedisEventSink
 from redis_adapters.event_spool import EventSpool
 from redis_adapters.keyspace import RECONCILER_LOCK_KEY, RECONCILER_STATS_KEY, EventLogKeys
@@ -54,18 +46,9 @@ from services.usecases import reconcile
 
 logger = logging.getLogger("reconciler")
 
-#: Pause between two passes.
-DEFAULT_INTERVAL_MS = DEFAULT_RECONCILE_INTERVAL_MS
-#: A record must have been in status 3, unchanged, this long before it counts as lost:
-#: longer than any submission takes from its commit to its LPUSH.
-DEFAULT_GRACE_MS = DEFAULT_RECONCILE_GRACE_MS
-#: Records per page (one SQL query and one Redis call each).
-DEFAULT_BATCH = DEFAULT_RECONCILE_BATCH
 #: Smallest lease; the lease is at least three intervals so it never lapses between passes.
 MIN_LOCK_TTL_MS = 30_000
-#: While passes fail, the next waits the interval or this backoff if longer (doubling from
-#: the first value up to the second): a long outage costs a pass a minute at most.
-FAILED_FIRST_PAUSE_S = 1.0
+#: While passes fail, the next waits a backoff doubling from 1 s up to this.
 FAILED_MAX_PAUSE_S = 60.0
 
 LOCK_KEY = RECONCILER_LOCK_KEY
@@ -75,28 +58,9 @@ STATS_KEY = RECONCILER_STATS_KEY
 RECONCILER_ACTOR = "reconciler"
 
 
-@dataclass(frozen=True)
-class ReconcilerSettings:
-    interval_ms: int = DEFAULT_INTERVAL_MS
-    grace_ms: int = DEFAULT_GRACE_MS
-    batch: int = DEFAULT_BATCH
-
-    @property
-    def lock_ttl_ms(self) -> int:
-        return max(MIN_LOCK_TTL_MS, 3 * self.interval_ms)
-
-    @classmethod
-    def of(cls, settings: Settings) -> ReconcilerSettings:
-        return cls(
-            interval_ms=settings.reconcile_interval_ms,
-            grace_ms=settings.reconcile_grace_ms,
-            batch=settings.reconcile_batch,
-        )
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> ReconcilerSettings:
-        """The settings of `env` (this process's environment by default: config/settings.py)."""
-        return cls.of(Settings.from_env(env))
+def lease_ms(settings: Settings) -> int:
+    """The reconciler's lease: three intervals at least, so it never lapses between passes."""
+    return max(MIN_LOCK_TTL_MS, 3 * settings.reconcile_interval_ms)
 
 
 @dataclass
@@ -112,26 +76,28 @@ class Reconciler:
         self,
         client: redis.Redis,
         factory: sessionmaker[Session],
-        settings: ReconcilerSettings | None = None,
+        settings: Settings | None = None,
         *,
         queue_key: str = REPORT_QUEUE_KEY,
         jobs_key: str = REPORT_JOBS_KEY,
         events_keys: EventLogKeys | None = None,
-        events_queue_max: int = DEFAULT_EVENT_LOG_QUEUE_MAX,
         events_spool: EventSpool | None = None,
     ) -> None:
         self.client = client
         self.factory = factory
-        self.settings = settings or ReconcilerSettings()
+        #: RECONCILE_INTERVAL_MS, RECONCILE_GRACE_MS, RECONCILE_BATCH, EVENT_LOG_QUEUE_MAX.
+        self.settings = settings or Settings()
         self.queue = RedisReportQueue(client, key=queue_key, jobs_key=jobs_key)
         self.jobs_key = jobs_key
         self.lock = RedisLock(client, LOCK_KEY)
-        self.events = RedisEventSink(client, events_keys, max_queue=events_queue_max, spool=events_spool)
+        self.events = RedisEventSink(
+            client, events_keys, max_queue=self.settings.event_log_queue_max, spool=events_spool
+        )
 
     def run_once(self) -> PassReport:
         """One pass over every record owed; raises on a Redis or database error (retried next pass)."""
         report = PassReport()
-        ttl = self.settings.lock_ttl_ms
+        ttl = lease_ms(self.settings)
         if not self.lock.ensure(ttl):
             return report
         report.owner = True
@@ -139,9 +105,9 @@ class Reconciler:
         while True:
             page = reconcile.records_owed(
                 UnitOfWork(self.factory),
-                grace_ms=self.settings.grace_ms,
+                grace_ms=self.settings.reconcile_grace_ms,
                 after_id=after,
-                limit=self.settings.batch,
+                limit=self.settings.reconcile_batch,
             )
             if not page:
                 break
@@ -158,7 +124,7 @@ class Reconciler:
                 )
                 self._log_events(EventType.REPORT_REQUEUED, enqueued, reason="no job alive in Redis")
             after = page[-1].id
-            if len(page) < self.settings.batch or not self.lock.renew(ttl):
+            if len(page) < self.settings.reconcile_batch or not self.lock.renew(ttl):
                 break
         self._record_stats(report)
         return report
@@ -213,19 +179,22 @@ def _ids(ids: Sequence[int], shown: int = 20) -> str:
     return text + (f" … (+{len(ids) - shown})" if len(ids) > shown else "")
 
 
-def run(reconciler: Reconciler, stop: threading.Event, activity: Activity | None = None) -> None:
-    """Pass after pass until `stop`; a failed pass is retried after the interval, or after a
-    growing backoff while passes keep failing (logged once, summarised, ended: backoff.py)."""
-    backoff = Backoff("reconciler pass", logger, first_s=FAILED_FIRST_PAUSE_S, max_s=FAILED_MAX_PAUSE_S)
-    while not stop.is_set():
-        token = activity.begin("reconciling") if activity is not None else None
-        try:
-            reconciler.run_once()
-            backoff.succeeded()
-        except Exception as exc:
-            backoff.failed(exc, traceback=not outage(exc))
-        finally:
-            if activity is not None and token is not None:
-                activity.end(token)
-        stop.wait(max(reconciler.settings.interval_ms / 1000, backoff.delay))
-    reconciler.close()
+def loop_spec(reconciler: Reconciler) -> LoopSpec[Settings]:
+    """Pass after pass, every RECONCILE_INTERVAL_MS, under the reconciler's lease; a failed pass
+    (Redis or the database down) is retried on the loop's backoff."""
+
+    def reconcile(settings: Settings) -> bool:
+        reconciler.run_once()
+        return False
+
+    return LoopSpec(
+        "reconcile",
+        reconcile,
+        lambda s: s.reconcile_interval_ms,
+        lease_ms,
+        reconciler.lock,
+        reconciler.close,
+        doing="reconciling",
+        what="reconciler pass",
+        max_backoff_s=FAILED_MAX_PAUSE_S,
+    )

@@ -4,8 +4,8 @@ Taken with ``SET key token NX PX ttl`` (a random token naming the owner, and a
 millisecond expiry); renewed with a compare-and-PEXPIRE and released with a
 compare-and-DEL, both Lua, so an owner whose lease expired can never extend or delete
 the lease of the process that took over. Every script that changes the data a lease
-protects checks the token itself (see `OWNER_CHECK`), so a stale owner cannot act
-even between its last renewal and the moment it notices.
+protects checks the token itself (the `_owner_check` prologue, redis_adapters/lua/), so a
+stale owner cannot act even between its last renewal and the moment it notices.
 
 While a cycle works, `kept_alive` renews the lease from a thread of its own every third
 of its lifetime, so a batch never outlives its lease however long it takes, and a
@@ -29,9 +29,6 @@ from listbroker import Backoff
 from redis_adapters.lua_scripts import lua_source
 
 logger = logging.getLogger(__name__)
-
-#: Lua prologue of every guarded script: KEYS[1] is the lock, ARGV[1] the owner token.
-OWNER_CHECK = lua_source("redis_adapters", "_owner_check")
 
 _RENEW = lua_source("redis_adapters", "lease_renew")
 

@@ -14,6 +14,7 @@ from datetime import datetime
 import redis
 from listbroker import DeadLetters, DelayedEntry, DelayedMessages, JobIndex, QueueKeys, Removed
 
+from redis_adapters.queue_figures import as_local
 from redis_adapters.queues import REPORT_QUEUE_NAME
 from redis_adapters.report_message import JOB_KEY_PATTERN, InvalidReportMessage, ReportQueueMessage
 from services.domain.errors import QueueUnavailable
@@ -78,15 +79,9 @@ def delayed_retry(item: DelayedEntry) -> DelayedRetry:
         record_id=message.record_id,
         attempts=message.retry_count,
         due_at=item.due_at,
-        enqueued_at=_aware(message.enqueued_at),
+        enqueued_at=as_local(message.enqueued_at),
         raw=raw,
     )
-
-
-def _aware(value: datetime) -> datetime:
-    # The .NET producer may write a time without an offset: it is the producer's local time
-    # (read as this host's, as the overview's oldest-wait figure reads it).
-    return value if value.tzinfo is not None else value.astimezone()
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from __future__ import annotations
 from listbroker.keys import QueueKeys
 
 # The retry schedule, part of the queue's contract (REPORT_RETRY_DELAYS_MS: config/settings.py).
-from services.domain.retries import MAX_RETRY_COUNT, RETRY_DELAYS_MS
+from config.retries import MAX_RETRY_COUNT, RETRY_DELAYS_MS
 
 __all__ = [
     "ADMIN_QUEUE_NAME",

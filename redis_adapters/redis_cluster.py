@@ -17,8 +17,8 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisClusterException
 
+from config import ConfigError
 from config.settings import REDIS_CLUSTER_SCHEME
-from services.domain.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import redis
 from flask import Flask
 from sqlalchemy.orm import Session, sessionmaker
 
+from config import ConfigError
 from config import settings as settings_module
 from config.settings import Settings
 from redis_adapters.autosave_store import RedisAutosaveStore
@@ -25,7 +26,6 @@ from redis_adapters.keyspace import Keyspace
 from redis_adapters.queue_ops import RedisQueueOperations
 from redis_adapters.report_queue import RedisReportQueue
 from redis_adapters.task_store import RedisTaskStore
-from services.domain.errors import ConfigError
 from services.domain.events import EventSink
 from services.persistence.db import build_session_factory
 from services.persistence.event_store import DirectEventWriter

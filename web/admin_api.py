@@ -15,8 +15,8 @@ from dataclasses import asdict
 import redis
 from flask import Blueprint
 
-from redis_adapters.queue_figures import queue_figures
-from redis_adapters.queues import ADMIN_QUEUE_NAME, REPORT_QUEUE_NAME
+from redis_adapters.queue_figures import QUEUE_NAMES, queue_figures
+from redis_adapters.queues import REPORT_QUEUE_NAME
 from services.domain.errors import QueueUnavailable
 from services.domain.events import EventType
 from services.domain.views import RecordFilter
@@ -71,8 +71,6 @@ from web.spec import Reply, admin_operation, success
 
 bp = Blueprint("admin_api", __name__, url_prefix="/api/admin")
 bp.before_request(require_admin)
-#: Every Dramatiq queue of the product, as `queue/stats` lists them.
-QUEUES = (REPORT_QUEUE_NAME, ADMIN_QUEUE_NAME)
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +197,8 @@ def queue_stats() -> Reply:
     """Figures of the report queue (and of every queue, under `queues`)"""
     try:
         figures = {
-            name: queue_figures(redis_client(), name, hash_tag=deps.keyspace().hash_tags) for name in QUEUES
+            name: queue_figures(redis_client(), name, hash_tag=deps.keyspace().hash_tags)
+            for name in QUEUE_NAMES
         }
     except redis.RedisError as exc:
         raise QueueUnavailable(f"queue figures unavailable: {exc}") from exc

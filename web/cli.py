@@ -27,10 +27,10 @@ import redis
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 
+from config import ConfigError
 from config.settings import Settings, environment
-from redis_adapters.queue_figures import queue_figures
-from redis_adapters.queues import ADMIN_QUEUE_NAME, REPORT_QUEUE_NAME
-from services.domain.errors import ConfigError, DatabaseUnavailable, ServiceError
+from redis_adapters.queue_figures import QUEUE_NAMES, queue_figures
+from services.domain.errors import DatabaseUnavailable, ServiceError
 from services.domain.limits import MAX_ID, escape_controls
 from services.domain.opsmodel import AdminActor, ItemOutcome
 from services.usecases import drill, operations, regeneration_tasks
@@ -179,7 +179,7 @@ def queue_stats() -> None:
     """Queued, delayed, in flight, dead and invalid jobs of every queue (report, admin)."""
     rows = []
     with _as_click_errors():
-        for name in (REPORT_QUEUE_NAME, ADMIN_QUEUE_NAME):
+        for name in QUEUE_NAMES:
             f = queue_figures(redis_client(), name, hash_tag=current().keys.hash_tags)
             rows.append((name, f.queued, f.delayed, f.in_flight, f.dead, f.invalid))
     echo_table(["queue", "queued", "delayed", "in_flight", "dead", "invalid"], rows)

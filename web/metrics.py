@@ -4,9 +4,10 @@
   start), the values every process of this host wrote there (gunicorn workers: HTTP
   metrics; Dramatiq worker processes: job metrics, observability/prometheus.py) summed by
   `MultiProcessCollector`; without it, this process's own registry.
-- Read from Redis at each scrape, so every host's web shows the same figures: the report
-  queue's depth, delayed, in flight, dead, invalid and oldest job's age, and the hot
-  path's backlog (redis_adapters/backlog.py).
+- Read from Redis at each scrape, so every host's web shows the same figures: each queue's
+  (report, admin) depth, delayed, in flight, dead, invalid and oldest job's age, read as the
+  console reads them (redis_adapters/queue_figures.py), and the hot path's backlog
+  (observability/pipeline_health.py).
 
 Not open to the anonymous: an admin token or a scrape-only token of `METRICS_TOKENS`
 (Prometheus' `authorization` setting sends it as a Bearer token); user tokens are refused.
@@ -14,7 +15,8 @@ Not open to the anonymous: an admin token or a scrape-only token of `METRICS_TOK
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import redis
 from flask import Blueprint, Response
@@ -24,10 +26,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from config.settings import prometheus_multiproc_dir
-from redis_adapters.backlog import hotpath_backlog, oldest_job_age_s
+from observability.pipeline_health import hotpath_backlog
 from redis_adapters.keyspace import Keyspace
-from redis_adapters.queue_figures import queue_figures
-from redis_adapters.queues import REPORT_QUEUE_NAME
+from redis_adapters.queue_figures import QueueState, queue_states
 from web.auth import bearer_token, is_admin_token, require_admin
 from web.deps import current, keyspace, redis_client
 from web.spec import ERROR_DESCRIPTIONS, HEALTH, media_operation
@@ -36,6 +37,17 @@ bp = Blueprint("metrics", __name__)
 
 #: The exposition format's content type (text, version 0.0.4).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+#: Each queue's gauges (labelled `queue_name`): name, help, value.
+QUEUE_GAUGES: tuple[tuple[str, str, Callable[[QueueState], float]], ...] = (
+    ("mi_queue_depth", "Jobs waiting in the queue.", lambda q: q.figures.queued),
+    ("mi_queue_delayed", "Jobs waiting for a retry or a delay.", lambda q: q.figures.delayed),
+    ("mi_queue_in_flight", "Jobs taken by a worker and not yet settled.", lambda q: q.figures.in_flight),
+    ("mi_queue_dead", "Dead-lettered jobs.", lambda q: q.figures.dead),
+    ("mi_queue_invalid", "Quarantined payloads that could not be decoded.", lambda q: q.figures.invalid),
+    ("mi_queue_oldest_job_age_seconds", "Age of the oldest waiting job.", lambda q: q.oldest_age_s or 0.0),
+)
 
 
 @bp.before_request
@@ -47,10 +59,11 @@ def require_scraper() -> None:
 
 
 class QueueCollector(Collector):
-    """The queue's figures and the hot path's backlog, read from Redis when scraped.
+    """The queues' figures and the hot path's backlog, read from Redis when scraped.
 
     `mi_redis_up` is 0 (and the other gauges absent) when Redis does not answer, so a
-    scrape still succeeds and says why the figures are missing.
+    scrape still succeeds and says why the figures are missing. A queue's oldest job's age
+    is 0 when none waits or its time cannot be read (the console shows "—" then).
     """
 
     def __init__(self, client: redis.Redis, keys: Keyspace) -> None:
@@ -60,8 +73,7 @@ class QueueCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("mi_redis_up", "1 when Redis answered this scrape's reads.")
         try:
-            figures = queue_figures(self.client, hash_tag=self.keys.hash_tags)
-            oldest = oldest_job_age_s(self.client, key=self.keys.report.queue)
+            queues = queue_states(self.client, hash_tag=self.keys.hash_tags, now=time.time())
             backlog = hotpath_backlog(self.client, self.keys)
         except (redis.RedisError, OSError):
             up.add_metric([], 0)
@@ -69,16 +81,10 @@ class QueueCollector(Collector):
             return
         up.add_metric([], 1)
         yield up
-        for name, text, value in (
-            ("mi_queue_depth", "Jobs waiting in the queue.", figures.queued),
-            ("mi_queue_delayed", "Jobs waiting for a retry or a delay.", figures.delayed),
-            ("mi_queue_in_flight", "Jobs taken by a worker and not yet settled.", figures.in_flight),
-            ("mi_queue_dead", "Dead-lettered jobs.", figures.dead),
-            ("mi_queue_invalid", "Quarantined payloads that could not be decoded.", figures.invalid),
-            ("mi_queue_oldest_job_age_seconds", "Age of the oldest waiting job.", oldest),
-        ):
+        for name, text, value in QUEUE_GAUGES:
             gauge = GaugeMetricFamily(name, text, labels=["queue_name"])
-            gauge.add_metric([REPORT_QUEUE_NAME], value)
+            for queue in queues:
+                gauge.add_metric([queue.name], value(queue))
             yield gauge
         dirty = GaugeMetricFamily(
             "mi_hotpath_dirty_records", "Records whose autosave is not yet in PostgreSQL.", labels=["flow"]

@@ -1,1 +1,2 @@
-"""The domain: pure rules and values, no database, no framework (statuses, limits, scoring, events)."""
+"""The domain: pure rules and values, no database, no framework (statuses, limits, scoring, events);
+it imports only the configuration (config/) below it."""

@@ -15,10 +15,6 @@ class MiAssessmentError(Exception):
     """Base of every exception raised on purpose by this code base."""
 
 
-class ConfigError(MiAssessmentError):
-    """A setting in the environment is missing or malformed."""
-
-
 class DatabaseUnavailable(MiAssessmentError):
     """PostgreSQL could not be reached when a unit of work began: nothing was done.
 

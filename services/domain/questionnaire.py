@@ -19,8 +19,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
+from config import ConfigError
 from services.domain import scoring
-from services.domain.errors import ConfigError
 from services.domain.limits import is_strict_int
 
 #: Bounds of the Likert scale (1 非常不符合 .. 5 非常符合); the scoring rules own them.

@@ -1,1 +1,3 @@
-"""Persistence on PostgreSQL: models, engines, the unit of work, SQL per aggregate, partitions, migrations."""
+"""Persistence on PostgreSQL: models, engines, the unit of work and its two ways to the database
+(the driver's pipelined statements, the ORM session: CONTRIBUTING.md), SQL per aggregate,
+partitions, migrations."""

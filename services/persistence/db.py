@@ -11,7 +11,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from config.settings import Settings, normalize_database_url
-from services.persistence import pool_check
+from services.persistence import driver, pool_check
 
 #: Longest wait for a new database connection: a host that drops packets must not hang a
 #: worker thread (or a probe) for the operating system's TCP timeout of minutes.
@@ -50,6 +50,8 @@ def make_engine(
     # A connection the server ended while pooled is replaced at checkout, as pool_pre_ping
     # would, without its round trip while the connection is busy (services/persistence/pool_check.py).
     pool_check.watch(engine)
+    # A pipeline carries the driver's statements only (services/persistence/driver.py).
+    driver.refuse_sqlalchemy_in_pipelines(engine)
     return engine
 
 

@@ -11,6 +11,13 @@ statements), with psycopg's errors raised as SQLAlchemy's (`sa_exc.DBAPIError.in
 translation SQLAlchemy applies to its own statements), so that callers keep telling an
 unreachable database (OperationalError, InterfaceError) from a failed statement as they
 always have.
+
+A pipeline carries the driver's statements only: SQLAlchemy (the ORM session, a
+`Connection.execute`) reads each statement's result as it runs and does not expect a
+connection in pipeline mode. Every engine refuses such a statement while the connection's
+pipeline is open (`refuse_sqlalchemy_in_pipelines`, installed by `db.make_engine`): it raises
+`StatementInPipeline` before anything is sent, so a session statement inside `uow.batch()`
+fails at once, in tests, instead of corrupting a round trip under load.
 """
 
 from __future__ import annotations
@@ -21,9 +28,14 @@ from typing import Any, Protocol, cast
 
 import psycopg
 from psycopg import pq
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
+
+
+class StatementInPipeline(RuntimeError):
+    """A statement through SQLAlchemy on a connection in pipeline mode (inside `uow.batch()` or
+    a repository's pipelined block): a programming error, refused before anything is sent."""
 
 
 class Transactional(Protocol):
@@ -133,6 +145,22 @@ def autocommitted(work: Transactional) -> Iterator[None]:
         elif not conn.closed:
             # A statement left running by an interruption: the pool must not get it back.
             work.connection().invalidate()
+
+
+def refuse_sqlalchemy_in_pipelines(engine: Engine) -> None:
+    """Make `engine` raise `StatementInPipeline` for a statement of its own (the ORM session's,
+    a `Connection.execute`) while the psycopg connection's pipeline is open."""
+    event.listen(engine, "before_cursor_execute", _refuse_in_pipeline)
+
+
+def _refuse_in_pipeline(conn: Connection, cursor: object, statement: str, *_: object) -> None:
+    pgconn = getattr(conn.connection.driver_connection, "pgconn", None)
+    if pgconn is not None and pgconn.pipeline_status != pq.PipelineStatus.OFF:
+        raise StatementInPipeline(
+            "a statement through SQLAlchemy (the ORM session or a Connection) inside a pipelined"
+            " block (uow.batch()): only the driver's statements (services/persistence/driver.py)"
+            f" belong there; run it before or after the block: {statement[:200]!r}"
+        )
 
 
 def translated(exc: psycopg.Error, *, invalidated: bool = False) -> sa_exc.DBAPIError:

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from alembic import command
 from alembic.config import Config
 
+from config import ConfigError
 from config.settings import normalize_database_url
-from services.domain.errors import ConfigError
 from services.persistence.patience import DEFAULT_WAIT_S, DatabaseNotReached, patiently
 
 #: Alembic's "package:path" notation: found through the import system, wherever installed.

@@ -4,8 +4,10 @@ Service functions receive a `UnitOfWork`, enter it, and commit explicitly; leavi
 block without `commit()` rolls back. This keeps the transaction boundary visible in the
 service code and out of Flask and Dramatiq. Inside it, the repositories work on its
 transaction: `uow.records` (the assessment record and its answers), `uow.questions`,
-`uow.reports`, and `uow.events` (the events of a change, committed with it), through plain
-statements on its connection or through its ORM `session`.
+`uow.reports`, and `uow.events` (the events of a change, committed with it), through the
+driver's statements on its connection (services/persistence/driver.py) or through its ORM
+`session`, by the kind of work (CONTRIBUTING.md, "PostgreSQL: one way per kind of work"); a
+pipelined block (`batch`) refuses the session's statements.
 """
 
 from __future__ import annotations
@@ -100,8 +102,8 @@ class UnitOfWork:
         """The statements the repositories run in the block go to the database in one round trip,
         at its end (they are pipelined on the unit of work's connection: services/persistence/driver.py).
         For writes: a read's result inside the block would send them early. Only repository
-        methods that run on the driver (`driver.statements`) belong here, not the session's own
-        statements (SQLAlchemy does not expect a connection in pipeline mode).
+        methods that run on the driver (`driver.statements`) belong here: a statement of the
+        session's (or any through SQLAlchemy) raises `driver.StatementInPipeline`.
 
         With `commit`, the block's end commits too, its COMMIT in the same round trip (a block
         left by an error commits nothing)."""

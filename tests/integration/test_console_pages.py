@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from config.settings import Settings
 from observability.liveness import BEAT_TIMEOUT_S, STOPPED, ProcessIdentity, write_beat
 from redis_adapters.keyspace import Keyspace
+from redis_adapters.queue_figures import oldest_age_s
 from redis_adapters.queue_ops import RedisQueueOperations
-from redis_adapters.queue_peek import oldest_waiting_age_s
 from redis_adapters.queues import REPORT_ACTOR_NAME, REPORT_QUEUE_KEY, REPORT_QUEUE_NAME
 from redis_adapters.report_codec import ReportCodec
 from redis_adapters.report_message import ReportQueueMessage
@@ -98,7 +98,9 @@ def test_the_overview_shows_delayed_jobs_and_the_oldest_wait(
     report_broker.enqueue(codec.decode(job.retried(2).encode().encode()), delay=60_000)
 
     # The consumer's end of the list holds the oldest job; a retry keeps its first EnqueueTime.
-    assert oldest_waiting_age_s(redis_client, now=enqueued + timedelta(seconds=90)) == 90
+    assert (
+        oldest_age_s(redis_client, REPORT_QUEUE_KEY, now=(enqueued + timedelta(seconds=90)).timestamp()) == 90
+    )
     total, (retry,) = RedisQueueOperations(redis_client).delayed_retries(0, 20)
     assert (total, retry.record_id, retry.attempts, retry.enqueued_at) == (1, 41, 2, enqueued)
     assert retry.message_id is not None

@@ -151,3 +151,40 @@ def test_a_failed_statement_in_an_autocommit_block_is_sqlalchemys_error_and_leav
         conn.execute("SELECT * FROM no_such_table")
     with uow:
         assert uow.records.add(42).status == 1
+
+
+def test_a_session_statement_inside_a_batch_is_refused_before_anything_is_sent(
+    uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int]
+) -> None:
+    record_id = make_record(2, user_id=42)
+    merged = MergedAnswers({101: 3}, {}, 0, None)
+
+    def submit_and_query_in_one_batch() -> None:
+        with uow.batch(commit=True):
+            uow.records.store_submission(record_id, merged)
+            uow.session.execute(select(AssessmentRecord.status).where(AssessmentRecord.id == record_id))
+
+    with uow, pytest.raises(driver.StatementInPipeline, match=r"uow\.batch\(\)"):
+        submit_and_query_in_one_batch()
+    assert answers_of(session_factory, record_id) == 0  # the batch wrote nothing
+    # The connection went back to the pool usable: the session's statement runs outside a batch.
+    with uow:
+        status = uow.session.scalar(select(AssessmentRecord.status).where(AssessmentRecord.id == record_id))
+        with uow.batch(commit=True):
+            uow.records.store_submission(record_id, merged)
+    assert (status, answers_of(session_factory, record_id)) == (2, 1)
+
+
+def test_a_session_flush_inside_a_batch_is_refused(
+    uow: UnitOfWork, session_factory: sessionmaker[Session]
+) -> None:
+
+    def add_in_a_batch() -> None:
+        with uow.batch():
+            uow.session.add(AssessmentRecord(user_id=4242, status=1))
+            uow.session.flush()
+
+    with uow, pytest.raises(driver.StatementInPipeline):
+        add_in_a_batch()
+    with session_factory() as s:
+        assert s.scalar(select(func.count()).where(AssessmentRecord.user_id == 4242)) == 0

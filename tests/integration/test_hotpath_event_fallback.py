@@ -21,13 +21,13 @@ from sqlalchemy import Engine, text
 
 import actors.report
 from actors import bootstrap
+from config import ConfigError
 from config.settings import DEFAULT_EVENT_LOG_QUEUE_MAX, Settings
 from hotpath.eventlog_consumer import EventLogConsumer
 from redis_adapters import event_sink
 from redis_adapters.event_sink import REDIS_RETRY_AFTER_S, RedisEventSink
 from redis_adapters.keyspace import EventLogKeys
 from redis_adapters.round_trip import ScriptCall
-from services.domain.errors import ConfigError
 from services.domain.events import Event, EventType, dropped_events, emit, prepare_emit, settled
 from services.persistence.event_store import DirectEventWriter
 from services.persistence.partitions import month_of, partition_name

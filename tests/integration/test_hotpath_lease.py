@@ -17,10 +17,12 @@ import redis
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from background.leased_loop import LeasedLoop
 from hotpath.answers_flusher import AnswersFlusher
 from hotpath.constants import SETTINGS_KEY
 from hotpath.eventlog_consumer import EventLogConsumer
-from hotpath.runner import Loop, build_loops
+from hotpath.runner import build_loops
+from hotpath.runner import logger as hotpath_logger
 from hotpath.runtime_settings import HotpathSettings, SettingsSource, env_name
 from redis_adapters.event_sink import RedisEventSink
 from redis_adapters.keyspace import AutosaveKeys, EventLogKeys
@@ -117,7 +119,7 @@ def test_the_settings_scenario_persists_the_whole_backlog(
     source = SettingsSource(redis_client, env={})
     (spec,) = build_loops(redis_client, session_factory, ["answers"])
     stop = threading.Event()
-    loop = Loop(spec, source, stop)
+    loop = LeasedLoop(spec, source.read, stop, logger=hotpath_logger)
     with caplog.at_level(logging.ERROR, logger="hotpath.runtime_settings"):
         loop.start()
         try:

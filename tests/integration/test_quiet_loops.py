@@ -19,11 +19,13 @@ import redis
 from listbroker import AvailabilityGate, DependencyUnavailable, RedisListBroker
 from sqlalchemy.orm import Session, sessionmaker
 
+from background.leased_loop import LeasedLoop, LoopSpec
 from config.settings import Settings
-from hotpath.runner import Loop, LoopSpec, build_loops
+from hotpath.runner import build_loops
+from hotpath.runner import logger as hotpath_logger
 from hotpath.runtime_settings import SettingsSource
 from observability.heartbeat import Heartbeat
-from reconciler.loop import STATS_KEY, Reconciler, ReconcilerSettings, run
+from reconciler.loop import STATS_KEY, Reconciler, loop_spec
 from redis_adapters.lock import RedisLock
 from scripts.faults import FaultProxy
 from services.persistence.db import database_answers, make_engine, make_session_factory
@@ -194,7 +196,10 @@ def test_the_hot_path_loops_back_off_and_say_so_once(
         client, env={"HOTPATH_ANSWERS_INTERVAL_MS": "100", "HOTPATH_EVENTS_INTERVAL_MS": "100"}
     )
     stop = threading.Event()
-    loops = [Loop(spec, source, stop) for spec in build_loops(client, session_factory)]
+    loops = [
+        LeasedLoop(spec, source.read, stop, logger=hotpath_logger)
+        for spec in build_loops(client, session_factory)
+    ]
     for loop in loops:
         loop.start()
     try:
@@ -244,15 +249,18 @@ def test_a_loop_of_a_long_interval_that_failed_tries_again_on_its_backoff_not_an
         done.set()
         return False
 
-    spec = LoopSpec(
+    spec: LoopSpec[None] = LoopSpec(
         name="long",
         cycle=cycle,
         interval_ms=lambda _settings: 3_600_000,
+        lease_ms=lambda _settings: 15_000,
         lock=RedisLock(redis_client, "hotpath:test-long:lock"),
         close=lambda: None,
+        doing="waiting",
+        what="a long loop",
     )
     stop = threading.Event()
-    loop = Loop(spec, SettingsSource(redis_client, env={}), stop)
+    loop = LeasedLoop(spec, lambda: None, stop, logger=logging.getLogger("tests.long"))
     loop.start()
     try:
         # Bounded far below the interval: the second cycle is the backoff's retry.
@@ -271,8 +279,10 @@ def test_the_reconciler_backs_off_while_its_passes_fail(
     engine = make_engine(proxy.url, pool_size=1)
     client = redis.Redis.from_url(redis_url, socket_timeout=2)
     stop = threading.Event()
-    reconciler = Reconciler(client, make_session_factory(engine), ReconcilerSettings(interval_ms=100))
-    thread = threading.Thread(target=run, args=(reconciler, stop), name="reconciler")
+    reconciler = Reconciler(client, make_session_factory(engine), Settings(reconcile_interval_ms=100))
+    thread = LeasedLoop(
+        loop_spec(reconciler), lambda: reconciler.settings, stop, logger=logging.getLogger("reconciler")
+    )
     thread.start()
     try:
         stats = reconciler_stats(client)

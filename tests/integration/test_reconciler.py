@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from actors import bootstrap
 from actors.report import generate_report
-from reconciler.loop import STATS_KEY, Reconciler, ReconcilerSettings
+from config.settings import Settings
+from reconciler.loop import STATS_KEY, Reconciler
 from redis_adapters.queues import (
     DEAD_LETTER_QUEUE_KEY,
     REPORT_ACTOR_NAME,
@@ -53,7 +54,9 @@ def queued_ids(client: redis.Redis) -> list[int]:
 def reconciler(
     redis_client: redis.Redis, session_factory: sessionmaker[Session], batch: int = 1_000
 ) -> Reconciler:
-    return Reconciler(redis_client, session_factory, ReconcilerSettings(grace_ms=GRACE_MS, batch=batch))
+    return Reconciler(
+        redis_client, session_factory, Settings(reconcile_grace_ms=GRACE_MS, reconcile_batch=batch)
+    )
 
 
 def test_a_record_in_status_3_without_a_job_gets_one(

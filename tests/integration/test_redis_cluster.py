@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from actors.bootstrap import default_middleware
 from config.settings import Settings
 from hotpath.retention_loop import RetentionJob, invalid_lists
-from reconciler.loop import Reconciler, ReconcilerSettings
+from reconciler.loop import Reconciler
 from redis_adapters.keyspace import Keyspace
 from redis_adapters.queue_figures import QueueFigures, queue_figures
 from redis_adapters.queues import REPORT_ACTOR_NAME, REPORT_QUEUE_NAME
@@ -201,7 +201,7 @@ def test_the_reconciler_on_the_cluster(
     healer = Reconciler(
         cluster,
         session_factory,
-        ReconcilerSettings(grace_ms=5_000),
+        Settings(reconcile_grace_ms=5_000),
         queue_key=report.queue,
         jobs_key=report.jobs,
         events_keys=KEYS.eventlog,

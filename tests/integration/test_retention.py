@@ -11,7 +11,8 @@ import redis
 from sqlalchemy import Engine, func, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from hotpath.retention_loop import RetentionJob, RetentionSettings
+from config.settings import Settings
+from hotpath.retention_loop import RetentionJob
 from services.domain.status import RecordStatus
 from services.persistence.models import Answer, AssessmentRecord, DimensionResult, ReportSummary
 from services.persistence.partitions import (
@@ -30,7 +31,7 @@ INVALID_KEY = "test:retention:invalid"
 
 
 def job(
-    client: redis.Redis, factory: sessionmaker[Session], settings: RetentionSettings | None = None
+    client: redis.Redis, factory: sessionmaker[Session], settings: Settings | None = None
 ) -> RetentionJob:
     return RetentionJob(client, factory, settings, lock_key=LOCK_KEY, invalid_keys=(INVALID_KEY,))
 
@@ -66,8 +67,8 @@ def test_partitions_past_retention_are_dropped_newer_kept_under_the_lease(
     insert_event(event_log, NOW)
     cutoff = NOW - timedelta(days=180)
 
-    standby = job(redis_client, session_factory, RetentionSettings(event_log_days=180))
-    owner = job(redis_client, session_factory, RetentionSettings(event_log_days=180))
+    standby = job(redis_client, session_factory, Settings(event_log_retention_days=180))
+    owner = job(redis_client, session_factory, Settings(event_log_retention_days=180))
     assert owner.lock.ensure(TTL_MS)
     assert standby.run_once(lock_ttl_ms=TTL_MS, now=NOW).owner is False  # the lease is taken
     assert all(month in existing_months(session_factory()) for month in months.values())
@@ -137,7 +138,7 @@ def test_data_of_records_deleted_long_ago_is_purged(
     assert full[0] > 0
     assert full[1:] == (1, 1)
 
-    report = job(redis_client, session_factory, RetentionSettings(deleted_record_days=30)).run_once(
+    report = job(redis_client, session_factory, Settings(deleted_record_purge_days=30)).run_once(
         lock_ttl_ms=TTL_MS, now=NOW
     )
 
@@ -154,7 +155,7 @@ def test_set_aside_lists_keep_their_newest_entries(
 ) -> None:
     for n in range(5):
         redis_client.lpush(INVALID_KEY, f"entry-{n}")
-    report = job(redis_client, session_factory, RetentionSettings(invalid_keep=3)).run_once(
+    report = job(redis_client, session_factory, Settings(hotpath_invalid_keep=3)).run_once(
         lock_ttl_ms=TTL_MS, now=NOW
     )
     assert report.trimmed == {INVALID_KEY: 2}

@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from actors.bootstrap import build_broker
 from config.settings import Settings
-from reconciler.loop import Reconciler, ReconcilerSettings
+from reconciler.loop import Reconciler
 from redis_adapters.keyspace import EventLogKeys
 from redis_adapters.queues import (
     REPORT_ACTOR_NAME,
@@ -185,7 +185,7 @@ def test_the_pipeline_follows_a_master_failover(
         assert len(submitted) == RECORDS
 
         # The reconciler queues a job for every record whose job the failover lost.
-        reconciler = Reconciler(client, session_factory, ReconcilerSettings(grace_ms=1_000))
+        reconciler = Reconciler(client, session_factory, Settings(reconcile_grace_ms=1_000))
         healed: list[int] = []
         deadline = time.monotonic() + 90
         while True:

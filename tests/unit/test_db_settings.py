@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from config import ConfigError
 from config.settings import Settings
-from services.domain.errors import ConfigError
 from services.persistence.db import make_engine
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from config import ConfigError
 from config.settings import DEFAULT_DISPLAY_TIMEZONE, Settings
-from services.domain.errors import ConfigError
 
 
 def test_default_is_shanghai() -> None:

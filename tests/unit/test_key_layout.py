@@ -11,9 +11,9 @@ from listbroker.keys import HEARTBEATS_KEY, QueueKeys, owner_of_processing, queu
 from listbroker.scripts import script_names, source
 from redis.crc import key_slot
 
+from config import ConfigError
 from config.settings import Settings
 from redis_adapters.keyspace import AutosaveKeys, Keyspace, family_prefix
-from services.domain.errors import ConfigError
 
 SCRIPTS = script_names()
 

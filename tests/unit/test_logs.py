@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
+from config import ConfigError
 from observability.logs import ContextFilter, JobContext, formatter, job_context, log_format
-from services.domain.errors import ConfigError
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from services.domain.errors import ConfigError
+from config import ConfigError
 from services.domain.questionnaire import (
     LEVELS,
     MAX_VALUE,

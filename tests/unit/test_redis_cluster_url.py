@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from redis.cluster import RedisCluster
 
+from config import ConfigError
 from redis_adapters.redis_clients import redis_client
 from redis_adapters.redis_cluster import ClusterURL, parse_cluster_url
-from services.domain.errors import ConfigError
 
 
 def test_nodes_and_credentials() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from config.retries import RETRY_DELAYS_ENV, RETRY_DELAYS_MS
 from config.settings import retry_delays_ms
-from services.domain.retries import RETRY_DELAYS_ENV, RETRY_DELAYS_MS
 
 
 def test_the_default_schedule_is_the_seeds() -> None:

@@ -7,10 +7,10 @@ from typing import Any, cast
 import pytest
 from redis.sentinel import MasterNotFoundError, SentinelConnectionPool
 
+from config import ConfigError
 from config.redis_urls import SentinelURL, parse_sentinel_url
 from config.settings import Settings
 from redis_adapters.redis_clients import FollowingSentinelPool, connection_pool, redis_client
-from services.domain.errors import ConfigError
 
 
 def test_hosts_service_and_db() -> None:

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from services.domain.errors import ConfigError
+from config import ConfigError
 from tests.support.web_unit import UNIT_SETTINGS
 from web import MIN_SECRET_BYTES, app_env, create_app
 
