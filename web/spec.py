@@ -21,7 +21,9 @@ Three things differ from SpecTree's stock Flask plugin (`_Plugin`): a body is re
 `read_json_object` (415 for another content type, 413 over the cap even without a
 Content-Length, 1001 for malformed JSON or another JSON value than an object); a query
 parameter given twice is refused rather than folded; and a validation error becomes the
-1001 envelope in one place, `_refuse`, in the words of web/fields.py.
+1001 envelope in one place, `_Plugin.request_validation`, in the words of web/fields.py,
+before SpecTree could build its own answer from the error (which carries the input: a
+lone surrogate in it cannot be encoded, and the answer would be a 500).
 """
 
 from __future__ import annotations
@@ -114,15 +116,18 @@ class _Plugin(FlaskPlugin):
         self, request: Request, query: Any, json: Any, form: Any, headers: Any, cookies: Any
     ) -> None:
         context = _context(query, json)
-        request.context = Context(  # type: ignore[attr-defined]
-            query.model_validate(query_values(request.args, _parameter_names(query)), context=context)
-            if query
-            else None,
-            json.model_validate(read_json_object(request), context=context) if json else None,
-            None,
-            None,
-            None,
-        )
+        try:
+            request.context = Context(  # type: ignore[attr-defined]
+                query.model_validate(query_values(request.args, _parameter_names(query)), context=context)
+                if query
+                else None,
+                json.model_validate(read_json_object(request), context=context) if json else None,
+                None,
+                None,
+                None,
+            )
+        except ValidationError as error:
+            raise ParamError(error_message(error)) from None
 
     def validate_response(
         self, resp: Any, resp_model: Responses | None, skip_validation: bool, force_resp_serialize: bool
@@ -143,12 +148,6 @@ class _Plugin(FlaskPlugin):
         ), None
 
 
-def _refuse(req: Any, resp: Any, error: Exception | None, instance: Any, adapter: Any) -> None:
-    """The one place a request's validation error becomes 1001 (web/errors.py answers it)."""
-    if isinstance(error, ValidationError):
-        raise ParamError(error_message(error)) from None
-
-
 def _broken_response(req: Any, resp: Any, error: Exception | None, instance: Any, adapter: Any) -> None:
     """A view's result its model refuses is a bug: the generic 500, the details in the log."""
     if error is not None:
@@ -163,7 +162,6 @@ api = SpecTree(
     backend=_Plugin,
     # SpecTree types the adapter with its error class as a bare Exception.
     model_adapter=_Adapter(),  # type: ignore[arg-type]
-    before=_refuse,
     after=_broken_response,
     validation_error_status=400,
     validation_error_model=Error,
