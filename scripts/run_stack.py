@@ -115,6 +115,27 @@ def load_secrets(env: dict[str, str], stored: dict[str, str]) -> dict[str, str]:
     return sources
 
 
+def admin_token_problem(env: dict[str, str], stored: dict[str, str]) -> str | None:
+    """Why the admin tokens the stack would run with are refused, or None: each must be able
+    to carry MIN_TOKEN_BITS of randomness (web/auth.py), the barrier against guessing them
+    (SECURITY.md). The message names the variable and where it was set, never a token."""
+    from web.auth import MIN_TOKEN_BITS, weak_tokens
+
+    configured = env.get("ADMIN_TOKENS")
+    where = "the environment or .env" if configured else str(STATE / "secrets.json")
+    tokens = [t.strip() for t in (configured or stored["ADMIN_TOKENS"]).split(",") if t.strip()]
+    weak = weak_tokens(tokens)
+    if not weak:
+        return None
+    which = ", ".join(f"#{i}" for i in weak)
+    return (
+        f"ADMIN_TOKENS (from {where}): token {which} (of {len(tokens)}) cannot carry {MIN_TOKEN_BITS} "
+        "bits of randomness; nothing started. Use a random one, e.g. "
+        "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        + (", or unset ADMIN_TOKENS to use the one generated in .state/secrets.json" if configured else "")
+    )
+
+
 def venv_bin(name: str) -> str:
     candidate = Path(sys.executable).parent / name
     return str(candidate) if candidate.exists() else name
@@ -581,6 +602,10 @@ def main() -> int:
             servers.log(f"{exc.strerror}: unset PORT (a free one is then chosen) or free that port")
             return 1
         stored = stored_secrets()
+        problem = admin_token_problem(env, stored)
+        if problem:
+            servers.log(problem)
+            return 2
         server_pids = start_servers(env, stack, stored)
         sources = load_secrets(env, stored)
         env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir(env))

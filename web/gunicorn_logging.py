@@ -67,7 +67,10 @@ class RedactedAtoms(SafeAtoms):  # type: ignore[misc]  # gunicorn has no type hi
     def __init__(self, atoms: dict[str, Any]) -> None:
         # Only atoms that can hold a parameter are parsed.
         super().__init__(
-            {key: redact(value) if isinstance(value, str) and "=" in value else value for key, value in atoms.items()}
+            {
+                key: redact(value) if isinstance(value, str) and "=" in value else value
+                for key, value in atoms.items()
+            }
         )
 
 

@@ -252,10 +252,12 @@ def test_strangers_at_the_admins_address_do_not_lock_out_an_admins_browser(clean
     assert answers.count(401) <= FREE_ATTEMPTS
     assert admin.sign_in().status_code == 302  # the admin is not
     assert admin.get("/admin/").status_code == 200
-    # A browser that never signed in waits at most MAX_WAIT_MS, not a lock-out.
-    newcomer = Console(clean).sign_in()
-    assert newcomer.status_code == 429
-    assert int(newcomer.headers["Retry-After"]) <= MAX_WAIT_MS // 1000
+    # Nor is a browser that never signed in: the right token is never made to wait.
+    assert Console(clean).sign_in().status_code == 302
+    # A wrong one is, at most MAX_WAIT_MS: never a lock-out.
+    mistyped = Console(clean).sign_in(token="mistyped")
+    assert mistyped.status_code == 429
+    assert int(mistyped.headers["Retry-After"]) <= MAX_WAIT_MS // 1000
 
 
 # -- 4. sessions end at sign-out ---------------------------------------------------------------

@@ -98,7 +98,7 @@ def test_a_lone_surrogate_anywhere_in_any_body_is_a_4xx_envelope(
             if not (
                 (400 <= answer.status_code < 500 if read else answer.status_code < 500)
                 and isinstance(envelope, dict)
-                and (envelope.get("code") not in (0, None) and envelope.get("data") is None or not read)
+                and ((envelope.get("code") not in (0, None) and envelope.get("data") is None) or not read)
             ):
                 failures.append((method, path, raw, answer.status_code, answer.data[:120]))
     assert tried > 50
