@@ -184,8 +184,9 @@ def become_subreaper() -> bool:
         return False
 
 
-def _children(exclude: set[int]) -> list[int]:
-    """Our direct children (from /proc), but those in `exclude`."""
+def _children(exclude: set[int], *, zombies_only: bool = False) -> list[int]:
+    """Our direct children (from /proc), but those in `exclude`; only the dead ones not yet
+    reaped with `zombies_only`."""
     me = os.getpid()
     found = []
     for entry in Path("/proc").iterdir():
@@ -194,9 +195,19 @@ def _children(exclude: set[int]) -> list[int]:
         with contextlib.suppress(OSError, ValueError, IndexError):
             # /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces.
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) == me:
+            if int(fields[1]) == me and (fields[0] == "Z" or not zombies_only):
                 found.append(int(entry.name))
     return found
+
+
+def reap_orphans(exclude: set[int]) -> None:
+    """Reap the dead among our children but `exclude` (those have their Popen): as the
+    subreaper we inherit what a killed process leaves (gunicorn's workers when its master is
+    SIGKILLed, Dramatiq's worker processes when its main process is), and they would stay
+    zombies until the stack stops."""
+    for pid in _children(exclude, zombies_only=True):
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def stop_leftover_processes() -> None:
@@ -528,6 +539,7 @@ def run_processes(env: dict[str, str], server_pids: set[int], web_socket: Path) 
             code = supervisord.wait(timeout=0.5)
             break
         except subprocess.TimeoutExpired:
+            reap_orphans(server_pids | {supervisord.pid})
             limit = stop_timeout + SUPERVISOR_STOP_MARGIN_S
             if requested and time.monotonic() - requested[0] > limit:
                 servers.log(f"supervisord has not stopped after {limit:.0f} s: killing it")

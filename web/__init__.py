@@ -184,6 +184,7 @@ def create_app(
         app, pages={"/reports": report_page.http_problem, "/admin": console.error_pages.http_error}
     )
     http_metrics.install(app)
+    app.before_request(spec.refuse_oversized_body)
     hosts.install(app, trusted_proxies=settings.trusted_proxies)
     for blueprint in (user_api.bp, admin_api.bp, health.bp, home.bp, metrics.bp, spec.bp, report_page.bp):
         app.register_blueprint(blueprint)

@@ -36,7 +36,7 @@ from functools import cache
 from http import HTTPStatus
 from typing import Any, TypeVar
 
-from flask import Blueprint, Flask, Request, Response, current_app, jsonify, make_response
+from flask import Blueprint, Flask, Request, Response, current_app, jsonify, make_response, request
 from pydantic import BaseModel, ValidationError
 from spectree import Response as Responses
 from spectree import SecurityScheme, SecuritySchemeData, SpecTree, Tag
@@ -63,15 +63,31 @@ Reply = Response | dict[str, object] | tuple[dict[str, object], int]
 # -- reading a request ------------------------------------------------------------------
 
 
-def read_json_object(req: Request) -> dict[str, Any]:
-    """The request body as a JSON object (415 for another content type, 1001 if malformed)."""
-    if not req.is_json:
-        raise UnsupportedMediaType()
+def refuse_oversized_body() -> None:
+    """Before every view (`before_request`): a body over MAX_CONTENT_LENGTH is 413 whether the
+    view reads it or not; the web worker then closes the connection (web/gunicorn_worker.py)."""
+    if request.content_length is not None:
+        if request.content_length > MAX_CONTENT_LENGTH:
+            raise RequestEntityTooLarge()
+        return
+    request_body(request)
+
+
+def request_body(req: Request) -> bytes:
+    """The body, read once and kept (413 over the cap, with or without a Content-Length)."""
     raw = req.get_data(cache=True)  # raises 413 when Content-Length is beyond MAX_CONTENT_LENGTH
     if req.content_length is None and len(raw) >= MAX_CONTENT_LENGTH and _more_body(req):
         # A chunked body has no Content-Length: Werkzeug stops reading at the cap and
         # hands over the truncated part without a word (it would fail as bad JSON, 400).
         raise RequestEntityTooLarge()
+    return raw
+
+
+def read_json_object(req: Request) -> dict[str, Any]:
+    """The request body as a JSON object (415 for another content type, 1001 if malformed)."""
+    if not req.is_json:
+        raise UnsupportedMediaType()
+    raw = request_body(req)
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):  # RecursionError: "[[[[...", deeper than the stack
