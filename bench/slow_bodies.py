@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import launch, output, stats, stores
-from bench.web_edge import ADMIN_TOKEN, SECRET_KEY, procfile_web_line, start_web
+from bench import output, stats, stores
+from bench.web_edge import procfile_web_line, web_under_test
 
 ROOT = Path(__file__).resolve().parent.parent
 STALLED_REQUEST = (
@@ -118,17 +118,8 @@ def measure(port: int, connections: int, probes: int, timeout: float) -> dict[st
 
 
 def launched(line: str, connections: int, probes: int, timeout: float) -> dict[str, Any]:
-    env = {
-        **launch.stack_env(stores.redis_url(), stores.database_url()),
-        "SECRET_KEY": SECRET_KEY,
-        "ADMIN_TOKENS": ADMIN_TOKEN,
-        "APP_ENV": "production",
-    }
-    service, port = start_web(line, env)
-    try:
+    with web_under_test(line, stores.database_url(), stores.redis_url()) as (port, _redis_proxy):
         return measure(port, connections, probes, timeout)
-    finally:
-        service.stop()
 
 
 def row(name: str, result: dict[str, Any]) -> list[Any]:

@@ -9,6 +9,7 @@ processes are killed, a thread polls /healthz and counts every failed answer.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import signal
@@ -255,6 +256,19 @@ def zombies_below(pid: int) -> list[tuple[int, int, str]]:
     return found
 
 
+def _has_children(pid: int) -> bool:
+    return bool(psutil.Process(pid).children())
+
+
+def _started_again(stack: Stack, name: str, old: int) -> bool:
+    info = stack.current.info(name)
+    return info["pid"] not in (0, old) and info["statename"] == "RUNNING"
+
+
+def _all_gone(pids: list[int]) -> bool:
+    return not any(psutil.pid_exists(pid) for pid in pids)  # a zombie still exists
+
+
 @pytest.mark.timeout(300)
 def test_a_sigkill_of_a_master_process_leaves_no_zombie(stack: Stack) -> None:
     """gunicorn's master killed twice and the Dramatiq worker's main process once: their
@@ -262,19 +276,16 @@ def test_a_sigkill_of_a_master_process_leaves_no_zombie(stack: Stack) -> None:
     they became; supervisord starts the masters again."""
     for name in ("web", "web", "worker"):
         old = stack.current.info(name)["pid"]
+        stack.wait_until(
+            functools.partial(_has_children, old), timeout=60, what=f"the {name} master's children"
+        )
         children = [child.pid for child in psutil.Process(old).children()]
-        assert children, name
         os.kill(old, signal.SIGKILL)
         stack.wait_until(
-            lambda name=name, old=old: (
-                stack.current.info(name)["pid"] not in (0, old)
-                and stack.current.info(name)["statename"] == "RUNNING"
-            ),
-            timeout=60,
-            what=f"{name} to be started again",
+            functools.partial(_started_again, stack, name, old), timeout=60, what=f"{name} started again"
         )
         stack.wait_until(
-            lambda children=children: not any(psutil.pid_exists(pid) for pid in children),
+            functools.partial(_all_gone, children),
             timeout=60,
             what=f"the children of the killed {name} to be gone (reaped)",
         )
