@@ -146,14 +146,15 @@ class ConsoleKeys:
 
     session_prefix: str
     signin_address_prefix: str
-    signin_credential_prefix: str
+    #: The wrong sign-in tokens of every address, for the console's alarm (a hash).
+    signin_guessing: str
 
     @classmethod
     def with_prefix(cls, prefix: str) -> ConsoleKeys:
         return cls(
             session_prefix=f"{prefix}session:",
             signin_address_prefix=f"{prefix}signin:address:",
-            signin_credential_prefix=f"{prefix}signin:credential:",
+            signin_guessing=f"{prefix}signin:guessing",
         )
 
     def session(self, digest: str) -> str:
@@ -161,9 +162,6 @@ class ConsoleKeys:
 
     def signin_address(self, address: str) -> str:
         return self.signin_address_prefix + address
-
-    def signin_credential(self, fingerprint: str) -> str:
-        return self.signin_credential_prefix + fingerprint
 
 
 @dataclass(frozen=True)

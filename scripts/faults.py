@@ -4,14 +4,18 @@ Tests may not stop or flush the machine's PostgreSQL or Redis, so processes unde
 reach them through a `FaultProxy` on a loopback port: `down()` drops every open
 connection and refuses new ones (as a stopped server does), `up()` serves again on the
 same port, `hang()` keeps connections open but forwards nothing (as a SIGSTOPped
-server does).
+server does; its host's TCP stack still acknowledges), `silence()` drops every packet of
+the proxy's port, both ways, with iptables (as a host gone off the network: no reset, no
+acknowledgement; needs root) until `up()`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import select
+import shutil
 import socket
+import subprocess
 import threading
 import time
 from urllib.parse import urlsplit, urlunsplit
@@ -33,6 +37,8 @@ class FaultProxy:
         self._closed = False
         #: Seconds each forwarded chunk waits (`latency()`).
         self._latency = 0.0
+        #: The iptables rules of `silence()`, to delete again.
+        self._silenced: list[list[str]] = []
         self.port = 0
         self.up()
 
@@ -47,6 +53,7 @@ class FaultProxy:
     def up(self) -> None:
         """Serve (again, on the same port)."""
         self._hung.clear()
+        self._unsilence()
         with self._lock:
             if self._listener is not None:
                 return
@@ -78,6 +85,21 @@ class FaultProxy:
         """Accept and keep connections, forward nothing, until `up()`."""
         self._hung.set()
 
+    def silence(self) -> None:
+        """Drop every packet to or from the proxy's port on loopback (iptables), until `up()`."""
+        iptables = shutil.which("iptables")
+        if iptables is None:
+            raise RuntimeError("silence() needs iptables (Debian's iptables package) and root")
+        for direction in ("--dport", "--sport"):
+            rule = ["INPUT", "-i", "lo", "-p", "tcp", direction, str(self.port), "-j", "DROP"]
+            subprocess.run([iptables, "-I", *rule], check=True, capture_output=True, timeout=10)
+            self._silenced.append([iptables, "-D", *rule])
+
+    def _unsilence(self) -> None:
+        while self._silenced:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(self._silenced.pop(), check=False, capture_output=True, timeout=10)
+
     def latency(self, seconds: float) -> None:
         """Delay every chunk forwarded (either way) by `seconds`; 0 ends it."""
         self._latency = max(0.0, seconds)
@@ -102,6 +124,7 @@ class FaultProxy:
 
     def close(self) -> None:
         self._closed = True
+        self._unsilence()
         self.down()
 
     def _accept(self, listener: socket.socket) -> None:

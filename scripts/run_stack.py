@@ -115,6 +115,27 @@ def load_secrets(env: dict[str, str], stored: dict[str, str]) -> dict[str, str]:
     return sources
 
 
+def admin_token_problem(env: dict[str, str], stored: dict[str, str]) -> str | None:
+    """Why the admin tokens the stack would run with are refused, or None: each must be able
+    to carry MIN_TOKEN_BITS of randomness (web/auth.py), the barrier against guessing them
+    (SECURITY.md). The message names the variable and where it was set, never a token."""
+    from web.auth import MIN_TOKEN_BITS, weak_tokens
+
+    configured = env.get("ADMIN_TOKENS")
+    where = "the environment or .env" if configured else str(STATE / "secrets.json")
+    tokens = [t.strip() for t in (configured or stored["ADMIN_TOKENS"]).split(",") if t.strip()]
+    weak = weak_tokens(tokens)
+    if not weak:
+        return None
+    which = ", ".join(f"#{i}" for i in weak)
+    return (
+        f"ADMIN_TOKENS (from {where}): token {which} (of {len(tokens)}) cannot carry {MIN_TOKEN_BITS} "
+        "bits of randomness; nothing started. Use a random one, e.g. "
+        "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        + (", or unset ADMIN_TOKENS to use the one generated in .state/secrets.json" if configured else "")
+    )
+
+
 def venv_bin(name: str) -> str:
     candidate = Path(sys.executable).parent / name
     return str(candidate) if candidate.exists() else name
@@ -163,8 +184,9 @@ def become_subreaper() -> bool:
         return False
 
 
-def _children(exclude: set[int]) -> list[int]:
-    """Our direct children (from /proc), but those in `exclude`."""
+def _children(exclude: set[int], *, zombies_only: bool = False) -> list[int]:
+    """Our direct children (from /proc), but those in `exclude`; only the dead ones not yet
+    reaped with `zombies_only`."""
     me = os.getpid()
     found = []
     for entry in Path("/proc").iterdir():
@@ -173,9 +195,19 @@ def _children(exclude: set[int]) -> list[int]:
         with contextlib.suppress(OSError, ValueError, IndexError):
             # /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces.
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) == me:
+            if int(fields[1]) == me and (fields[0] == "Z" or not zombies_only):
                 found.append(int(entry.name))
     return found
+
+
+def reap_orphans(exclude: set[int]) -> None:
+    """Reap the dead among our children but `exclude` (those have their Popen): as the
+    subreaper we inherit what a killed process leaves (gunicorn's workers when its master is
+    SIGKILLed, Dramatiq's worker processes when its main process is), and they would stay
+    zombies until the stack stops."""
+    for pid in _children(exclude, zombies_only=True):
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
 
 def stop_leftover_processes() -> None:
@@ -507,6 +539,7 @@ def run_processes(env: dict[str, str], server_pids: set[int], web_socket: Path) 
             code = supervisord.wait(timeout=0.5)
             break
         except subprocess.TimeoutExpired:
+            reap_orphans(server_pids | {supervisord.pid})
             limit = stop_timeout + SUPERVISOR_STOP_MARGIN_S
             if requested and time.monotonic() - requested[0] > limit:
                 servers.log(f"supervisord has not stopped after {limit:.0f} s: killing it")
@@ -581,6 +614,10 @@ def main() -> int:
             servers.log(f"{exc.strerror}: unset PORT (a free one is then chosen) or free that port")
             return 1
         stored = stored_secrets()
+        problem = admin_token_problem(env, stored)
+        if problem:
+            servers.log(problem)
+            return 2
         server_pids = start_servers(env, stack, stored)
         sources = load_secrets(env, stored)
         env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir(env))

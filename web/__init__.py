@@ -45,7 +45,7 @@ from web import (
     spec,
     user_api,
 )
-from web.auth import issue_user_token
+from web.auth import MIN_TOKEN_BITS, issue_user_token, weak_tokens
 from web.cli import (
     APP_FACTORY,
     SETTINGS_FROM_ENV,
@@ -81,7 +81,8 @@ def app_env(env: Mapping[str, str] | None = None) -> str:
 
 
 def check_production_secrets(settings: Settings, environment: str) -> None:
-    """In production, refuse a SECRET_KEY or an admin token shorter than `MIN_SECRET_BYTES`.
+    """In production, refuse a SECRET_KEY or an admin token shorter than `MIN_SECRET_BYTES`,
+    and an admin token that cannot carry `MIN_TOKEN_BITS` (web/auth.py, `token_strength_bits`).
 
     Elsewhere short secrets are only warned about (tests and `make run` use readable ones).
     The message names the variable and the length, never the secret.
@@ -91,10 +92,16 @@ def check_production_secrets(settings: Settings, environment: str) -> None:
     if key_bytes < MIN_SECRET_BYTES:
         problems.append(f"SECRET_KEY is {key_bytes} bytes long, at least {MIN_SECRET_BYTES} are required")
     short = [i for i, token in enumerate(settings.admin_tokens, 1) if len(token.encode()) < MIN_SECRET_BYTES]
+    weak = [i for i in weak_tokens(settings.admin_tokens) if i not in short]
+    count = len(settings.admin_tokens)
     if short:
         which = ", ".join(f"#{i}" for i in short)
-        count = len(settings.admin_tokens)
         problems.append(f"ADMIN_TOKENS: token {which} (of {count}) is shorter than {MIN_SECRET_BYTES} bytes")
+    if weak:
+        which = ", ".join(f"#{i}" for i in weak)
+        problems.append(
+            f"ADMIN_TOKENS: token {which} (of {count}) cannot carry {MIN_TOKEN_BITS} bits of randomness"
+        )
     if not problems:
         return
     if environment == PRODUCTION:
@@ -177,6 +184,7 @@ def create_app(
         app, pages={"/reports": report_page.http_problem, "/admin": console.error_pages.http_error}
     )
     http_metrics.install(app)
+    app.before_request(spec.refuse_oversized_body)
     hosts.install(app, trusted_proxies=settings.trusted_proxies)
     for blueprint in (user_api.bp, admin_api.bp, health.bp, home.bp, metrics.bp, spec.bp, report_page.bp):
         app.register_blueprint(blueprint)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import math
+import string
 import time
 from collections.abc import Sequence
 
@@ -106,6 +108,47 @@ def is_admin_token(admin_tokens: Sequence[str], token: str) -> bool:
     for expected in admin_tokens:
         matched |= hmac.compare_digest(expected.encode("utf-8", "surrogateescape"), candidate)
     return matched
+
+
+#: Least randomness of an admin token, in bits: the barrier against guessing is this, not the
+#: sign-in limit (SECURITY.md): 2^128 guesses are out of reach at any rate.
+MIN_TOKEN_BITS = 128
+#: The usual alphabets of generated tokens, smallest first: a token is judged by the
+#: smallest one that holds all its characters.
+_ALPHABETS = (
+    string.digits,
+    string.digits + "abcdef",
+    string.digits + "ABCDEF",
+    string.ascii_lowercase + string.digits,
+    string.ascii_letters + string.digits,
+    string.ascii_letters + string.digits + "-_",
+    string.ascii_letters + string.digits + "+/=",
+    string.ascii_letters + string.digits + "-_+/=.~",
+    "".join(chr(c) for c in range(0x21, 0x7F)),
+)
+
+
+def token_strength_bits(token: str) -> float:
+    """The most randomness `token` can carry, in bits: its length times the bits of a character
+    of the smallest usual alphabet holding all of it (digits, hex, base64, printable ASCII; 8
+    per byte beyond ASCII), or 0 when its characters repeat as a random token's would not
+    (fewer distinct ones than half of what one of that length and alphabet shows). How a
+    token was made cannot be known; one that cannot hold `MIN_TOKEN_BITS` is refused."""
+    if not token:
+        return 0.0
+    chars = set(token)
+    alphabet = next((a for a in _ALPHABETS if chars <= set(a)), None)
+    size = len(alphabet) if alphabet is not None else 256
+    length = len(token) if alphabet is not None else len(token.encode("utf-8", "surrogateescape"))
+    expected_distinct = size * (1 - (1 - 1 / size) ** length)
+    if len(chars) < expected_distinct / 2:
+        return 0.0
+    return length * math.log2(size)
+
+
+def weak_tokens(tokens: Sequence[str]) -> list[int]:
+    """The 1-based positions of the tokens below MIN_TOKEN_BITS."""
+    return [i for i, token in enumerate(tokens, 1) if token_strength_bits(token) < MIN_TOKEN_BITS]
 
 
 def token_fingerprint(token: str) -> str:

@@ -76,7 +76,11 @@ def verify_report_link(secret_key: str, signed: str, record_id: int) -> int | No
         payload: Any = _serializer(secret_key).loads(signed, max_age=LINK_MAX_AGE_S)
     except BadData:
         return None
-    if not isinstance(payload, dict) or payload.get("rid") != record_id:
+    if not isinstance(payload, dict):
+        return None
+    # Strict: 60.0 or True equal 60 or 1 in Python, but no link ever carried them.
+    linked: object = payload.get("rid")
+    if not is_strict_int(linked) or linked != record_id:
         return None
     user_id: object = payload.get("uid")
     if not is_strict_int(user_id) or not 1 <= user_id <= MAX_ID:

@@ -21,7 +21,9 @@ Three things differ from SpecTree's stock Flask plugin (`_Plugin`): a body is re
 `read_json_object` (415 for another content type, 413 over the cap even without a
 Content-Length, 1001 for malformed JSON or another JSON value than an object); a query
 parameter given twice is refused rather than folded; and a validation error becomes the
-1001 envelope in one place, `_refuse`, in the words of web/fields.py.
+1001 envelope in one place, `_Plugin.request_validation`, in the words of web/fields.py,
+before SpecTree could build its own answer from the error (which carries the input: a
+lone surrogate in it cannot be encoded, and the answer would be a 500).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from functools import cache
 from http import HTTPStatus
 from typing import Any, TypeVar
 
-from flask import Blueprint, Flask, Request, Response, current_app, jsonify, make_response
+from flask import Blueprint, Flask, Request, Response, current_app, jsonify, make_response, request
 from pydantic import BaseModel, ValidationError
 from spectree import Response as Responses
 from spectree import SecurityScheme, SecuritySchemeData, SpecTree, Tag
@@ -61,15 +63,31 @@ Reply = Response | dict[str, object] | tuple[dict[str, object], int]
 # -- reading a request ------------------------------------------------------------------
 
 
-def read_json_object(req: Request) -> dict[str, Any]:
-    """The request body as a JSON object (415 for another content type, 1001 if malformed)."""
-    if not req.is_json:
-        raise UnsupportedMediaType()
+def refuse_oversized_body() -> None:
+    """Before every view (`before_request`): a body over MAX_CONTENT_LENGTH is 413 whether the
+    view reads it or not; the web worker then closes the connection (web/gunicorn_worker.py)."""
+    if request.content_length is not None:
+        if request.content_length > MAX_CONTENT_LENGTH:
+            raise RequestEntityTooLarge()
+        return
+    request_body(request)
+
+
+def request_body(req: Request) -> bytes:
+    """The body, read once and kept (413 over the cap, with or without a Content-Length)."""
     raw = req.get_data(cache=True)  # raises 413 when Content-Length is beyond MAX_CONTENT_LENGTH
     if req.content_length is None and len(raw) >= MAX_CONTENT_LENGTH and _more_body(req):
         # A chunked body has no Content-Length: Werkzeug stops reading at the cap and
         # hands over the truncated part without a word (it would fail as bad JSON, 400).
         raise RequestEntityTooLarge()
+    return raw
+
+
+def read_json_object(req: Request) -> dict[str, Any]:
+    """The request body as a JSON object (415 for another content type, 1001 if malformed)."""
+    if not req.is_json:
+        raise UnsupportedMediaType()
+    raw = request_body(req)
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):  # RecursionError: "[[[[...", deeper than the stack
@@ -114,15 +132,18 @@ class _Plugin(FlaskPlugin):
         self, request: Request, query: Any, json: Any, form: Any, headers: Any, cookies: Any
     ) -> None:
         context = _context(query, json)
-        request.context = Context(  # type: ignore[attr-defined]
-            query.model_validate(query_values(request.args, _parameter_names(query)), context=context)
-            if query
-            else None,
-            json.model_validate(read_json_object(request), context=context) if json else None,
-            None,
-            None,
-            None,
-        )
+        try:
+            request.context = Context(  # type: ignore[attr-defined]
+                query.model_validate(query_values(request.args, _parameter_names(query)), context=context)
+                if query
+                else None,
+                json.model_validate(read_json_object(request), context=context) if json else None,
+                None,
+                None,
+                None,
+            )
+        except ValidationError as error:
+            raise ParamError(error_message(error)) from None
 
     def validate_response(
         self, resp: Any, resp_model: Responses | None, skip_validation: bool, force_resp_serialize: bool
@@ -143,12 +164,6 @@ class _Plugin(FlaskPlugin):
         ), None
 
 
-def _refuse(req: Any, resp: Any, error: Exception | None, instance: Any, adapter: Any) -> None:
-    """The one place a request's validation error becomes 1001 (web/errors.py answers it)."""
-    if isinstance(error, ValidationError):
-        raise ParamError(error_message(error)) from None
-
-
 def _broken_response(req: Any, resp: Any, error: Exception | None, instance: Any, adapter: Any) -> None:
     """A view's result its model refuses is a bug: the generic 500, the details in the log."""
     if error is not None:
@@ -163,7 +178,6 @@ api = SpecTree(
     backend=_Plugin,
     # SpecTree types the adapter with its error class as a bare Exception.
     model_adapter=_Adapter(),  # type: ignore[arg-type]
-    before=_refuse,
     after=_broken_response,
     validation_error_status=400,
     validation_error_model=Error,

@@ -360,7 +360,7 @@ def test_the_delayed_table_shows_real_retries_and_retries_now_and_deletes(
     assert db_status(engine, record_id) == RecordStatus.FAILED
     page.goto(f"{stack.base_url}/admin/audit?actor=console:重试值班")
     actions = [a.get_attribute("data-action") for a in page.locator("tr[data-action]").all()]
-    assert actions == ["delete_delayed", "retry_now", "drill_start"]
+    assert actions == ["delete_delayed", "retry_now", "drill_start", "signin"]  # the sign-in first
 
 
 # -- the alarm ----------------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ processes are killed, a thread polls /healthz and counts every failed answer.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import re
 import signal
@@ -242,6 +244,53 @@ def test_a_process_that_keeps_crashing_is_retried_with_backoff_and_harms_no_othe
     assert stack.current.output().count("crasher: giving up") >= 4  # its own output, prefixed
     assert stack.current.info("worker")["pid"] == worker_pid
     assert stack.current.alive()
+
+
+def zombies_below(pid: int) -> list[tuple[int, int, str]]:
+    """(pid, parent, name) of every zombie among the descendants of `pid`."""
+    found = []
+    for child in psutil.Process(pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if child.status() == psutil.STATUS_ZOMBIE:
+                found.append((child.pid, child.ppid(), child.name()))
+    return found
+
+
+def _has_children(pid: int) -> bool:
+    return bool(psutil.Process(pid).children())
+
+
+def _started_again(stack: Stack, name: str, old: int) -> bool:
+    info = stack.current.info(name)
+    return info["pid"] not in (0, old) and info["statename"] == "RUNNING"
+
+
+def _all_gone(pids: list[int]) -> bool:
+    return not any(psutil.pid_exists(pid) for pid in pids)  # a zombie still exists
+
+
+@pytest.mark.timeout(300)
+def test_a_sigkill_of_a_master_process_leaves_no_zombie(stack: Stack) -> None:
+    """gunicorn's master killed twice and the Dramatiq worker's main process once: their
+    children die too (they watch their parent) and are reaped by `make run`, whose children
+    they became; supervisord starts the masters again."""
+    for name in ("web", "web", "worker"):
+        old = stack.current.info(name)["pid"]
+        stack.wait_until(
+            functools.partial(_has_children, old), timeout=60, what=f"the {name} master's children"
+        )
+        children = [child.pid for child in psutil.Process(old).children()]
+        os.kill(old, signal.SIGKILL)
+        stack.wait_until(
+            functools.partial(_started_again, stack, name, old), timeout=60, what=f"{name} started again"
+        )
+        stack.wait_until(
+            functools.partial(_all_gone, children),
+            timeout=60,
+            what=f"the children of the killed {name} to be gone (reaped)",
+        )
+    assert zombies_below(stack.current.process.pid) == []
+    assert requests.get(f"{stack.base_url}/healthz", timeout=10).status_code == 200
 
 
 @pytest.mark.timeout(300)

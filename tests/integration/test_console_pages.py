@@ -139,40 +139,71 @@ def test_the_record_detail_has_answers_report_and_reasons(
     assert "记录不存在" in missing.get_data(as_text=True)
 
 
-def test_sign_in_attempts_of_an_address_wait_longer_and_longer(
-    client: FlaskClient, redis_client: redis.Redis
+def test_wrong_tokens_of_an_address_wait_longer_and_longer_and_the_right_one_never_waits(
+    client: FlaskClient, redis_client: redis.Redis, app: Flask
 ) -> None:
     for _ in range(FREE_ATTEMPTS):
         assert sign_in(client, token="wrong") == 401
-    # The last free attempt set a 1 s wait: the next one, even with the right token, is
-    # refused unevaluated, and told when to come back.
+    # The last free failure set a 1 s wait: a wrong token now is refused and told when to come back.
     response = client.post(
-        "/admin/login", data={"token": ADMIN_TOKEN, "csrf_token": csrf_token(client, "/admin/login")}
+        "/admin/login", data={"token": "wrong", "csrf_token": csrf_token(client, "/admin/login")}
     )
     assert response.status_code == 429
     assert 1 <= int(response.headers["Retry-After"]) <= 2
     key = Keyspace.of().console.signin_address("127.0.0.1")
     assert redis_client.hget(key, "n") == str(FREE_ATTEMPTS).encode()
+    assert redis_client.hget(key, "refused") == b"1"
     assert 0 < redis_client.pttl(key) <= 15 * 60_000
+    # The right token, from a fresh browser at the same address while it waits: in at once,
+    # and not counted.
+    assert sign_in(app.test_client()) == 302
+    assert redis_client.hget(key, "n") == str(FREE_ATTEMPTS).encode()
     redis_client.hset(key, "until", 0)  # the wait passed
-    assert sign_in(client) == 302
-
-
-def test_a_browser_that_signed_in_before_is_not_slowed_by_its_address(
-    client: FlaskClient, redis_client: redis.Redis, app: Flask
-) -> None:
-    assert sign_in(client) == 302  # leaves the device cookie
-    client.post("/admin/logout", data={"csrf_token": csrf_token(client, "/admin/")})
-    stranger = app.test_client()
-    answers = [sign_in(stranger, token="wrong") for _ in range(FREE_ATTEMPTS)]
-    # The admin's sign-in was the address's first attempt: the stranger's last one waits.
-    assert answers == [401] * (FREE_ATTEMPTS - 1) + [429]
-    assert sign_in(client) == 302  # the admin's browser: counted per credential, not slowed
-    # Its own failures count against its credential's bucket, not the address's.
-    client.post("/admin/logout", data={"csrf_token": csrf_token(client, "/admin/")})
     assert sign_in(client, token="wrong") == 401
-    fingerprint = redis_client.keys(Keyspace.of().console.signin_credential("*"))
-    assert len(fingerprint) == 1
+
+
+def test_successful_sign_ins_never_count_toward_the_limit(app: Flask, redis_client: redis.Redis) -> None:
+    for _ in range(3 * FREE_ATTEMPTS):
+        assert sign_in(app.test_client()) == 302
+    assert redis_client.keys(Keyspace.of().console.signin_address("*")) == []
+    # One mistyped token after many good sign-ins is a plain 401, not "too many attempts".
+    assert sign_in(app.test_client(), token="mistyped") == 401
+
+
+def _signin_count(client: FlaskClient, outcome: str) -> float:
+    scrape = client.get("/metrics", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert scrape.status_code == 200
+    match = re.search(
+        rf'^mi_console_signin_attempts_total\{{outcome="{outcome}"\}} (\S+)$',
+        scrape.get_data(as_text=True),
+        re.M,
+    )
+    return float(match.group(1)) if match else 0.0
+
+
+def test_guessing_shows_as_a_metric_audit_rows_and_an_alarm(
+    app: Flask, redis_client: redis.Redis, event_log: Engine, session_factory: sessionmaker[Session]
+) -> None:
+    observer = app.test_client()
+    before = {o: _signin_count(observer, o) for o in ("ok", "wrong", "refused")}
+    assert sign_in(observer, name="值班") == 302
+    assert "signin_guessing" not in observer.get("/admin/").get_data(as_text=True)  # one good sign-in
+    guesser = app.test_client()
+    answers = [sign_in(guesser, token=f"guess-{i}", name="猜") for i in range(FREE_ATTEMPTS + 7)]
+    assert answers == [401] * FREE_ATTEMPTS + [429] * 7
+    after = {o: _signin_count(observer, o) for o in ("ok", "wrong", "refused")}
+    assert {o: after[o] - before[o] for o in after} == {"ok": 1, "wrong": FREE_ATTEMPTS, "refused": 7}
+    uow = UnitOfWork(session_factory)
+    assert [e.outcome for e in list_audit(uow, action="signin").items] == ["ok"]
+    wrong = list_audit(uow, action="signin_wrong_token").items
+    assert len(wrong) == FREE_ATTEMPTS
+    assert {(e.actor, e.credential) for e in wrong} == {("console:猜", "address 127.0.0.1")}
+    # Refused ones at the 1st, 2nd and 4th: rows grow with the log of the guesses.
+    assert len(list_audit(uow, action="signin_refused").items) == 3
+    page = observer.get("/admin/records").get_data(as_text=True)
+    assert 'data-alarm="signin_guessing"' in page
+    assert f"{FREE_ATTEMPTS + 7} 次错误的管理员凭证" in page
+    assert "127.0.0.1" in page
 
 
 def test_a_regeneration_in_the_console_is_audited_with_the_admin(
@@ -191,7 +222,10 @@ def test_a_regeneration_in_the_console_is_audited_with_the_admin(
     assert [
         ReportQueueMessage.decode(raw).record_id for raw in redis_client.lrange(REPORT_QUEUE_KEY, 0, -1)
     ] == [record_id]
-    entries = list_audit(UnitOfWork(session_factory), actor="console:李四").items
+    # Beside the sign-in, which the audit keeps too.
+    entries = [
+        e for e in list_audit(UnitOfWork(session_factory), actor="console:李四").items if e.action != "signin"
+    ]
     assert [(e.action, e.ids, e.outcome) for e in entries] == [("regenerate", [record_id], "ok")]
     assert entries[0].credential.startswith("admin-token ")
     assert ADMIN_TOKEN not in entries[0].credential

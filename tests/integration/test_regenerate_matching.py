@@ -403,7 +403,10 @@ def test_the_console_regenerates_every_failed_record_and_shows_the_progress(
     assert 'data-count="regenerated">2<' in done
     assert 'http-equiv="refresh"' not in done
     assert sorted(queued_record_ids(redis_client)) == failed
-    entries = list_audit(UnitOfWork(session_factory), actor="console:王五").items
+    # Beside the sign-in, which the audit keeps too.
+    entries = [
+        e for e in list_audit(UnitOfWork(session_factory), actor="console:王五").items if e.action != "signin"
+    ]
     assert [(e.action, e.ids, e.outcome) for e in entries] == [("regenerate_matching", [task_id], "ok")]
     assert client.get(f"/admin/tasks/{'0' * 32}").status_code == 404
 

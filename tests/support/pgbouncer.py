@@ -40,6 +40,8 @@ class PgBouncer:
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     directory: Path | None = None
+    #: Run on each new server connection (PgBouncer's `connect_query`), e.g. a SET search_path.
+    connect_query: str | None = None
 
     @property
     def url(self) -> str:
@@ -57,6 +59,8 @@ class PgBouncer:
         ]
         if parts.password:
             target.append(f"password={parts.password}")
+        if self.connect_query:
+            target.append(f"connect_query='{self.connect_query}'")
         return (
             "[databases]\n"
             f"{parts.path.lstrip('/')} = {' '.join(target)}\n"

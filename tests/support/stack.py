@@ -26,7 +26,7 @@ from tests.support.records import RecordSpec, insert_records
 from tests.support.redis_keys import clean_redis
 from web import issue_user_token
 
-ADMIN_TOKEN = "test-admin-token"
+ADMIN_TOKEN = "stack-admin-token-Vq3x9LrT0bWk7ZsN2yHc5u"  # strong enough for `make run`
 #: One worker process with two threads (so prefetch is 4), a short heartbeat timeout so
 #: the jobs of a killed worker come back within seconds, and supervisord's stop timeout
 #: (`make run` derives it from WORKER_SHUTDOWN_TIMEOUT_MS) about as short as honcho's 5 s.

@@ -59,3 +59,58 @@ def test_the_stack_file_carrying_the_passwords_is_private(state: Path) -> None:
 )
 def test_log_lines_hide_passwords(url: str, shown: str) -> None:
     assert run_stack.redacted(url) == shown
+
+
+def test_the_generated_admin_token_carries_at_least_128_random_bits(state: Path) -> None:
+    import base64
+
+    from web.auth import MIN_TOKEN_BITS, token_strength_bits
+
+    token = run_stack.stored_secrets()["ADMIN_TOKENS"]
+    random_part = token.removeprefix("adm_")
+    assert len(base64.urlsafe_b64decode(random_part + "=" * (-len(random_part) % 4))) * 8 >= MIN_TOKEN_BITS
+    assert token_strength_bits(token) >= MIN_TOKEN_BITS
+    assert run_stack.admin_token_problem({}, run_stack.stored_secrets()) is None
+
+
+@pytest.mark.parametrize(
+    "configured", ["admin", "test-admin-token", "a" * 64, "good-one-Vq3x9LrT0bWk7ZsN2yHc5u,short"]
+)
+def test_a_configured_admin_token_weaker_than_128_bits_is_refused_by_name(
+    state: Path, configured: str
+) -> None:
+    problem = run_stack.admin_token_problem({"ADMIN_TOKENS": configured}, run_stack.stored_secrets())
+    assert problem is not None
+    assert problem.startswith("ADMIN_TOKENS (from the environment or .env)")
+    assert "128 bits" in problem
+    for token in configured.split(","):
+        assert token not in problem  # never the secret itself
+
+
+def test_a_weak_token_left_in_the_secrets_file_is_refused_too(state: Path) -> None:
+    (state / "secrets.json").write_text(json.dumps({"SECRET_KEY": "k" * 43, "ADMIN_TOKENS": "adm_old"}))
+    problem = run_stack.admin_token_problem({}, run_stack.stored_secrets())
+    assert problem is not None
+    assert "secrets.json" in problem
+
+
+def test_make_run_refuses_to_start_with_a_weak_admin_token(tmp_path: Path) -> None:
+    """The whole script, as `make run` starts it: it exits before any server starts."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MI_STATE_DIR": str(tmp_path / "state"), "ADMIN_TOKENS": "letmein", "PORT": "0"}
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.run_stack"],
+        cwd=Path(run_stack.__file__).parents[1],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "ADMIN_TOKENS (from the environment or .env)" in done.stdout + done.stderr
+    assert "letmein" not in done.stdout + done.stderr
+    assert not (tmp_path / "state" / "postgres").exists()

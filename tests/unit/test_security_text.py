@@ -66,6 +66,11 @@ def test_control_characters_are_printed_escaped() -> None:
         ("/r?x=1&s=abc;y", f"/r?x=1&s={REDACTED};y"),
         ("https://h/reports/1%3Fs=abc", f"https://h/reports/1%3Fs={REDACTED}"),
         ("/a?sx=1&ss=2", "/a?sx=1&ss=2"),
+        # The name as Werkzeug reads it: percent-decoded ("%73" is "s"), in any case.
+        ("GET /reports/5?%73=eyJ.abc HTTP/1.1", f"GET /reports/5?%73={REDACTED} HTTP/1.1"),
+        ("/reports/5?x=1&%53=eyJ.abc", f"/reports/5?x=1&%53={REDACTED}"),
+        ("https://h/reports/1%3F%2573=abc", f"https://h/reports/1%3F%2573={REDACTED}"),
+        ("%73=abc", f"%73={REDACTED}"),
     ],
 )
 def test_the_signature_of_a_report_link_is_redacted(line: str, expected: str) -> None:

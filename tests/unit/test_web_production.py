@@ -11,7 +11,7 @@ from tests.support.web_unit import UNIT_SETTINGS
 from web import MIN_SECRET_BYTES, app_env, create_app
 
 STRONG = "k" * MIN_SECRET_BYTES
-STRONG_ADMIN = "a" * MIN_SECRET_BYTES
+STRONG_ADMIN = "adm_Vq3x9LrT0bWk7ZsN2yHc5uJd8MeFpGaR"  # as `make run` generates one
 
 
 @pytest.mark.parametrize(
@@ -22,6 +22,8 @@ STRONG_ADMIN = "a" * MIN_SECRET_BYTES
         ("k" * (MIN_SECRET_BYTES - 1), (STRONG_ADMIN,), "SECRET_KEY"),
         (STRONG, ("x",), "ADMIN_TOKENS"),
         (STRONG, (STRONG_ADMIN, "short-admin-token"), "ADMIN_TOKENS: token #2 (of 2)"),
+        (STRONG, ("a" * 40,), "ADMIN_TOKENS: token #1 (of 1) cannot carry 128 bits"),
+        (STRONG, ("1234" * 10,), "ADMIN_TOKENS: token #1 (of 1) cannot carry 128 bits"),
     ],
 )
 def test_production_refuses_a_short_secret_with_a_clear_message(
@@ -32,7 +34,11 @@ def test_production_refuses_a_short_secret_with_a_clear_message(
         create_app(settings, environment="production")
     message = str(raised.value)
     assert named in message
-    assert f"at least {MIN_SECRET_BYTES}" in message or f"shorter than {MIN_SECRET_BYTES}" in message
+    assert (
+        f"at least {MIN_SECRET_BYTES}" in message
+        or f"shorter than {MIN_SECRET_BYTES}" in message
+        or "128 bits of randomness" in message
+    )
     assert "secrets.token_urlsafe" in message  # how to make a good one
     for secret in (secret_key, *admin_tokens):
         if len(secret) > 2:

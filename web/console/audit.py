@@ -28,6 +28,9 @@ ACTION_NAMES = {
     "purge_invalid": "清空无效消息",
     "drill_start": "开始故障演练",
     "drill_stop": "结束故障演练",
+    "signin": "登录管理后台",
+    "signin_wrong_token": "登录失败：凭证错误",
+    "signin_refused": "登录被拒绝：错误过于频繁",
 }
 
 

@@ -7,11 +7,16 @@ token from the configuration, ends it at once. Anonymous visitors of a page are 
 the sign-in page; a form post without a session is 401; a user token (the mini-program's
 credential) is 403 everywhere here.
 
-Sign-in compares in constant time (web/auth.py), refuses a name the audit could not
-show as it is (services.domain.limits.admin_name: printable, at most 32 characters, no control
-or bidi character) before anything else, and is limited per client address and per
-credential with a growing wait (web/console/limits.py, one Lua step in Redis). Without
-Redis there is no session store and no limit: sign-in answers 503.
+Sign-in refuses a name the audit could not show as it is (services.domain.limits.admin_name:
+printable, at most 32 characters, no control or bidi character) before anything else, then
+compares the token in constant time (web/auth.py). A right token signs in at once, whatever
+its address did before; a wrong one is counted against its address and answered 401, or 429
+while the address waits (web/console/limits.py). Every attempt is counted in
+`mi_console_signin_attempts_total` by outcome and written to the audit trail (a sign-in,
+each wrong token answered 401, and refused ones at 1, 2, 4, 8 ... per address: bounded rows
+for any rate of guessing); the wrong tokens of the last 15 minutes raise the alarm of every
+signed-in page (`signin_alarm`). Without Redis there is no session store and no limit:
+sign-in answers 503.
 """
 
 from __future__ import annotations
@@ -19,14 +24,14 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
+import redis
 from flask import (
     abort,
-    current_app,
     flash,
     g,
-    make_response,
     redirect,
     render_template,
     request,
@@ -34,15 +39,18 @@ from flask import (
     url_for,
 )
 from flask.typing import ResponseReturnValue
+from prometheus_client import Counter
 from werkzeug.wrappers import Response as WerkzeugResponse
 
+from observability.pipeline_health import Alarm
+from services.domain.errors import ServiceError
 from services.domain.limits import MAX_ADMIN_NAME_LENGTH, admin_name
+from services.domain.opsmodel import AuditEntry
 from web.auth import bearer_token, is_admin_token, token_fingerprint, verify_user_token
 from web.console.blueprint import bp, csrf
-from web.console.devices import device_fingerprint, remember_device
-from web.console.limits import SigninLimiter
+from web.console.limits import FORGET_AFTER_MS, SigninLimiter, WrongToken
 from web.console.sessions import SessionStore
-from web.deps import current, keyspace, redis_client
+from web.deps import audit_log, current, keyspace, redis_client
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +69,20 @@ MSG_TOO_MANY = "登录尝试过于频繁，请 {seconds} 秒后再试"
 MSG_BAD_NAME = f"称呼须为 1 到 {MAX_NAME_LENGTH} 个可显示的字符，不能含控制字符或文字方向控制符"
 MSG_DISABLED = "管理后台未启用：服务端未配置 ADMIN_TOKENS 或 SECRET_KEY"
 MSG_SIGNED_OUT = "已退出登录"
+MSG_CROSS_SITE = "拒绝来自其他网站的请求"
+MSG_GUESSING = (
+    "最近 {minutes} 分钟内有 {wrong} 次错误的管理员凭证登录尝试（其中 {refused} 次因过于频繁被拒绝，"
+    "最近一次来自 {address}）：有人可能在猜测凭证。详见操作审计。"
+)
+
+#: Sign-in attempts by outcome: "ok", "wrong" (answered 401), "refused" (429). Fixed labels.
+signin_attempts = Counter(
+    "mi_console_signin_attempts_total", "Console sign-in attempts, by outcome.", ["outcome"]
+)
+#: The audit's actions of a sign-in (web/console/audit.py names them).
+SIGNIN_ACTION = "signin"
+WRONG_TOKEN_ACTION = "signin_wrong_token"  # noqa: S105 - an audit action, not a secret
+REFUSED_ACTION = "signin_refused"
 
 
 @dataclass(frozen=True)
@@ -117,8 +139,25 @@ def guard() -> WerkzeugResponse | None:
         # web/event_logging.py names the actor of the events this request logs from it.
         g.admin_fingerprint = admin.fingerprint
     if request.method not in {"GET", "HEAD", "OPTIONS"}:
+        if not same_origin():
+            abort(403, MSG_CROSS_SITE)
         csrf.protect()
     return None
+
+
+def same_origin() -> bool:
+    """Whether a form post comes from a page of this console, as far as the browser says.
+
+    `Sec-Fetch-Site` (every current browser sends it, and no page can change it) must be
+    `same-origin` (or `none`: typed or bookmarked); without it, an `Origin` must name this
+    request's host (any scheme: a TLS proxy may leave the scheme unsaid) and `null` never
+    does. A request with neither (an old browser, a script) is judged by its CSRF token
+    alone. So a token read from a page does not let another site post with it."""
+    fetch_site = request.headers.get("Sec-Fetch-Site")
+    if fetch_site is not None:
+        return fetch_site in {"same-origin", "none"}
+    origin = request.headers.get("Origin")
+    return origin is None or urlsplit(origin).netloc == request.host
 
 
 def _safe_next(target: str | None) -> str:
@@ -133,15 +172,61 @@ def _safe_next(target: str | None) -> str:
     return target
 
 
-def _attempt_bucket() -> tuple[str, bool]:
-    """Where this attempt is counted: its credential's bucket for a browser holding a device
-    cookie of a token still configured, else its address's; and whether it is a credential's."""
-    keys = keyspace().console
-    settings = current().settings
-    fingerprint = device_fingerprint(settings.secret_key)
-    if fingerprint is not None and fingerprint in {token_fingerprint(t) for t in settings.admin_tokens}:
-        return keys.signin_credential(fingerprint), True
-    return keys.signin_address(request.remote_addr or "unknown"), False
+def _audit(action: str, actor: str, credential: str, outcome: str, detail: str | None = None) -> None:
+    """One finished entry of the audit trail (services/usecases/audit.py). A sign-in is not an
+    action the audit must precede: an entry that cannot be written is logged, nothing refused."""
+    entry = AuditEntry(
+        at=datetime.now(UTC),
+        actor=actor,
+        credential=credential,
+        action=action,
+        ids=[],
+        outcome=outcome,
+        detail=detail,
+    )
+    try:
+        audit_log().begin(entry)
+    except ServiceError as exc:
+        log.warning("console sign-in: audit entry %s not written: %s", action, exc)
+
+
+def _audit_wrong_token(name: str, address: str, answer: WrongToken) -> None:
+    """Each wrong token answered 401 (a few per address and wait), and those refused at the
+    1st, 2nd, 4th, 8th ... of the address: rows grow with the log of a guesser's rate."""
+    actor, credential = f"console:{name}", f"address {address}"
+    if answer.answered:
+        _audit(
+            WRONG_TOKEN_ACTION, actor, credential, "failed", f"wrong token #{answer.failures} of {address}"
+        )
+    elif answer.refused & (answer.refused - 1) == 0:
+        _audit(
+            REFUSED_ACTION,
+            actor,
+            credential,
+            "refused",
+            f"{answer.refused} wrong token(s) of {address} refused while it waits "
+            f"({answer.failures} answered before)",
+        )
+
+
+def signin_alarm() -> Alarm | None:
+    """The alarm of guessing (web/console/limits.py, `Guessing.alarming`), for the banner of every
+    signed-in page; None when there is none or Redis cannot say."""
+    try:
+        guessing = SigninLimiter(redis_client(), keyspace().console).guessing()
+    except redis.RedisError:
+        return None  # the banner's own alarm says Redis is down
+    if guessing is None or not guessing.alarming:
+        return None
+    return Alarm(
+        "signin_guessing",
+        MSG_GUESSING.format(
+            minutes=FORGET_AFTER_MS // 60_000,
+            wrong=guessing.wrong,
+            refused=guessing.refused,
+            address=guessing.last_address,
+        ),
+    )
 
 
 def _login_page(
@@ -166,30 +251,28 @@ def sign_in() -> ResponseReturnValue:
         # Not a guess: refused before the limit counts it, and nothing of it is echoed back.
         return _login_page(400, error=MSG_BAD_NAME, next_url=next_url, name="")
     name = name or DEFAULT_NAME
-    bucket, per_credential = _attempt_bucket()
-    limiter = SigninLimiter(redis_client())
-    admission = limiter.admit(bucket)
-    if not admission.allowed:
-        seconds = max(1, math.ceil(admission.retry_after_s))
-        log.warning(
-            "console sign-in from %s refused unevaluated: retry in %d s", request.remote_addr, seconds
-        )
-        return _login_page(
-            429,
-            error=MSG_TOO_MANY.format(seconds=seconds),
-            next_url=next_url,
-            name=name,
-            headers={"Retry-After": str(seconds)},
-        )
+    address = request.remote_addr or "unknown"
     if not is_admin_token(settings.admin_tokens, token):
+        answer = SigninLimiter(redis_client(), keyspace().console).wrong_token(address)
+        _audit_wrong_token(name, address, answer)
+        if not answer.answered:
+            signin_attempts.labels("refused").inc()
+            seconds = max(1, math.ceil(answer.wait_s))
+            log.warning("console sign-in refused from %s: wrong token while it waits %d s", address, seconds)
+            return _login_page(
+                429,
+                error=MSG_TOO_MANY.format(seconds=seconds),
+                next_url=next_url,
+                name=name,
+                headers={"Retry-After": str(seconds)},
+            )
+        signin_attempts.labels("wrong").inc()
         is_user = bool(token) and verify_user_token(settings.secret_key, token) is not None
-        log.warning("console sign-in refused from %s", request.remote_addr)
+        log.warning("console sign-in refused from %s: wrong token #%d", address, answer.failures)
         return _login_page(
             401, error=MSG_USER_TOKEN if is_user else MSG_BAD_TOKEN, next_url=next_url, name=name
         )
     fingerprint = token_fingerprint(token)
-    if per_credential:
-        limiter.reset(bucket)
     # A new session: nothing of an earlier one (or of a planted cookie) carries over.
     previous = session.get(SESSION_ID)
     if isinstance(previous, str):
@@ -197,11 +280,15 @@ def sign_in() -> ResponseReturnValue:
     session.clear()
     session.permanent = True
     session[SESSION_ID] = session_store().create(fingerprint, name)
-    log.info("console sign-in of %r with admin token %s", name, fingerprint)
-    response = make_response(redirect(next_url))
-    secure = bool(current_app.config.get("SESSION_COOKIE_SECURE"))
-    remember_device(response, settings.secret_key, fingerprint, secure=secure)
-    return response
+    signin_attempts.labels("ok").inc()
+    log.info("console sign-in of %r with admin token %s from %s", name, fingerprint, address)
+    _audit(SIGNIN_ACTION, f"console:{name}", f"admin-token {fingerprint}", "ok", f"from {address}")
+    return redirect(next_url)
+
+
+@bp.context_processor
+def signin_context() -> dict[str, object]:
+    return {"signin_alarm": signin_alarm}
 
 
 @bp.post("/logout")

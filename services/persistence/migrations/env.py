@@ -10,6 +10,7 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 
 from config.settings import Settings
+from services.persistence.db import TCP_KEEPALIVE_ARGS
 from services.persistence.models import Base
 from services.persistence.partitions import is_partition_table
 
@@ -42,7 +43,9 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = create_engine(database_url(), poolclass=pool.NullPool)
+    # The keepalives of every engine (services/persistence/db.py): a server gone silent mid-migration
+    # fails it within seconds (the release step then runs it again), not after 15 minutes.
+    engine = create_engine(database_url(), poolclass=pool.NullPool, connect_args=dict(TCP_KEEPALIVE_ARGS))
     with engine.connect() as conn:
         context.configure(connection=conn, target_metadata=target_metadata, include_name=include_name)
         with context.begin_transaction():
