@@ -6,10 +6,10 @@ work by hand, to measure the product's web line against (bench/web_tier.py).
 The three calls of a submission, with the product's paths, bodies and answers (the JSON
 envelope, the record's fields), and the same writes:
 
-- `createRecord`: one INSERT, autocommitted (one round trip), then the `record.created` event
-  LPUSHed to `eventlog:queue`, as the product's event sink does;
-- `startAssessment`: one UPDATE of the caller's record from 1 (or 2) to 2, autocommitted, then
-  `record.started` LPUSHed;
+- `createRecord`: one INSERT, autocommitted (one round trip), its `record.created` event inserted
+  into `event_log` by the same statement, as the product does;
+- `startAssessment`: one UPDATE of the caller's record from 1 (or 2) to 2, autocommitted, its
+  `record.started` event inserted by the same statement;
 - `submitAnswers`: one transaction in two round trips, as the product's: BEGIN and the record
   locked (``FOR UPDATE``) in the first, its status checked; then, pipelined with the COMMIT, its
   answers replaced (DELETE, one INSERT of the 40 rows from two arrays), the record set to 3
@@ -44,7 +44,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -54,7 +54,6 @@ from config.settings import Settings
 from services.domain.limits import is_id
 from web.auth import verify_user_token
 
-EVENT_QUEUE = "eventlog:queue"
 REPORT_QUEUE = "report:queue"
 STATUS_TEXT = {1: "待测评", 2: "测评中", 3: "生成中", 4: "已完成", 5: "生成失败"}
 
@@ -126,30 +125,23 @@ def _record(row: tuple[Any, ...]) -> dict[str, Any]:
 _COLUMNS = "id, user_id, status, created_at, started_at, submitted_at, completed_at"
 
 
-def _event(event_type: str, record_id: int, user_id: int, at: datetime | None = None) -> dict[str, Any]:
-    return {
-        "id": str(uuid.uuid4()),
-        "type": event_type,
-        "occurredAt": (at or datetime.now(UTC)).isoformat(),
-        "recordId": record_id,
-        "userId": user_id,
-        "actor": f"user:{user_id}",
-        "data": {},
-    }
-
-
-def _push_event(event: dict[str, Any]) -> None:
-    _redis.lpush(EVENT_QUEUE, json.dumps(event, ensure_ascii=False, separators=(",", ":")))
+def _logged(event_type: str, rows: str) -> str:
+    """A data-modifying CTE: `event_type`'s event for the record of `rows`, as the product's."""
+    return (
+        "INSERT INTO event_log (id, occurred_at, event_type, record_id, user_id, actor, data)"
+        f" SELECT gen_random_uuid(), now(), '{event_type}', id, user_id, %(actor)s, '{{}}'::jsonb"
+        f" FROM {rows}"
+    )
 
 
 def create_record(user_id: int, body: dict[str, Any], start: StartResponse) -> Iterable[bytes]:
     with _connection() as conn:
         row = conn.execute(
-            f"INSERT INTO assessment_records (user_id) VALUES (%s) RETURNING {_COLUMNS}",
-            (user_id,),
+            "WITH added AS (INSERT INTO assessment_records (user_id) VALUES (%(user)s)"
+            f" RETURNING {_COLUMNS}), logged AS ({_logged('record.created', 'added')}) SELECT * FROM added",
+            {"user": user_id, "actor": f"user:{user_id}"},
         ).fetchone()
     assert row is not None
-    _push_event(_event("record.created", row[0], user_id))
     return _reply(start, "200 OK", 0, "成功", _record(row))
 
 
@@ -159,14 +151,15 @@ def start_assessment(user_id: int, body: dict[str, Any], start: StartResponse) -
         return _reply(start, "400 BAD REQUEST", 1001, "recordId 必须是正整数")
     with _connection() as conn:
         row = conn.execute(
-            "UPDATE assessment_records SET status = 2, started_at = COALESCE(started_at, now()),"
-            " updated_at = now() WHERE id = %s AND user_id = %s AND NOT is_deleted AND status IN (1, 2)"
-            f" RETURNING {_COLUMNS}",
-            (record_id, user_id),
+            "WITH started AS (UPDATE assessment_records SET status = 2,"
+            " started_at = COALESCE(started_at, now()), updated_at = now()"
+            " WHERE id = %(id)s AND user_id = %(user)s AND NOT is_deleted AND status IN (1, 2)"
+            f" RETURNING {_COLUMNS}), logged AS ({_logged('record.started', 'started')})"
+            " SELECT * FROM started",
+            {"id": record_id, "user": user_id, "actor": f"user:{user_id}"},
         ).fetchone()
     if row is None:
         return _reply(start, "409 CONFLICT", 2005, "当前状态不允许开始测评")
-    _push_event(_event("record.started", record_id, user_id))
     return _reply(start, "200 OK", 0, "成功", _record(row))
 
 

@@ -20,9 +20,10 @@ of their own (this tree's), and each is compared with this tree per pair: what t
 costs in one thread against the leanest app doing the same writes, without gunicorn's threads
 and the GIL's hand-offs that `bench.web_tier` adds to every side.
 
-The hot path is not running: each submission leaves two events in the private Redis's
-`eventlog:queue` (far below its bound) and a job in `report:queue`; the records are the
-benchmarks' own users' and are deleted at the end.
+The hot path is not running: each submission leaves a job in the private Redis's
+`report:queue` (and, for a tree that still LPUSHes a creation's and a start's events, two events
+in `eventlog:queue`, far below its bound); the records are the benchmarks' own users' and are
+deleted at the end.
 """
 
 from __future__ import annotations

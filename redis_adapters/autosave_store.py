@@ -10,13 +10,14 @@ guards. The hot path's flushers (hotpath/) persist what is saved here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import redis
+from redis.exceptions import NoScriptError
 
 from redis_adapters.keyspace import AUTOSAVE_TTL_S, RECORD_CACHE_TTL_S, SEAL_TTL_S, AutosaveKeys
 from redis_adapters.lua_scripts import lua_source
-from redis_adapters.round_trip import ScriptCall
+from redis_adapters.report_queue import RedisReportQueue, unavailable
 from services.domain.errors import AutosaveUnavailable
 from services.domain.saved_answers import (
     MAX_QUESTION_ID,
@@ -27,6 +28,7 @@ from services.domain.saved_answers import (
     plain_int,
 )
 from services.domain.status import RecordStatus
+from services.usecases.ports import ReportQueue
 
 # KEYS: record cache, answers hash, progress hash, answers dirty, progress dirty.
 # ARGV: record id, user id, ttl s, current question, then question, value pairs.
@@ -84,16 +86,10 @@ class RedisAutosaveStore:
         ]
 
     def prime(self, record_id: int, user_id: int, status: int) -> None:
-        self.prepare_prime(record_id, user_id, status).run()
-
-    def prepare_prime(self, record_id: int, user_id: int, status: int) -> ScriptCall:
-        """`prime(...)` made ready, to send with other calls (redis_adapters/round_trip.py)."""
-
-        def failed(exc: redis.RedisError) -> AutosaveUnavailable:
-            return AutosaveUnavailable(f"could not cache record {record_id}: {exc}")
-
-        keys, args = [self.keys.record(record_id)], [user_id, int(status), RECORD_CACHE_TTL_S]
-        return ScriptCall(self._prime, keys, args, failed=failed)
+        try:
+            self._prime(keys=[self.keys.record(record_id)], args=[user_id, int(status), RECORD_CACHE_TTL_S])
+        except redis.RedisError as exc:
+            raise AutosaveUnavailable(f"could not cache record {record_id}: {exc}") from exc
 
     def seal(self, record_id: int, user_id: int) -> dict[int, SavedAnswer]:
         try:
@@ -121,13 +117,76 @@ class RedisAutosaveStore:
         return None if raw is None else plain_int(raw, 1, MAX_QUESTION_ID)
 
     def release(self, record_id: int, *, submitted: bool) -> None:
-        self.prepare_release(record_id, submitted=submitted).run()
+        try:
+            self._release(keys=self._save_keys(record_id), args=self._release_args(record_id, submitted))
+        except redis.RedisError as exc:
+            raise self._not_released(record_id, exc) from exc
 
-    def prepare_release(self, record_id: int, *, submitted: bool) -> ScriptCall:
-        """`release(...)` made ready, to send with other calls (redis_adapters/round_trip.py)."""
-        args = [record_id, 1 if submitted else 0, int(RecordStatus.GENERATING), RECORD_CACHE_TTL_S]
+    def _release_args(self, record_id: int, submitted: bool) -> list[int]:
+        return [record_id, 1 if submitted else 0, int(RecordStatus.GENERATING), RECORD_CACHE_TTL_S]
 
-        def failed(exc: redis.RedisError) -> AutosaveUnavailable:
-            return AutosaveUnavailable(f"could not release the autosave of record {record_id}: {exc}")
+    @staticmethod
+    def _not_released(record_id: int, exc: redis.RedisError) -> AutosaveUnavailable:
+        return AutosaveUnavailable(f"could not release the autosave of record {record_id}: {exc}")
 
-        return ScriptCall(self._release, self._save_keys(record_id), args, failed=failed)
+    def release_and_enqueue(
+        self, record_id: int, queue: ReportQueue
+    ) -> tuple[Exception | None, Exception | None]:
+        """`release(record_id, submitted=True)`, then `queue.enqueue(record_id)`: one pipeline
+        without MULTI (one round trip; each step's outcome its own, as when sent alone) when the
+        queue is a Redis one on this store's client, one after the other otherwise (another
+        queue, or a Redis Cluster, where the two steps' keys are on other slots).
+
+        The pipeline sends EVALSHA by hand: redis-py's, given a `Script`, asks the server whether
+        it knows each script first (SCRIPT EXISTS), a round trip of its own. A script the server
+        lacks (restarted or flushed since) is sent again alone, which loads it."""
+
+        def release() -> None:
+            self.release(record_id, submitted=True)
+
+        def enqueue() -> None:
+            queue.enqueue(record_id)
+
+        if not (
+            isinstance(queue, RedisReportQueue)
+            and queue.client is self.client
+            and isinstance(self.client, redis.Redis)
+        ):
+            return _error_of(release), _error_of(enqueue)
+        keys, job = self._save_keys(record_id), queue.job(record_id)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.evalsha(self._release.sha, len(keys), *keys, *self._release_args(record_id, True))
+        pipe.evalsha(job.script.sha, len(job.keys), *job.keys, *job.args)
+        try:
+            released, queued = pipe.execute(raise_on_error=False)
+        except redis.RedisError as exc:  # the connection: neither step is known to have run
+            return _caused(self._not_released(record_id, exc), exc), _caused(unavailable(exc), exc)
+        return (
+            _settled(released, release, lambda exc: self._not_released(record_id, exc)),
+            _settled(queued, enqueue, unavailable),
+        )
+
+
+def _settled(
+    reply: object, alone: Callable[[], None], failed: Callable[[redis.RedisError], Exception]
+) -> Exception | None:
+    """A pipelined step's outcome: None when done; sent `alone` when the server lacked its script."""
+    if isinstance(reply, NoScriptError):
+        return _error_of(alone)
+    if isinstance(reply, redis.RedisError):
+        return _caused(failed(reply), reply)
+    return None
+
+
+def _error_of(step: Callable[[], None]) -> Exception | None:
+    try:
+        step()
+    except Exception as exc:
+        return exc
+    return None
+
+
+def _caused(error: Exception, cause: BaseException) -> Exception:
+    """`error`, caused by `cause` (as ``raise error from cause`` says)."""
+    error.__cause__ = cause
+    return error

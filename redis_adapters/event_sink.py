@@ -27,7 +27,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import redis
 
@@ -35,9 +34,7 @@ from config.settings import DEFAULT_EVENT_LOG_QUEUE_MAX
 from redis_adapters.event_spool import EventSpool
 from redis_adapters.keyspace import EventLogKeys
 from redis_adapters.lua_scripts import lua_source
-from redis_adapters.round_trip import ScriptCall
 from services.domain.events import Event, EventsDropped, count_dropped
-from services.domain.prepared import CallAlone, PreparedCall, outcome
 from services.persistence.event_store import DirectEventWriter
 
 logger = logging.getLogger(__name__)
@@ -123,41 +120,13 @@ class RedisEventSink:
             except Exception as exc:  # any failure to hand over: take the other way
                 self._redis_failed(exc)
             else:
-                self._pushed(left, spooled=spooled)
+                # Redis answered: the events it had no room for go to PostgreSQL.
+                self._redis_ok()
+                if left:
+                    self._queue_full(len(left))
+                    self._write_direct(left, spooled=spooled)
                 return
         self._write_direct(events, spooled=spooled)
-
-    def _pushed(self, left: Sequence[Event], *, spooled: bool = False) -> None:
-        """Redis answered the push: the events it had no room for (`left`) go to PostgreSQL."""
-        self._redis_ok()
-        if left:
-            self._queue_full(len(left))
-            self._write_direct(left, spooled=spooled)
-
-    def prepare_emit(self, events: Sequence[Event]) -> PreparedCall:
-        """`emit_many(events)` made ready, to send with other calls in one round trip
-        (redis_adapters/round_trip.py): the same bounded push, and when Redis fails or the list
-        is full the same way to PostgreSQL. More events than one push takes, or Redis being
-        given a rest after a failure, and they go as `emit_many` sends them."""
-        if not events or len(events) > PUSH_CHUNK or self.clock() < self._redis_retry_at:
-            return CallAlone(lambda: self.emit_many(events))
-
-        def failed(exc: redis.RedisError) -> Exception | None:
-            self._redis_failed(exc)
-            return outcome(lambda: self._write_direct(events))
-
-        def replied(pushed: Any) -> Exception | None:  # the script's integer
-            try:
-                taken = int(pushed)
-            except (TypeError, ValueError):
-                # Garbage for an answer: as `_send` does, Redis failed and PostgreSQL takes them.
-                return failed(redis.ResponseError(f"unexpected reply to the bounded push: {pushed!r:.100}"))
-            return outcome(lambda: self._pushed(self._not_taken(events, taken)))
-
-        args = [self.max_queue, *map(wire_format, events)]
-        return ScriptCall(
-            self._push, [self.keys.queue], args, failed=failed, replied=replied, through=self.client
-        )
 
     def _push_bounded(self, events: Sequence[Event]) -> Sequence[Event]:
         """Push `events` in chunks while the list has room; the events not pushed."""

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import redis
 from listbroker import JobIndex
+from listbroker.jobindex import PreparedScript
 
 from redis_adapters.queues import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
 from redis_adapters.report_message import JOB_KEY_PATTERN, ReportQueueMessage
-from redis_adapters.round_trip import ScriptCall
 from services.domain.errors import QueueUnavailable
 
 
@@ -35,10 +35,10 @@ class RedisReportQueue:
     def enqueue(self, record_id: int) -> None:
         self.enqueue_many([record_id])
 
-    def prepare_enqueue(self, record_id: int) -> ScriptCall:
-        """`enqueue(record_id)` made ready, to send with other calls (redis_adapters/round_trip.py)."""
-        script, keys, args = self.index.enqueue_call([ReportQueueMessage.new(record_id).encode()])
-        return ScriptCall(script, keys, args, failed=_unavailable)
+    def job(self, record_id: int) -> PreparedScript:
+        """`enqueue(record_id)`'s script call, not sent: for a store that sends it in a pipeline
+        with its own (`RedisAutosaveStore.release_and_enqueue`); its error is `unavailable`'s."""
+        return self.index.enqueue_call([ReportQueueMessage.new(record_id).encode()])
 
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
         """One script call for all ids: atomic, one round trip, consumed in the order given."""
@@ -48,7 +48,7 @@ class RedisReportQueue:
         try:
             self.index.enqueue(payloads)
         except redis.RedisError as exc:
-            raise _unavailable(exc, len(payloads)) from exc
+            raise unavailable(exc, len(payloads)) from exc
 
     def jobs_alive(self, record_id: int) -> int:
         """How many jobs of the record are alive (queued, in flight or delayed), by the index;
@@ -70,5 +70,6 @@ class RedisReportQueue:
         return [int(k) for k in enqueued], [int(k) for k in dead]
 
 
-def _unavailable(exc: redis.RedisError, jobs: int = 1) -> QueueUnavailable:
+def unavailable(exc: redis.RedisError, jobs: int = 1) -> QueueUnavailable:
+    """What the queue raises when Redis failed to take `jobs` job(s)."""
     return QueueUnavailable(f"could not enqueue {jobs} report job(s): {exc}")

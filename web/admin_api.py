@@ -18,7 +18,6 @@ from flask import Blueprint
 from redis_adapters.queue_figures import QUEUE_NAMES, queue_figures
 from redis_adapters.queues import REPORT_QUEUE_NAME
 from services.domain.errors import QueueUnavailable
-from services.domain.events import EventType
 from services.domain.views import RecordFilter
 from services.persistence import event_store
 from services.usecases import admin, drill, operations, regeneration_tasks
@@ -35,7 +34,6 @@ from web.deps import (
     report_queue,
     task_store,
 )
-from web.event_logging import log_event
 from web.request_models import (
     AuditQuery,
     DrillStartRequest,
@@ -174,7 +172,6 @@ def delete_record(json: IdRequest) -> Reply:
         autosave_store().release(json.id, submitted=False)
     except Exception:
         log.warning("could not drop the cached status of deleted record %s", json.id)
-    log_event(EventType.RECORD_DELETED, record_id=json.id)
     return success()
 
 

@@ -2,7 +2,8 @@
 
 Every record id is resolved among the caller's own live records: another user's
 record answers 3241 like a missing one (the services guarantee it). Successful actions
-are logged to the event log (web/event_logging.py). What each endpoint reads and answers is its
+are logged to the event log: by the change they make (creation, start, submission), or,
+for a save, which changes no row, through web/event_logging.py. What each endpoint reads and answers is its
 models' (web/request_models.py, web/response_models.py); its docstring is its description
 in the OpenAPI document (web/spec.py).
 """
@@ -14,12 +15,13 @@ from dataclasses import replace
 
 from flask import Blueprint
 
-from services.domain.events import EventType, settled
+from services.domain.errors import AutosaveUnavailable
+from services.domain.events import EventType
 from services.domain.status import RecordStatus
 from services.usecases import assessment, autosave, resume
 from web.auth import current_user_id, require_user
 from web.deps import active_questions, autosave_store, new_uow, report_queue
-from web.event_logging import log_event, prepare_log_event
+from web.event_logging import log_event
 from web.report_page import report_page_url
 from web.request_models import (
     RecordIdQuery,
@@ -51,9 +53,8 @@ log = logging.getLogger(__name__)
 def create_record() -> Reply:
     """Create a record (status 1, 待测评); any body is ignored"""
     user_id = current_user_id()
-    record = assessment.create_record(new_uow(), user_id)
-    log_event(EventType.RECORD_CREATED, record_id=record.id, user_id=user_id)
-    return success(record)
+    # Its `record.created` event was written with it.
+    return success(assessment.create_record(new_uow(), user_id))
 
 
 @bp.post("/startAssessment")
@@ -62,14 +63,12 @@ def start_assessment(json: RecordIdRequest) -> Reply:
     """Start a record: 1 → 2 (测评中); a record already in 2 is returned unchanged"""
     user_id = current_user_id()
     record = assessment.start_record(new_uow(), user_id, json.record_id)
-    # Saves of this record will not need the database to check owner and status; the record
-    # cached and the event sent in one round trip (services/domain/prepared.py).
-    prime = autosave_store().prepare_prime(record.id, user_id, RecordStatus.IN_PROGRESS)
-    events, log_started = prepare_log_event(EventType.RECORD_STARTED, record_id=record.id, user_id=user_id)
-    not_primed, not_logged = prime.send(log_started)
-    if not_primed is not None:
+    # Its `record.started` event was written with it. Saves of the record will not need the
+    # database to check owner and status.
+    try:
+        autosave_store().prime(record.id, user_id, RecordStatus.IN_PROGRESS)
+    except AutosaveUnavailable:
         log.warning("could not cache record %s for autosave; its first save will look it up", record.id)
-    settled(events, not_logged)
     return success(record)
 
 

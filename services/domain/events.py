@@ -1,13 +1,15 @@
-"""The event log's value object: what users, admins and workers did, as immutable events.
+"""The event log's value object: what users, admins and workers did, as immutable events, and
+the one table that decides which way each type of event takes into `event_log` (`ROUTES`;
+docs/events.md lists them with what happens when Redis or PostgreSQL refuses).
 
-Producers (the web tier, the report worker) build an `Event` and hand it to an
-`EventSink` (the Redis list `eventlog:queue` in production, see hotpath/); a
-background consumer moves the events into the partitioned `event_log` table in bulk
-(services/persistence/event_store.py holds that SQL). Emitting must never fail the action it
-records: `emit()` logs and swallows any error.
+An event that records a database change is written by the change's own transaction
+(services/usecases/change_events.py); an admin action's entry by a transaction of its own,
+before the action (services/usecases/audit.py); any other event is handed to an `EventSink`
+(the Redis list `eventlog:queue` in production, moved into the table by hotpath/) through
+`emit()`, which never fails the action it records: it logs and counts a loss.
 
-This module is the events' shape and their strict decoding, without a database: an
-entry that `Event.decode` accepts is one the table will take.
+The events' shape and their strict decoding are here too, without a database: an entry that
+`Event.decode` accepts is one the table will take.
 """
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ import logging
 import math
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from services.domain.errors import MiAssessmentError
 from services.domain.limits import is_id
-from services.domain.prepared import CallAlone, PreparedCall
+from services.domain.opsmodel import AUDIT_PREFIX
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +57,66 @@ class EventType(StrEnum):
     REPORT_REQUEUED = "report.requeued"
     #: The reconciler set status 5 for a job dead-lettered while the database was down.
     REPORT_FAILURE_RECORDED = "report.failure_recorded"
+
+
+class Route(StrEnum):
+    """A way into `event_log`."""
+
+    #: In the transaction that makes the database change the event records: stored if and only
+    #: if the change commits, with the change's time (`log_change`, or the change's statement).
+    CHANGE = "change"
+    #: Handed to an `EventSink` by `emit()`: Redis first, PostgreSQL directly while Redis
+    #: refuses, held in memory and on disk while both do (redis_adapters/event_sink.py).
+    QUEUE = "queue"
+    #: An admin action's entry (``admin.<action>``), in a transaction of its own before the
+    #: action; when it cannot be written the action is refused (services/usecases/audit.py).
+    AUDIT = "audit"
+
+
+_CHANGE, _QUEUE = frozenset({Route.CHANGE}), frozenset({Route.QUEUE})
+
+#: Each event type's route. What records a database change goes with the change; what happened
+#: outside the database (an answer saved in Redis, a failed attempt, a job the reconciler
+#: queued) goes through the queue. A dead letter goes with status 5 when it sets it, through
+#: the queue when it does not (another job alive, the job index unreadable, the database down).
+ROUTES: Mapping[str, frozenset[Route]] = {
+    EventType.RECORD_CREATED: _CHANGE,
+    EventType.RECORD_STARTED: _CHANGE,
+    EventType.RECORD_DELETED: _CHANGE,
+    EventType.ANSWERS_SAVED: _QUEUE,
+    EventType.ANSWERS_SUBMITTED: _CHANGE,
+    EventType.REPORT_GENERATED: _CHANGE,
+    EventType.REPORT_GENERATION_FAILED: _QUEUE,
+    EventType.REPORT_DEAD_LETTERED: frozenset({Route.CHANGE, Route.QUEUE}),
+    EventType.REPORT_REGENERATED: _CHANGE,
+    EventType.REPORT_REQUEUED: _QUEUE,
+    EventType.REPORT_FAILURE_RECORDED: _CHANGE,
+}
+
+
+class MisroutedEvent(ValueError):
+    """An event sent a way its type does not take (`ROUTES`): a mistake in the code, not an outage."""
+
+
+def routes_of(event_type: str) -> frozenset[Route]:
+    """The routes `event_type` may take: `ROUTES`'s, AUDIT for ``admin.*``, none for any other."""
+    if event_type.startswith(AUDIT_PREFIX):
+        return frozenset({Route.AUDIT})
+    return ROUTES.get(event_type, frozenset())
+
+
+def routed(event_type: str, route: Route) -> str:
+    """`event_type`, checked to take `route`; MisroutedEvent otherwise."""
+    if route not in routes_of(event_type):
+        raise MisroutedEvent(
+            f"{event_type!r} does not go through {route.value!r} (services/domain/events.py)"
+        )
+    return event_type
+
+
+def user_actor(user_id: int) -> str:
+    """The actor a user's own actions are logged with."""
+    return f"user:{user_id}"
 
 
 class InvalidEvent(MiAssessmentError):
@@ -232,51 +294,31 @@ class EventSink(Protocol):
 
 
 def emit(sink: EventSink | None, *events: Event) -> bool:
-    """Hand `events` to `sink`; never raises (a lost audit line must not fail the action).
+    """Hand `events` to `sink`; never raises for a failure of the sink (a lost line of the event
+    log must not fail the action). MisroutedEvent for an event whose type does not go this way.
 
     Returns False (and logs, and counts the events in `dropped_events()`) when the sink failed.
     """
+    for event in events:
+        routed(event.event_type, Route.QUEUE)
     if sink is None or not events:
         return True
     try:
         sink.emit_many(events)
+    except EventsDropped:
+        return False  # counted and logged by the sink
     except Exception as exc:
-        return settled(events, exc)
-    return True
-
-
-@runtime_checkable
-class PreparesEmit(Protocol):
-    def prepare_emit(self, events: Sequence[Event]) -> PreparedCall:
-        """`emit_many(events)` made ready, to send with other stores' calls (domain/prepared.py)."""
-
-
-def prepare_emit(sink: EventSink, events: Sequence[Event]) -> PreparedCall:
-    """`emit(sink, *events)` made ready to send with other calls: the sink's own prepared call
-    where it has one (the Redis sink), else its `emit_many` as a call of its own. Whatever it
-    yields goes to `settled`."""
-    if isinstance(sink, PreparesEmit):
-        return sink.prepare_emit(events)
-    return CallAlone(lambda: sink.emit_many(events))
-
-
-def settled(events: Sequence[Event], error: Exception | None) -> bool:
-    """What `emit` makes of the sink's outcome for `events`: True for none; False for an error,
-    logged and counted in `dropped_events()` (`EventsDropped`: by the sink already)."""
-    if error is None:
-        return True
-    if isinstance(error, EventsDropped):
+        total = count_dropped(len(events))
+        logger.error(
+            "could not log %d event(s) (%s, record %s); %d event(s) dropped by this process so far",
+            len(events),
+            events[0].event_type,
+            events[0].record_id,
+            total,
+            exc_info=exc,
+        )
         return False
-    total = count_dropped(len(events))
-    logger.error(
-        "could not log %d event(s) (%s, record %s); %d event(s) dropped by this process so far",
-        len(events),
-        events[0].event_type,
-        events[0].record_id,
-        total,
-        exc_info=error,
-    )
-    return False
+    return True
 
 
 class _Counter:

@@ -8,11 +8,9 @@ decoding and the sinks producers use are in services/domain/events.py.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Engine, event, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
@@ -37,7 +35,8 @@ MAX_PAGE_SIZE = 100
 
 
 class DirectEventWriter:
-    """Writes events straight into `event_log`: the event sink's fallback while Redis is down.
+    """Writes events straight into `event_log`: the event sink's way while Redis refuses them or
+    its list is full (redis_adapters/event_sink.py).
 
     The same idempotent insert as the consumer (ON CONFLICT DO NOTHING, so an event that
     also reaches Redis later is stored once), the same month partitions, and rows the
@@ -51,7 +50,6 @@ class DirectEventWriter:
         self,
         database_url: str | None = None,
         *,
-        session_factory: sessionmaker[Session] | None = None,
         connect_timeout_s: int = DIRECT_CONNECT_TIMEOUT_S,
         statement_timeout_ms: int = DIRECT_STATEMENT_TIMEOUT_MS,
         transaction_pooling: bool | None = None,
@@ -61,14 +59,13 @@ class DirectEventWriter:
         self.transaction_pooling = transaction_pooling
         self.connect_timeout_s = connect_timeout_s
         self.statement_timeout_ms = statement_timeout_ms
-        self._given_factory = session_factory
         self._lock = threading.Lock()
         self._state: tuple[sessionmaker[Session], PartitionManager] | None = None
 
     def _factory(self) -> tuple[sessionmaker[Session], PartitionManager]:
         with self._lock:
             if self._state is None:
-                factory = self._given_factory or self._make_factory()
+                factory = self._make_factory()
                 self._state = (factory, PartitionManager(factory))
             return self._state
 
@@ -108,32 +105,16 @@ class DirectEventWriter:
             session.commit()
         return inserted, refused
 
-    def update_data(self, event_id: str, occurred_at: datetime, data: dict[str, Any]) -> bool:
-        """Replace the `data` of a stored event (an audit entry completed after its action);
-        False when no such event is stored. Raises when the database is unreachable."""
-        factory, _ = self._factory()
-        with factory() as session:
-            result = session.execute(
-                _UPDATE_DATA,
-                {"id": event_id, "at": occurred_at, "data": json.dumps(data, ensure_ascii=False)},
-            )
-            session.commit()
-        return bool(getattr(result, "rowcount", 0))
-
     def dispose(self) -> None:
         with self._lock:
-            if self._state is not None and self._given_factory is None:
+            if self._state is not None:
                 bind = self._state[0].kw.get("bind")
                 if isinstance(bind, Engine):
                     bind.dispose()
             self._state = None
 
 
-# -- storage ------------------------------------------------------------------------------
-
-_UPDATE_DATA = text(
-    "UPDATE event_log SET data = CAST(:data AS jsonb) WHERE id = CAST(:id AS uuid) AND occurred_at = :at"
-)
+# -- reads --------------------------------------------------------------------------------
 
 
 def event_view(row: EventLogEntry) -> EventView:

@@ -1,5 +1,6 @@
-"""The event log's writes: the one INSERT every writer shares, and the repository a unit of work
-uses to write the events of a change in the change's own transaction.
+"""The event log's writes: the one INSERT every writer shares, the repository a unit of work
+uses to write the events of a change in the change's own transaction, and the same INSERT as a
+part of the very statement that makes a change (`change_logged`).
 
 An event carries its own unique id and time, so storing it twice is a no-op
 (``ON CONFLICT DO NOTHING`` on the primary key ``(occurred_at, id)``). The reads and the
@@ -16,7 +17,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from services.domain.events import Event
+from services.domain.events import Event, EventType, Route, routed
 from services.persistence.driver import Repository, statements
 
 # In psycopg's parameter style: a unit of work's events go on its psycopg connection
@@ -39,6 +40,20 @@ _INSERT_ONE_SQL = """
             CAST(%(data)s AS jsonb))
     ON CONFLICT DO NOTHING
     """
+
+
+def change_logged(event_type: EventType, rows: str) -> str:
+    """SQL: one `event_type` event for each row of `rows` (a query, or a CTE, with the record's
+    `id` and `user_id`), dated by the transaction's clock, its actor the parameter ``%(actor)s``,
+    its data empty. A data-modifying CTE of the statement that makes the change: a change of one
+    statement writes its event in that statement, in its round trip. MisroutedEvent (at import)
+    for a type that does not go with its change."""
+    kind = routed(event_type, Route.CHANGE)
+    return (
+        "INSERT INTO event_log (id, occurred_at, event_type, record_id, user_id, actor, data)"  # noqa: S608 (constants)
+        f" SELECT gen_random_uuid(), now(), '{kind}', id, user_id, CAST(%(actor)s AS varchar),"
+        f" CAST('{{}}' AS jsonb) FROM {rows}"
+    )
 
 
 def insert_events(session: Session, events: Sequence[Event]) -> int:

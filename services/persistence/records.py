@@ -16,9 +16,11 @@ from sqlalchemy import BigInteger, ColumnElement, any_, bindparam, delete, func,
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import InstrumentedAttribute
 
+from services.domain.events import EventType, user_actor
 from services.domain.saved_answers import MergedAnswers, from_epoch_ms
 from services.domain.status import RecordStatus
 from services.persistence.driver import Repository, statements
+from services.persistence.event_writes import change_logged
 from services.persistence.models import (
     Answer,
     AssessmentRecord,
@@ -71,15 +73,20 @@ _OWN = (
     " WHERE id = %(id)s AND user_id = %(user)s AND NOT is_deleted"
 )
 _OWN_LOCKED = _OWN + " FOR UPDATE"
+# A record's creation and start write their event (record.created, record.started) in their one
+# statement: it commits with the change, in the change's round trip.
 _ADD = (
-    "INSERT INTO assessment_records (user_id, status, is_deleted) VALUES (%(user)s, 1, false)"  # noqa: S608
-    f" RETURNING {_COLUMNS}"
+    "WITH added AS (INSERT INTO assessment_records (user_id, status, is_deleted)"  # noqa: S608
+    f" VALUES (%(user)s, 1, false) RETURNING {_COLUMNS}),"
+    f" logged AS ({change_logged(EventType.RECORD_CREATED, 'added')})"
+    " SELECT * FROM added"
 )
 # From 1 only, and the record as it then is, in one statement: the started row, or, when none
 # was started, the row as it stands. That read locks it (FOR SHARE) because the statement's
 # snapshot is older than a concurrent start that made this one's UPDATE find status 2: a locking
 # read waits for that start's commit and returns its row (PostgreSQL re-reads a row updated
 # meanwhile, in READ COMMITTED), where a plain read would return the status 1 it replaced.
+# Its event is logged for a record it leaves in 2, started now or before (a start repeated).
 _START = (
     "WITH started AS ("  # noqa: S608 (_COLUMNS is a constant)
     " UPDATE assessment_records SET status = 2, started_at = now(), updated_at = now()"
@@ -87,8 +94,10 @@ _START = (
     f" RETURNING {_COLUMNS}),"
     f" current AS (SELECT {_COLUMNS} FROM assessment_records"
     " WHERE id = %(id)s AND user_id = %(user)s AND NOT is_deleted"
-    " AND NOT EXISTS (SELECT FROM started) FOR SHARE)"
-    " SELECT * FROM started UNION ALL SELECT * FROM current"
+    " AND NOT EXISTS (SELECT FROM started) FOR SHARE),"
+    " record AS (SELECT * FROM started UNION ALL SELECT * FROM current),"
+    f" logged AS ({change_logged(EventType.RECORD_STARTED, 'record WHERE status = 2')})"
+    " SELECT * FROM record"
 )
 # A submission's record locked, with the transaction's time (what now() writes in every statement
 # of it: submitted_at) and the active questions' ids, in one statement. Read with the statement's
@@ -156,17 +165,19 @@ class RecordRepository(Repository):
         return None if row is None else RecordRow(*row)
 
     def add(self, user_id: int) -> RecordRow:
-        """A new record of `user_id` in status 1, as written (its id and created_at the database's)."""
+        """A new record of `user_id` in status 1, as written (its id and created_at the database's),
+        and its `record.created` event by the user, at created_at."""
         with statements(self._work, pipeline=False) as conn:
-            cursor = conn.execute(_ADD, {"user": user_id})
+            cursor = conn.execute(_ADD, {"user": user_id, "actor": user_actor(user_id)})
         return RecordRow(*cursor.fetchall()[0])
 
     def start_own(self, user_id: int, record_id: int) -> RecordRow | None:
         """Start the live record `record_id` of `user_id` if it is in 1 (status 2, started_at from
         the database clock, like created_at); the record as it then is (None if no such record).
+        A record left in 2 gets a `record.started` event by the user, at the statement's time.
         One statement: one round trip, in autocommit or in a transaction."""
         with statements(self._work, pipeline=False) as conn:
-            cursor = conn.execute(_START, {"id": record_id, "user": user_id})
+            cursor = conn.execute(_START, {"id": record_id, "user": user_id, "actor": user_actor(user_id)})
         row = cursor.fetchone()
         return None if row is None else RecordRow(*row)
 
@@ -315,16 +326,15 @@ class RecordRepository(Repository):
         self.session.execute(delete(ReportSummary).where(any_id(ReportSummary.record_id, ids)))
         return stamp or datetime.now(UTC)
 
-    def soft_delete(self, record_id: int) -> bool:
-        """Mark the live record deleted; False when missing or already deleted."""
-        deleted = self.session.execute(
+    def soft_delete(self, record_id: int) -> datetime | None:
+        """Mark the live record deleted; the transaction's time, or None when missing or already deleted."""
+        return self.session.execute(
             update(AssessmentRecord)
             .where(AssessmentRecord.id == record_id, AssessmentRecord.is_deleted.is_(False))
             .values(is_deleted=True)
-            .returning(AssessmentRecord.id)
+            .returning(func.now())
             .execution_options(synchronize_session=False)
         ).scalar_one_or_none()
-        return deleted is not None
 
     # -- one record whoever owns it, and its owner's check ------------------------------
 

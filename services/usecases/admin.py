@@ -316,23 +316,28 @@ def _batch_items(
 def soft_delete_record(
     uow: UnitOfWork, record_id: int, *, actor: AdminActor | None = None, audit: AuditLog | None = None
 ) -> None:
-    """Mark a record deleted (it keeps its rows); RecordNotFound if missing or already deleted.
+    """Mark a record deleted (it keeps its rows), with its `record.deleted` event (by `actor`);
+    RecordNotFound if missing or already deleted.
 
     With `audit`, audited for `actor` (refusals too); refused first if the audit log is down.
     """
     trail = begin_action(audit, actor, "delete_record", [record_id])
     try:
-        _soft_delete(uow, record_id)
+        _soft_delete(uow, record_id, actor)
     except ServiceError as exc:
         trail.finish("failed", detail=f"{exc.code} {exc.message}")
         raise
     trail.finish("ok")
 
 
-def _soft_delete(uow: UnitOfWork, record_id: int) -> None:
+def _soft_delete(uow: UnitOfWork, record_id: int, actor: AdminActor | None) -> None:
     if not is_id(record_id):
         raise RecordNotFound()
     with uow:
-        if not uow.records.soft_delete(record_id):
+        deleted_at = uow.records.soft_delete(record_id)
+        if deleted_at is None:
             raise RecordNotFound()
+        log_change(
+            uow, EventType.RECORD_DELETED, [record_id], at=deleted_at, actor=actor.name if actor else None
+        )
         uow.commit()

@@ -18,7 +18,7 @@ from services.domain.errors import (
     RecordNotFound,
     ServiceError,
 )
-from services.domain.events import EventType
+from services.domain.events import EventType, user_actor
 from services.domain.interpretation import interpret
 from services.domain.limits import is_id
 from services.domain.questionnaire import Questionnaire, load_questionnaire
@@ -210,7 +210,7 @@ def submit_answers(
                     EventType.ANSWERS_SUBMITTED,
                     [record.id],
                     at=reads.now,
-                    actor=f"user:{user_id}",
+                    actor=user_actor(user_id),
                     user_id=user_id,
                 )
     except BaseException:
@@ -219,16 +219,15 @@ def submit_answers(
         raise
 
     # The autosave released, then the job queued: one round trip where both stores share a
-    # server (services/domain/prepared.py), each call's failure its own.
-    enqueue = queue.prepare_enqueue(record_id)
+    # server (the store's `release_and_enqueue`), each step's failure its own.
     if sealed and autosave is not None:
-        not_released, not_queued = autosave.prepare_release(record_id, submitted=True).send(enqueue)
+        not_released, not_queued = autosave.release_and_enqueue(record_id, queue)
         if not_released is not None:
             _store_failed(
                 logging.WARNING, "could not release the autosave of record %s", record_id, not_released
             )
     else:
-        (not_queued,) = enqueue.send()
+        not_queued = _enqueue(queue, record_id)
     if not_queued is not None:
         _store_failed(
             logging.ERROR,
@@ -238,6 +237,15 @@ def submit_answers(
         )
         note_not_enqueued(uow, events)
     return SubmitResult(record_id=record_id, status=int(RecordStatus.GENERATING), enqueued=not_queued is None)
+
+
+def _enqueue(queue: ReportQueue, record_id: int) -> Exception | None:
+    """Queue the record's job; None, or the error the queue raised."""
+    try:
+        queue.enqueue(record_id)
+    except Exception as exc:
+        return exc
+    return None
 
 
 def _seal(store: AutosaveStore, record_id: int, user_id: int) -> dict[int, SavedAnswer] | None:
@@ -252,7 +260,7 @@ def _seal(store: AutosaveStore, record_id: int, user_id: int) -> dict[int, Saved
 
 
 def _release(store: AutosaveStore, record_id: int, *, submitted: bool) -> None:
-    """Best effort (a failed submission's; a submitted one's goes with its job, above): a key
+    """Best effort (a failed submission's; a submitted one's goes with its job): a key
     left behind expires, and the flusher skips submitted records."""
     try:
         store.release(record_id, submitted=submitted)

@@ -1,18 +1,19 @@
 """The audit trail of admin actions: written straight to PostgreSQL, read back filtered.
 
-An entry is an event of the event log (`event_log`, type ``admin.<action>``) written
-directly to the database, not through Redis: an audit must survive a Redis outage.
-It is written BEFORE the action (`begin_action`: outcome "started") and completed after
-it (`AuditTrail.finish`: "ok", "partial", "failed"); an entry that cannot be written
-refuses the action (`DatabaseUnavailable` -> 503, or `ParamError` for an actor the
-audit cannot hold: NUL, controls, bidi overrides, too long), so no action runs
+An entry is an event of the event log (`event_log`, type ``admin.<action>``, the route
+`Route.AUDIT`: docs/events.md) written by a unit of work of its own, not through Redis: an
+audit must survive a Redis outage. It is written BEFORE the action (`begin_action`: outcome
+"started") and completed after it (`AuditTrail.finish`: "ok", "partial", "failed"); an entry
+that cannot be written refuses the action (`DatabaseUnavailable` -> 503, or `ParamError` for an
+actor the audit cannot hold: NUL, controls, bidi overrides, too long), so no action runs
 unaudited. An action interrupted before its outcome is recorded stays "started".
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -32,7 +33,7 @@ from services.domain.opsmodel import (
     ItemOutcome,
     Page,
 )
-from services.persistence.event_store import DirectEventWriter, audit_page
+from services.persistence.event_store import audit_page
 from services.persistence.models import EventLogEntry
 from services.persistence.uow import UnitOfWork
 
@@ -48,41 +49,45 @@ MAX_CREDENTIAL_LENGTH = 200
 
 
 class DatabaseAuditLog:
-    """`services.domain.opsmodel.AuditLog` on the event log's table, through `DirectEventWriter`
-    (short timeouts, month partitions, idempotent insert)."""
+    """`services.domain.opsmodel.AuditLog` on the event log's table: each entry written, and
+    completed, by a unit of work of its own (the event repository of every change's events)."""
 
     def __init__(self, session_factory: sessionmaker[Session]) -> None:
         self.session_factory = session_factory
-        self.writer = DirectEventWriter(session_factory=session_factory)
 
     def begin(self, entry: AuditEntry) -> AuditHandle:
         event = audit_event(entry)
-        self._write(event, entry.action)
+        self._write(f"audit entry of {entry.action} not written", lambda uow: uow.events.add([event]))
         return AuditHandle(event_id=str(event.id), at=event.occurred_at)
 
     def finish(self, handle: AuditHandle, entry: AuditEntry) -> None:
-        try:
-            updated = self.writer.update_data(handle.event_id, handle.at, audit_event(entry).data)
-        except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
-            raise DatabaseUnavailable(f"audit entry not completed: {exc.orig or exc}") from exc
+        done = audit_event(entry, event_id=uuid.UUID(handle.event_id), at=handle.at)
+        # Every key of the entry's data is replaced.
+        updated = self._write(
+            f"audit entry of {entry.action} not completed", lambda uow: uow.events.amend([done], done.data)
+        )
         if not updated:
             raise DatabaseUnavailable(f"the audit entry of {entry.action} to complete was not found")
 
-    def _write(self, event: Event, action: str) -> None:
+    def _write(self, what: str, write: Callable[[UnitOfWork], int | None]) -> int | None:
+        """`write` in a transaction of its own, committed; DatabaseUnavailable when the database
+        is unreachable or refuses it."""
         try:
-            _, refused = self.writer.write([event])
-        except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
-            raise DatabaseUnavailable(f"audit entry not written: {exc.orig or exc}") from exc
-        if refused:
-            raise DatabaseUnavailable(f"the database refused the audit entry of {action}")
+            with UnitOfWork(self.session_factory) as uow:
+                done = write(uow)
+                uow.commit()
+        except sa_exc.DBAPIError as exc:  # unreachable, or refused (a row it cannot store)
+            raise DatabaseUnavailable(f"{what}: {exc.orig or exc}") from exc
+        return done
 
 
-def audit_event(entry: AuditEntry) -> Event:
-    """The event-log form of an entry: type ``admin.<action>``, the actor's label as actor."""
+def audit_event(entry: AuditEntry, *, event_id: uuid.UUID | None = None, at: datetime | None = None) -> Event:
+    """The event-log form of an entry: type ``admin.<action>``, the actor's label as actor (a new
+    id and the entry's time, unless the stored entry's are given)."""
     return Event(
-        id=Event.new(AUDIT_PREFIX + entry.action).id,
+        id=event_id or uuid.uuid4(),
         event_type=AUDIT_PREFIX + entry.action,
-        occurred_at=entry.at,
+        occurred_at=at or entry.at,
         # No record id: a record's timeline already has its own event for the action
         # (report.regenerated, record.deleted); the ids are in `data`.
         record_id=None,

@@ -26,12 +26,12 @@ from typing import Protocol
 
 from services.domain.errors import AutosaveUnavailable, InvalidOperation, ParamError, RecordNotFound
 from services.domain.limits import is_id
-from services.domain.prepared import PreparedCall
 from services.domain.saved_answers import SavedAnswer, SaveOutcome, SaveResponse, from_epoch_ms
 from services.domain.scoring import validate_partial_answers
 from services.domain.status import RecordStatus
 from services.domain.views import SaveAnswersResult
 from services.persistence.uow import UnitOfWork
+from services.usecases.ports import ReportQueue
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,8 @@ MSG_SAVE_NOT_ALLOWED = "当前状态不允许保存答案"
 class AutosaveStore(Protocol):
     """Where autosaved answers live until they are flushed (Redis in production).
 
-    Every method raises `AutosaveUnavailable` when the store cannot be reached.
+    Every method raises `AutosaveUnavailable` when the store cannot be reached (but
+    `release_and_enqueue`, which returns its errors).
     """
 
     def save(self, user_id: int, record_id: int, answers: Sequence[tuple[int, int]]) -> SaveResponse:
@@ -49,9 +50,6 @@ class AutosaveStore(Protocol):
 
     def prime(self, record_id: int, user_id: int, status: int) -> None:
         """Cache the record's owner and status, unless the store already knows them."""
-
-    def prepare_prime(self, record_id: int, user_id: int, status: int) -> PreparedCall:
-        """`prime(...)`, made ready to send with other stores' calls (domain/prepared.py)."""
 
     def seal(self, record_id: int, user_id: int) -> dict[int, SavedAnswer]:
         """A submission begins: refuse every further save of the record (status 3); the answers
@@ -67,8 +65,12 @@ class AutosaveStore(Protocol):
         """The submission ended: if `submitted`, drop the autosave and keep the record
         closed to saves; if not, forget the cached status (saves resume)."""
 
-    def prepare_release(self, record_id: int, *, submitted: bool) -> PreparedCall:
-        """`release(...)`, made ready to send with other stores' calls (domain/prepared.py)."""
+    def release_and_enqueue(
+        self, record_id: int, queue: ReportQueue
+    ) -> tuple[Exception | None, Exception | None]:
+        """The submission committed: `release(record_id, submitted=True)`, then
+        `queue.enqueue(record_id)`, in one round trip where the queue shares the store's server.
+        Never raises: each step's error (AutosaveUnavailable, the queue's), or None when it was done."""
 
 
 class ActiveQuestions:

@@ -1,12 +1,11 @@
-"""The events of a status change, written in the change's own transaction.
+"""The events of a database change, written in the change's own transaction (their route,
+`Route.CHANGE`: services/domain/events.py, docs/events.md).
 
-The event log goes through Redis first (services/domain/events.py), but an event that records a
-database change (a submission, a regeneration) is written by the transaction that makes the
-change: it is stored if and only if the change commits, with the change's time, whatever
-happens to the process afterwards. Logged after the commit, as it once was, it was lost with a
-process killed between the two (the 60-minute soak of round four: four regenerations without
-their event), or stamped seconds after the change when Redis was slow to take it (its job's
-attempts then seemed to precede the submission).
+An event that records a database change (a submission, a regeneration, a deletion) is written
+by the transaction that makes the change: it is stored if and only if the change commits, with
+the change's time, whatever happens to the process afterwards. Logged after the commit, it was
+lost with a process killed between the two, or stamped seconds after the change when Redis was
+slow to take it (its job's attempts then seemed to precede the submission).
 
 What is learnt after the commit (that the queue refused the job) is merged into the stored
 event's data by `note_not_enqueued`.
@@ -20,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from services.domain.events import Event, EventType
+from services.domain.events import Event, EventType, Route, routed
 from services.persistence.uow import UnitOfWork
 
 logger = logging.getLogger(__name__)
@@ -39,11 +38,13 @@ def log_change(
     user_id: int | None = None,
     data: Mapping[str, Any] | None = None,
 ) -> list[Event]:
-    """Add one event per record to the open transaction of `uow` (the caller commits); the events."""
+    """Add one event per record to the open transaction of `uow` (the caller commits); the events.
+    MisroutedEvent for a type that does not go with its change."""
+    kind = routed(event_type, Route.CHANGE)
     events = [
         Event(
             id=uuid.uuid4(),
-            event_type=str(event_type),
+            event_type=kind,
             occurred_at=at,
             record_id=record_id,
             user_id=user_id,

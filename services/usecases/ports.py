@@ -5,15 +5,14 @@ fake to the pure unit tests (integration tests use the real producer). The other
 beside the use case that needs them, each implemented in redis_adapters/: `AutosaveStore`
 (usecases/autosave.py), `TaskStore` (usecases/regeneration_tasks.py), `FaultDrill`
 (usecases/drill.py), and with the values they carry `QueueOperations`, `AuditLog`
-(domain/opsmodel.py) and `EventSink` (domain/events.py, called through `emit`, which never raises).
+(domain/opsmodel.py) and `EventSink` (domain/events.py, called through `emit`, which never
+raises for an outage).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Protocol
-
-from services.domain.prepared import PreparedCall
 
 
 class ReportQueue(Protocol):
@@ -22,6 +21,3 @@ class ReportQueue(Protocol):
 
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
         """Queue one job per id, in order, in one round trip. All or nothing; raises on failure."""
-
-    def prepare_enqueue(self, record_id: int) -> PreparedCall:
-        """`enqueue(record_id)`, made ready to send with other stores' calls (domain/prepared.py)."""

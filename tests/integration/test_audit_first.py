@@ -11,13 +11,12 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.domain.errors import ParamError
+from services.domain.errors import DatabaseUnavailable, ParamError
 from services.domain.opsmodel import AdminActor, AuditEntry, AuditHandle
 from services.domain.status import RecordStatus
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin
 from services.usecases.audit import STARTED, DatabaseAuditLog
-from tests.support.fakes import EnqueuesAlone
 from tests.support.records import RecordSpec
 from tests.support.web_app import Records
 
@@ -33,7 +32,7 @@ def audit_rows(engine: Engine, action: str) -> list[tuple[str, str]]:
     return [(str(actor), str(outcome)) for actor, outcome in rows]
 
 
-class WatchingQueue(EnqueuesAlone):
+class WatchingQueue:
     """A report queue that, when the action queues its job, reads what the audit table holds."""
 
     def __init__(self, engine: Engine) -> None:
@@ -85,7 +84,7 @@ class OutcomeLost(DatabaseAuditLog):
     """The database goes away between the entry and its outcome."""
 
     def finish(self, handle: AuditHandle, entry: AuditEntry) -> None:
-        raise ConnectionError("the database went away")
+        raise DatabaseUnavailable("audit entry of regenerate not completed: the database went away")
 
 
 def test_an_outcome_that_cannot_be_recorded_leaves_the_entry_started(

@@ -11,22 +11,23 @@ between a page's commit and its events left four records regenerated with no
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.domain.errors import InvalidOperation, QueueUnavailable
-from services.domain.events import EventType
+from services.domain.errors import InvalidOperation, QueueUnavailable, RecordNotFound
+from services.domain.events import Event, EventType, MisroutedEvent, emit
 from services.domain.opsmodel import AdminActor
 from services.domain.questionnaire import load_questionnaire
 from services.persistence.models import AssessmentRecord, EventLogEntry
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin, assessment, reconcile, reports
+from services.usecases.change_events import log_change
 from tests.conftest import default_answer
-from tests.support.fakes import EnqueuesAlone, FailingQueue, RecordingQueue
+from tests.support.fakes import FailingQueue, RecordingQueue
 
 #: A whole submission: every active question answered.
 ANSWERS = [(q.id, default_answer(q.id)) for q in load_questionnaire().questions]
@@ -38,7 +39,7 @@ class ProcessKilled(BaseException):
     `except Exception` handlers), as with a SIGKILL."""
 
 
-class DyingQueue(EnqueuesAlone):
+class DyingQueue:
     """A report queue whose process dies as the job is handed to it."""
 
     def enqueue(self, record_id: int) -> None:
@@ -64,6 +65,57 @@ def record_row(session_factory: sessionmaker[Session], record_id: int) -> Assess
         record = s.get(AssessmentRecord, record_id)
         assert record is not None
         return record
+
+
+# -- a record's creation, start and deletion ------------------------------------------------
+
+
+def test_a_creation_and_a_start_write_their_events_in_their_own_statements(
+    uow: UnitOfWork, session_factory: sessionmaker[Session]
+) -> None:
+    record = assessment.create_record(uow, 42)
+    started = assessment.start_record(uow, 42, record.id)
+    again = assessment.start_record(uow, 42, record.id)  # already in 2: answered, logged again
+    assert started.started_at == again.started_at
+    [created] = stored(session_factory, EventType.RECORD_CREATED)
+    starts = stored(session_factory, EventType.RECORD_STARTED)
+    assert (created.record_id, created.user_id, created.actor, created.data) == (record.id, 42, "user:42", {})
+    assert created.occurred_at == record.created_at
+    assert [(e.record_id, e.user_id, e.actor, e.data) for e in starts] == [(record.id, 42, "user:42", {})] * 2
+    assert started.started_at in {e.occurred_at for e in starts}  # the start's own time
+
+
+def test_a_refused_start_stores_no_event(
+    uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int]
+) -> None:
+    submitted, others = make_record(3, user_id=42), make_record(1, user_id=7)
+    with pytest.raises(InvalidOperation):
+        assessment.start_record(uow, 42, submitted)
+    with pytest.raises(RecordNotFound):
+        assessment.start_record(uow, 42, others)
+    assert stored(session_factory, EventType.RECORD_STARTED) == []
+    assert record_row(session_factory, others).status == 1
+
+
+def test_a_deletion_commits_its_event(
+    uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int]
+) -> None:
+    record_id = make_record(4, user_id=42)
+    admin.soft_delete_record(uow, record_id, actor=ADMIN)
+    with pytest.raises(RecordNotFound):  # deleted already: no second event
+        admin.soft_delete_record(uow, record_id, actor=ADMIN)
+    [event] = stored(session_factory, EventType.RECORD_DELETED)
+    assert (event.record_id, event.actor, event.data) == (record_id, ADMIN.name, {})
+    assert record_row(session_factory, record_id).is_deleted
+
+
+def test_an_event_is_refused_a_way_its_type_does_not_take(uow: UnitOfWork) -> None:
+    """The route of each type is `ROUTES`'s (services/domain/events.py): a change's event cannot be
+    emitted through the queue, nor a queued one written with a change."""
+    with pytest.raises(MisroutedEvent):
+        emit(None, Event.new(EventType.RECORD_STARTED, record_id=1))
+    with uow, pytest.raises(MisroutedEvent):
+        log_change(uow, EventType.ANSWERS_SAVED, [1], at=datetime.now(UTC), actor="user:1")
 
 
 # -- the submission ------------------------------------------------------------------------

@@ -43,7 +43,7 @@ KILLED_WHILE_HOLDING = textwrap.dedent(
 
     client = redis.Redis.from_url(sys.argv[2], socket_connect_timeout=1, socket_timeout=1)
     sink = RedisEventSink(client, fallback=DirectEventWriter(sys.argv[3]), spool=EventSpool(sys.argv[1]))
-    events = [Event.new(EventType.RECORD_CREATED, record_id=n, actor="user:1") for n in (1, 2, 3)]
+    events = [Event.new(EventType.ANSWERS_SAVED, record_id=n, actor="user:1") for n in (1, 2, 3)]
     assert emit(sink, *events) and sink.held == 3, sink.held
     print(" ".join(str(e.id) for e in events), flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
@@ -125,8 +125,8 @@ def test_held_events_are_written_once_and_the_file_emptied_once_handed_over(
     spool = EventSpool(tmp_path)
     sink = RedisEventSink(down, fallback=unreachable, spool=spool)
     before = dropped_events()
-    assert emit(sink, *(Event.new(EventType.REPORT_GENERATED, record_id=n) for n in (1, 2, 3)))
-    assert emit(sink, Event.new(EventType.REPORT_GENERATED, record_id=4))
+    assert emit(sink, *(Event.new(EventType.REPORT_GENERATION_FAILED, record_id=n) for n in (1, 2, 3)))
+    assert emit(sink, Event.new(EventType.REPORT_GENERATION_FAILED, record_id=4))
     time.sleep(0.5)  # about ten retrier rounds, each failing on both servers
     assert sink.held == 4
     assert spool_files(tmp_path) == {spool.path.name: 4}
@@ -154,7 +154,7 @@ def test_a_spool_that_cannot_be_written_leaves_the_events_in_memory(
     down = redis.Redis.from_url(CLOSED_REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
     unreachable = DirectEventWriter(CLOSED_DATABASE_URL)
     sink = RedisEventSink(down, fallback=unreachable, spool=EventSpool(blocker / "spool"))
-    assert emit(sink, Event.new(EventType.RECORD_CREATED, record_id=1))
+    assert emit(sink, Event.new(EventType.REPORT_REQUEUED, record_id=1))
     assert sink.held == 1
     assert "in memory only" in caplog.text
     unreachable.dispose()

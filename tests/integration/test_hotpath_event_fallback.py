@@ -27,12 +27,12 @@ from hotpath.eventlog_consumer import EventLogConsumer
 from redis_adapters import event_sink
 from redis_adapters.event_sink import REDIS_RETRY_AFTER_S, RedisEventSink
 from redis_adapters.keyspace import EventLogKeys
-from redis_adapters.round_trip import ScriptCall
-from services.domain.events import Event, EventType, dropped_events, emit, prepare_emit, settled
+from services.domain.events import Event, EventType, dropped_events, emit
 from services.persistence.event_store import DirectEventWriter
 from services.persistence.partitions import month_of, partition_name
 from tests.support.refuser import CountingRefuser
 from tests.support.urls import CLOSED_REDIS_URL
+from web import create_app
 
 EVENTS = EventLogKeys()
 
@@ -43,18 +43,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def emit_with_another(sink: RedisEventSink, *events: Event) -> bool:
-    """`emit`, the events' prepared call sent after another script call of the sink's client, in
-    one round trip (redis_adapters/round_trip.py), as startAssessment sends its event."""
-    other = ScriptCall(sink.client.register_script("return 1"), ["events:other"], [], failed=lambda exc: None)
-    _, outcome = other.send(prepare_emit(sink, events))
-    return settled(events, outcome)
-
-
-#: The two ways the web sends events: alone, and with another store's call.
-SENDS = pytest.mark.parametrize("send", [emit, emit_with_another], ids=["alone", "with-another-call"])
 
 
 def stored(engine: Engine) -> dict[str, str]:
@@ -87,18 +75,16 @@ def writer(settings: Settings, event_log: Engine) -> Iterator[DirectEventWriter]
     writer.dispose()
 
 
-@SENDS
 def test_an_event_emitted_while_redis_is_unreachable_lands_in_the_event_log(
     redis_down: redis.Redis,
     refusing: CountingRefuser,
     writer: DirectEventWriter,
     event_log: Engine,
-    send: Callable[..., bool],
 ) -> None:
     sink = RedisEventSink(redis_down, fallback=writer)
     event = Event.new(EventType.ANSWERS_SAVED, record_id=7, user_id=3, actor="user:3", data={"n": 2})
     before = dropped_events()
-    assert send(sink, event)
+    assert emit(sink, event)
     assert refusing.attempts == 1  # tried once: no retry, no backoff
     assert stored(event_log) == {str(event.id): partition_name(month_of(event.occurred_at))}
     assert dropped_events() == before
@@ -114,13 +100,13 @@ def test_the_same_event_through_redis_later_is_stored_once(
     And Redis is tried again once `REDIS_RETRY_AFTER_S` has passed."""
     clock = Clock()
     sink = RedisEventSink(redis_down, fallback=writer, clock=clock)
-    first, second = (Event.new(EventType.RECORD_CREATED, record_id=n) for n in (1, 2))
+    first, second = (Event.new(EventType.REPORT_REQUEUED, record_id=n) for n in (1, 2))
     assert emit(sink, first)
     sink.client = redis_client  # Redis is back...
     assert emit(sink, second)  # ...but is not tried again at once: straight to the database
     assert not redis_client.exists(EVENTS.queue)
     clock.now += REDIS_RETRY_AFTER_S
-    third = Event.new(EventType.RECORD_CREATED, record_id=3)
+    third = Event.new(EventType.REPORT_REQUEUED, record_id=3)
     assert emit(sink, first, third)
     assert redis_client.llen(EVENTS.queue) == 2
     consumer = EventLogConsumer(redis_client, writer._factory()[0])
@@ -141,7 +127,7 @@ def test_with_the_database_unreachable_too_the_events_are_held_until_a_server_ta
     database_down = CountingRefuser()
     unreachable = DirectEventWriter(database_down.database_url())
     sink = RedisEventSink(redis_down, fallback=unreachable, clock=clock)
-    events = [Event.new(EventType.REPORT_GENERATED, record_id=n, actor="worker") for n in (1, 2)]
+    events = [Event.new(EventType.REPORT_GENERATION_FAILED, record_id=n, actor="worker") for n in (1, 2)]
     before = dropped_events()
     with caplog.at_level(logging.INFO, logger="redis_adapters.event_sink"):
         assert emit(sink, *events)  # held: nothing lost, nothing counted
@@ -149,7 +135,7 @@ def test_with_the_database_unreachable_too_the_events_are_held_until_a_server_ta
         assert database_down.attempts >= 1  # tried (libpq may try twice: with SSL, then without)
         tried = database_down.attempts
         # Moments later neither server is even tried: held at once.
-        late = Event.new(EventType.REPORT_GENERATED, record_id=3, actor="worker")
+        late = Event.new(EventType.REPORT_GENERATION_FAILED, record_id=3, actor="worker")
         assert emit(sink, late)
         assert (refusing.attempts, database_down.attempts) == (1, tried)
         assert sink.held == 3
@@ -180,57 +166,54 @@ def test_events_beyond_the_hold_are_counted_as_dropped(
     sink = RedisEventSink(redis_down, fallback=writer, clock=Clock())
     before = dropped_events()
     with caplog.at_level(logging.ERROR, logger="redis_adapters.event_sink"):
-        assert not emit(sink, *(Event.new(EventType.RECORD_CREATED, record_id=n) for n in (1, 2, 3)))
+        assert not emit(sink, *(Event.new(EventType.REPORT_REQUEUED, record_id=n) for n in (1, 2, 3)))
     assert (sink.held, dropped_events()) == (2, before + 1)
     assert f"{before + 1} dropped by this process so far" in caplog.text
     writer.dispose()
     database_down.close()
 
 
-@SENDS
 def test_a_full_queue_sends_events_to_the_database_until_it_drains(
     redis_client: redis.Redis,
     writer: DirectEventWriter,
     event_log: Engine,
     caplog: pytest.LogCaptureFixture,
-    send: Callable[..., bool],
 ) -> None:
     """EVENT_LOG_QUEUE_MAX: with the consumer stopped, the list stops growing at its bound and
     the events past it are stored directly, none lost; once it drains, Redis takes them again."""
     sink = RedisEventSink(redis_client, fallback=writer, max_queue=3)
-    queued = [Event.new(EventType.RECORD_CREATED, record_id=n) for n in (1, 2)]
-    assert send(sink, *queued)
+    queued = [Event.new(EventType.REPORT_REQUEUED, record_id=n) for n in (1, 2)]
+    assert emit(sink, *queued)
     before = dropped_events()
     with caplog.at_level(logging.INFO, logger="redis_adapters.event_sink"):
         # One fits; the other two of the call, and the next call's, go to PostgreSQL.
-        over = [Event.new(EventType.RECORD_CREATED, record_id=n) for n in (3, 4, 5)]
-        assert send(sink, *over)
-        late = Event.new(EventType.RECORD_CREATED, record_id=6)
-        assert send(sink, late)
+        over = [Event.new(EventType.REPORT_REQUEUED, record_id=n) for n in (3, 4, 5)]
+        assert emit(sink, *over)
+        late = Event.new(EventType.REPORT_REQUEUED, record_id=6)
+        assert emit(sink, late)
         assert redis_client.llen(EVENTS.queue) == 3
         assert set(stored(event_log)) == {str(e.id) for e in (*over[1:], late)}
         assert caplog.text.count("writing events to PostgreSQL until it drains") == 1
         consumer = EventLogConsumer(redis_client, writer._factory()[0])
         assert consumer.run_once().inserted == 3
         consumer.close()
-        again = Event.new(EventType.RECORD_CREATED, record_id=7)
-        assert send(sink, again)
+        again = Event.new(EventType.REPORT_REQUEUED, record_id=7)
+        assert emit(sink, again)
         assert redis_client.llen(EVENTS.queue) == 1
         assert "takes events again; 3 event(s) went to PostgreSQL meanwhile" in caplog.text
     assert dropped_events() == before
     assert set(stored(event_log)) == {str(e.id) for e in (*queued, *over, late)}
 
 
-@SENDS
 def test_an_answer_of_another_shape_sends_the_events_to_the_database(
-    redis_client: redis.Redis, writer: DirectEventWriter, event_log: Engine, send: Callable[..., bool]
+    redis_client: redis.Redis, writer: DirectEventWriter, event_log: Engine
 ) -> None:
     """Redis answering the bounded push with garbage (not the count it took) is Redis failing:
     the events go to PostgreSQL, none lost."""
     sink = RedisEventSink(redis_client, fallback=writer)
     sink._push = redis_client.register_script("return 'garbage'")
-    event = Event.new(EventType.RECORD_STARTED, record_id=8, user_id=3, actor="user:3")
-    assert send(sink, event)
+    event = Event.new(EventType.ANSWERS_SAVED, record_id=8, user_id=3, actor="user:3")
+    assert emit(sink, event)
     assert set(stored(event_log)) == {str(event.id)}
 
 
@@ -247,27 +230,15 @@ def test_a_sink_that_raises_is_counted_as_dropped_by_emit() -> None:
             raise RuntimeError("broken")
 
     before = dropped_events()
-    assert not emit(Broken(), Event.new(EventType.RECORD_CREATED), Event.new(EventType.RECORD_CREATED))
+    assert not emit(Broken(), Event.new(EventType.REPORT_REQUEUED), Event.new(EventType.REPORT_REQUEUED))
     assert dropped_events() == before + 2
 
 
-def test_the_web_tier_logs_to_postgresql_while_redis_is_down(
+def test_the_web_tier_s_record_events_are_written_with_their_change_while_redis_is_down(
     redis_down_app: Flask, user_headers: Callable[[int], dict[str, str]], event_log: Engine
 ) -> None:
-    response = redis_down_app.test_client().post("/api/assessment/createRecord", headers=user_headers(5))
-    assert response.status_code == 200
-    record_id = response.get_json()["data"]["id"]
-    with event_log.connect() as conn:
-        rows = conn.execute(text("SELECT event_type, record_id, user_id FROM event_log")).all()
-    assert [tuple(r) for r in rows] == [("record.created", record_id, 5)]
-
-
-def test_a_start_logs_to_postgresql_while_redis_is_down(
-    redis_down_app: Flask, user_headers: Callable[[int], dict[str, str]], event_log: Engine
-) -> None:
-    """startAssessment sends its event with the autosave store's prime: with Redis down the prime
-    fails (the first save will look the record up) and the event takes the sink's way to
-    PostgreSQL (straight there: createRecord's failure a moment before gives Redis its rest)."""
+    """createRecord and startAssessment write their events in their own statements: Redis down
+    changes nothing for them (the start's record cache fails; the first save looks it up)."""
     client = redis_down_app.test_client()
     record_id = client.post("/api/assessment/createRecord", headers=user_headers(5)).get_json()["data"]["id"]
     response = client.post(
@@ -277,9 +248,43 @@ def test_a_start_logs_to_postgresql_while_redis_is_down(
     assert response.get_json()["data"]["status"] == 2
     with event_log.connect() as conn:
         rows = conn.execute(
-            text("SELECT event_type, record_id, user_id FROM event_log ORDER BY event_type")
+            text(
+                "SELECT e.event_type, e.record_id, e.user_id, e.actor, e.occurred_at ="
+                " CASE e.event_type WHEN 'record.created' THEN r.created_at ELSE r.started_at END"
+                " FROM event_log e JOIN assessment_records r ON r.id = e.record_id ORDER BY e.event_type"
+            )
         ).all()
-    assert [tuple(r) for r in rows] == [("record.created", record_id, 5), ("record.started", record_id, 5)]
+    assert [tuple(r) for r in rows] == [
+        ("record.created", record_id, 5, "user:5", True),
+        ("record.started", record_id, 5, "user:5", True),
+    ]
+
+
+def test_the_web_tier_logs_a_save_to_postgresql_while_its_list_is_full(
+    settings: Settings,
+    redis_client: redis.Redis,
+    user_headers: Callable[[int], dict[str, str]],
+    event_log: Engine,
+) -> None:
+    """answers.saved, the web's event through the sink, past EVENT_LOG_QUEUE_MAX: straight into
+    the table (the consumer stopped or behind)."""
+    app = create_app(settings.with_overrides(event_log_queue_max=1), redis_client=redis_client)
+    redis_client.lpush(EVENTS.queue, b"an entry the consumer has not taken yet")
+    client = app.test_client()
+    record_id = client.post("/api/assessment/createRecord", headers=user_headers(5)).get_json()["data"]["id"]
+    client.post("/api/assessment/startAssessment", json={"recordId": record_id}, headers=user_headers(5))
+    response = client.post(
+        "/api/assessment/saveAnswers",
+        json={"recordId": record_id, "answers": [{"questionId": 101, "value": 3}]},
+        headers=user_headers(5),
+    )
+    assert response.status_code == 200
+    assert redis_client.llen(EVENTS.queue) == 1
+    with event_log.connect() as conn:
+        rows = conn.execute(
+            text("SELECT record_id, actor, data FROM event_log WHERE event_type = 'answers.saved'")
+        ).all()
+    assert [tuple(r) for r in rows] == [(record_id, "user:5", {"questionIds": [101], "answeredCount": 1})]
 
 
 def test_the_worker_logs_to_postgresql_while_redis_is_down(
@@ -289,7 +294,7 @@ def test_the_worker_logs_to_postgresql_while_redis_is_down(
     monkeypatch.setenv("REDIS_URL", CLOSED_REDIS_URL)
     # The worker process's services, as its boot builds them from the environment.
     monkeypatch.setattr(bootstrap, "_installed", bootstrap.build_services(Settings.from_env()))
-    actors.report._log_event(EventType.REPORT_GENERATED, 42, attempt=1)
+    actors.report._log_event(EventType.REPORT_GENERATION_FAILED, 42, attempt=1)
     with event_log.connect() as conn:
         rows = conn.execute(text("SELECT event_type, record_id, actor FROM event_log")).all()
-    assert [tuple(r) for r in rows] == [("report.generated", 42, "worker")]
+    assert [tuple(r) for r in rows] == [("report.generation_failed", 42, "worker")]

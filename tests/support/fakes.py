@@ -1,24 +1,15 @@
-"""Test doubles for the services' collaborators (the real ones are tested on real servers)."""
+"""Test doubles for the services' collaborators (the real ones are tested on real servers).
+
+A double raises only what the real adapter raises (`QueueUnavailable` for the report queue)."""
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from services.domain.prepared import CallAlone
+from services.domain.errors import QueueUnavailable
 
 
-class EnqueuesAlone(ABC):
-    """A double's `prepare_enqueue`: its own `enqueue`, sent on its own (services/domain/prepared.py)."""
-
-    @abstractmethod
-    def enqueue(self, record_id: int) -> None: ...
-
-    def prepare_enqueue(self, record_id: int) -> CallAlone:
-        return CallAlone(lambda: self.enqueue(record_id))
-
-
-class RecordingQueue(EnqueuesAlone):
+class RecordingQueue:
     """A `ReportQueue` that records what it was asked to queue."""
 
     def __init__(self) -> None:
@@ -32,7 +23,7 @@ class RecordingQueue(EnqueuesAlone):
         self.batches.append(list(record_ids))
 
 
-class FailingQueue(EnqueuesAlone):
+class FailingQueue:
     """A `ReportQueue` whose every call fails, like a Redis that is down."""
 
     def __init__(self) -> None:
@@ -40,8 +31,8 @@ class FailingQueue(EnqueuesAlone):
 
     def enqueue(self, record_id: int) -> None:
         self.calls += 1
-        raise ConnectionError("redis is down (test)")
+        raise QueueUnavailable("could not enqueue 1 report job(s): redis is down (test)")
 
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
         self.calls += 1
-        raise ConnectionError("redis is down (test)")
+        raise QueueUnavailable(f"could not enqueue {len(record_ids)} report job(s): redis is down (test)")

@@ -35,7 +35,7 @@ class HeldSink:
 
 
 def event(record_id: int) -> Event:
-    return Event.new(EventType.REPORT_GENERATED, record_id=record_id, actor="worker", data={})
+    return Event.new(EventType.REPORT_GENERATION_FAILED, record_id=record_id, actor="worker", data={})
 
 
 def gathered(sink: HeldSink, grouped: GroupedEventSink, record_ids: Sequence[int]) -> list[bool]:
