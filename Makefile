@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 # What ruff checks: every package of the application, the broker library, the tests and the tooling.
-SOURCES := config services redis_adapters observability actors hotpath reconciler web broker tests bench scripts
+SOURCES := config services redis_adapters observability actors hotpath reconciler web broker tests bench scripts deploy/container
 
 .PHONY: run test test-latest lock test-broker soak soak-sentinel pytest lint typecheck bench demo clean clean-state
 

@@ -1,0 +1,151 @@
+"""deploy/kubernetes/ played with `podman kube play`, as `kubectl apply -k` would apply it.
+
+podman 4.3 (Debian 12) plays Pods, Deployments and ConfigMaps; the rest is read here, with the
+meaning Kubernetes gives it, and any other key of the kustomization is refused:
+
+- the kustomization's `resources`, `labels`, `secretGenerator` (`envs` files) and `images`;
+  the Secret keeps its name (kustomize adds a hash of the content to it and to every reference:
+  the same thing);
+- a Secret becomes a podman secret, in the form podman's kube play reads back (a JSON map of
+  base64 values; 4.3 cannot read the one it makes from a `kind: Secret` itself);
+- the release Job's pod template is played as a Pod first, and waited for (exit 0), as
+  Kubernetes runs a Job; podman has no Job;
+- Services and PodDisruptionBudgets have nothing to run: they are checked to select the pods
+  of a Deployment of the same files.
+
+Every pod joins the host's network (`--network host`) and reaches PostgreSQL and Redis on the
+machine's loopback; each keeps a host name of its own (the pod's name), as in a cluster.
+podman starts one pod per Deployment whatever its `replicas`.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.containers.compose import read_env_file
+from tests.containers.engine import podman
+
+KUSTOMIZATION_KEYS = frozenset({"apiVersion", "kind", "labels", "resources", "secretGenerator", "images"})
+PLAYED = ("ConfigMap", "Deployment")
+CHECKED = ("Service", "PodDisruptionBudget")
+
+
+class KubeError(ValueError):
+    """Something the reader does not know, or a resource that selects nothing."""
+
+
+def pod_specs(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    if document["kind"] in ("Deployment", "Job"):
+        yield document["spec"]["template"]["spec"]
+
+
+def containers(document: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    for spec in pod_specs(document):
+        yield from spec.get("initContainers", [])
+        yield from spec["containers"]
+
+
+@dataclass
+class Kustomization:
+    folder: Path
+    #: ConfigMap entries to set, by ConfigMap name (the test's own settings).
+    config: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: The folder of secrets.env (the test's, not the checkout's).
+    secrets_folder: Path | None = None
+    #: Image name overrides: {name: newName:newTag} replacing the kustomization's.
+    images: dict[str, str] = field(default_factory=dict)
+    documents: list[dict[str, Any]] = field(default_factory=list)
+    secrets: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        kustomization = yaml.safe_load((self.folder / "kustomization.yaml").read_text())
+        unknown = set(kustomization) - KUSTOMIZATION_KEYS
+        if unknown:
+            raise KubeError(f"kustomization keys the reader does not know: {sorted(unknown)}")
+        for resource in kustomization["resources"]:
+            self.documents += [d for d in yaml.safe_load_all((self.folder / resource).read_text()) if d]
+        for entry in kustomization.get("secretGenerator", []):
+            if set(entry) - {"name", "envs"}:
+                raise KubeError(f"secretGenerator keys the reader does not know: {sorted(entry)}")
+            values: dict[str, str] = {}
+            for env_file in entry["envs"]:
+                values.update(read_env_file((self.secrets_folder or self.folder) / env_file))
+            self.secrets[entry["name"]] = values
+        images = {i["name"]: f"{i['newName']}:{i['newTag']}" for i in kustomization.get("images", [])}
+        images.update(self.images)
+        labels: dict[str, str] = {}
+        for entry in kustomization.get("labels", []):
+            labels.update(entry["pairs"])
+        for document in self.documents:
+            document["metadata"].setdefault("labels", {}).update(labels)
+            for container in containers(document):
+                container["image"] = images.get(container["image"], container["image"])
+            if document["kind"] == "ConfigMap":
+                document["data"].update(self.config.get(document["metadata"]["name"], {}))
+        self.check_selectors()
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [d for d in self.documents if d["kind"] == kind]
+
+    def check_selectors(self) -> None:
+        """Every Service and PodDisruptionBudget selects the pods of some Deployment."""
+        templates = [d["spec"]["template"]["metadata"]["labels"] for d in self.of_kind("Deployment")]
+        for document in self.documents:
+            if document["kind"] not in (*PLAYED, *CHECKED, "Job"):
+                raise KubeError(f"a kind the reader does not know: {document['kind']}")
+            if document["kind"] in CHECKED:
+                selector = document["spec"]["selector"]
+                wanted = selector.get("matchLabels", selector)
+                if not any(wanted.items() <= labels.items() for labels in templates):
+                    raise KubeError(f"{document['kind']} {document['metadata']['name']} selects no pod")
+
+    # -- podman --------------------------------------------------------------------------------
+
+    def create_secrets(self) -> None:
+        for name, values in self.secrets.items():
+            encoded = {key: base64.b64encode(value.encode()).decode() for key, value in values.items()}
+            podman("secret", "rm", name, check=False)
+            podman("secret", "create", name, "-", input_text=json.dumps(encoded))
+
+    def remove_secrets(self) -> None:
+        for name in self.secrets:
+            podman("secret", "rm", name, check=False)
+
+    def job_pods(self) -> list[dict[str, Any]]:
+        """Each Job's pod template as a Pod (named as the Job)."""
+        pods = []
+        for job in self.of_kind("Job"):
+            template = copy.deepcopy(job["spec"]["template"])
+            metadata = {"name": job["metadata"]["name"], "labels": template["metadata"].get("labels", {})}
+            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]})
+        return pods
+
+    def playable(self, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+        return [d for d in self.documents if d["kind"] in kinds]
+
+    def play(self, folder: Path, name: str, documents: list[dict[str, Any]]) -> Path:
+        """`podman kube play` of `documents` (written to folder/name.yaml, which `down` takes)."""
+        path = folder / f"{name}.yaml"
+        path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+        podman("kube", "play", "--replace", "--network", "host", str(path), timeout=300)
+        return path
+
+    def down(self, path: Path) -> None:
+        podman("kube", "down", str(path), check=False, timeout=300)
+
+
+def pod_name(deployment: str) -> str:
+    """The pod podman makes for a Deployment."""
+    return f"{deployment}-pod-0"
+
+
+def container_name(pod: str, container: str) -> str:
+    return f"{pod}-{container}"
