@@ -27,6 +27,7 @@ test: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff format --check $(SOURCES)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy deploy/container/entrypoint.py
 	cd broker && ../$(VENV)/bin/mypy
 	$(PY) -m scripts.with_test_services -- $(PY) -m scripts.broker_suite
 	$(PY) -m scripts.test_shards $(PYTEST_ARGS)
@@ -76,6 +77,7 @@ lint: $(VENV)/.stamp-test+dev+embedded+bench
 
 typecheck: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy deploy/container/entrypoint.py
 	cd broker && ../$(VENV)/bin/mypy
 
 bench: $(VENV)/.stamp-test+dev+embedded+bench

@@ -42,6 +42,9 @@ EXAMPLES = {
 #: The types whose processes beat in Redis's process registry (observability/liveness.py).
 BEATING = ("worker", "hotpath", "reconciler")
 WEB = "web"
+RELEASE = "release"
+#: The folders a long-running process writes, made (and checked writable) before it starts.
+FOLDERS = ("EVENT_SPOOL_DIR", "PROMETHEUS_MULTIPROC_DIR")
 #: A beat is counted as this container's when its process began at most this long before
 #: PID 1 (clocks read in whole ticks): beats of an earlier run under the same host name are not.
 START_SLACK_S = 2.0
@@ -87,7 +90,9 @@ def check_settings(type_: str, env: dict[str, str]) -> None:
             check_production_secrets(settings, app_env(env))
     except (ConfigError, ValueError) as exc:
         raise SettingError(str(exc)) from None
-    for name in ("EVENT_SPOOL_DIR", "PROMETHEUS_MULTIPROC_DIR"):
+    # The folders the long-running processes write (held events, metrics); the release step
+    # writes neither, and runs with a read-only file system where the others mount them.
+    for name in FOLDERS if type_ != RELEASE else ():
         folder = env.get(name, "")
         if not folder:
             continue
@@ -216,7 +221,7 @@ def wait_release(wait_s: float) -> int:
 
     env = dict(os.environ)
     try:
-        check_settings("release", env)
+        check_settings(RELEASE, env)
     except SettingError as exc:
         print(f"mi-assessment wait-release: {exc}", file=sys.stderr)
         return EX_CONFIG

@@ -290,6 +290,11 @@ class Project:
     def state(self, name: str) -> dict[str, Any]:
         return dict(json.loads(podman("inspect", "--format", "{{json .State}}", name).stdout))
 
+    def alive(self, name: str) -> bool:
+        """The container's processes run (podman says `stopping`, not running, while they shut down)."""
+        state = self.state(name)
+        return state["Status"] in ("running", "stopping") and int(state["Pid"]) > 0
+
     def stop(self, name: str, timeout_s: int | None = None) -> None:
         """`compose stop`: SIGTERM (the image's STOPSIGNAL), SIGKILL after the grace period."""
         service = name[len(self.name) + 1 :].rsplit("-", 1)[0]

@@ -10,12 +10,17 @@ meaning Kubernetes gives it, and any other key of the kustomization is refused:
   base64 values; 4.3 cannot read the one it makes from a `kind: Secret` itself);
 - the release Job's pod template is played as a Pod first, and waited for (exit 0), as
   Kubernetes runs a Job; podman has no Job;
+- a Deployment's init containers are played as a Pod of their own and waited for before its
+  pod starts, as Kubernetes orders them (podman 4.3 does not wait for them here);
 - Services and PodDisruptionBudgets have nothing to run: they are checked to select the pods
   of a Deployment of the same files.
 
 Every pod joins the host's network (`--network host`) and reaches PostgreSQL and Redis on the
 machine's loopback; each keeps a host name of its own (the pod's name), as in a cluster.
-podman starts one pod per Deployment whatever its `replicas`.
+podman starts one pod per Deployment whatever its `replicas`. podman turns a probe into the
+container's health check; an `httpGet` one becomes a `curl` command, and the image has no
+curl, so the web's probes are asked by the test itself (GET /healthz, /readyz), the others'
+(`exec`) with `podman healthcheck run`.
 """
 
 from __future__ import annotations
@@ -62,6 +67,9 @@ class Kustomization:
     secrets_folder: Path | None = None
     #: Image name overrides: {name: newName:newTag} replacing the kustomization's.
     images: dict[str, str] = field(default_factory=dict)
+    #: On the host's network a container port is the host's: where each listens instead
+    #: ({containerPort: port}; the ConfigMap's PORT says the same to the process).
+    host_ports: dict[int, int] = field(default_factory=dict)
     documents: list[dict[str, Any]] = field(default_factory=list)
     secrets: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -88,9 +96,21 @@ class Kustomization:
             document["metadata"].setdefault("labels", {}).update(labels)
             for container in containers(document):
                 container["image"] = images.get(container["image"], container["image"])
+            for container in containers(document):
+                self.on_host_network(container)
             if document["kind"] == "ConfigMap":
                 document["data"].update(self.config.get(document["metadata"]["name"], {}))
         self.check_selectors()
+
+    def on_host_network(self, container: dict[str, Any]) -> None:
+        """Ports as a pod on the host's network has them: no mapping (podman refuses one there),
+        each probe's port (by name or number) the one the process listens on."""
+        named = {port["name"]: port["containerPort"] for port in container.pop("ports", []) if "name" in port}
+        for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+            http = container.get(probe, {}).get("httpGet")
+            if http is not None:
+                number = named.get(http["port"], http["port"])
+                http["port"] = self.host_ports.get(number, number)
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [d for d in self.documents if d["kind"] == kind]
@@ -121,25 +141,53 @@ class Kustomization:
 
     def job_pods(self) -> list[dict[str, Any]]:
         """Each Job's pod template as a Pod (named as the Job)."""
+        return [one_shot(job["metadata"]["name"], job["spec"]["template"]) for job in self.of_kind("Job")]
+
+    def init_pods(self) -> list[dict[str, Any]]:
+        """Each Deployment's init containers as a one-shot Pod (`<name>-init`), to run to the end
+        before the Deployment's pod starts. podman 4.3 starts a pod's containers without waiting
+        for its init containers here (and then fails to remove the one still running)."""
         pods = []
-        for job in self.of_kind("Job"):
-            template = copy.deepcopy(job["spec"]["template"])
-            metadata = {"name": job["metadata"]["name"], "labels": template["metadata"].get("labels", {})}
-            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]})
+        for deployment in self.of_kind("Deployment"):
+            template = copy.deepcopy(deployment["spec"]["template"])
+            init = template["spec"].pop("initContainers", [])
+            if init:
+                template["spec"]["containers"] = init
+                pods.append(one_shot(f"{deployment['metadata']['name']}-init", template))
         return pods
+
+    def deployments(self) -> list[dict[str, Any]]:
+        """The Deployments without their init containers (`init_pods` runs them first)."""
+        played = copy.deepcopy(self.of_kind("Deployment"))
+        for deployment in played:
+            deployment["spec"]["template"]["spec"].pop("initContainers", None)
+        return played
 
     def playable(self, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
         return [d for d in self.documents if d["kind"] in kinds]
 
-    def play(self, folder: Path, name: str, documents: list[dict[str, Any]]) -> Path:
-        """`podman kube play` of `documents` (written to folder/name.yaml, which `down` takes)."""
-        path = folder / f"{name}.yaml"
+    def play(self, path: Path, documents: list[dict[str, Any]], played: list[Path]) -> None:
+        """`podman kube play` of `documents`, written to `path` (added to `played` first, so that
+        `down` removes whatever a failed play left)."""
         path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+        played.append(path)
+        self.down(path)  # what an earlier run that was killed left
         podman("kube", "play", "--replace", "--network", "host", str(path), timeout=300)
-        return path
 
     def down(self, path: Path) -> None:
-        podman("kube", "down", str(path), check=False, timeout=300)
+        """Every pod of `path` removed (`kube down` leaves a pod whose start failed)."""
+        for document in yaml.safe_load_all(path.read_text()):
+            name = document["metadata"]["name"]
+            if document["kind"] in ("Pod", "Deployment"):
+                pod = name if document["kind"] == "Pod" else pod_name(name)
+                podman("pod", "rm", "--force", "--time", "0", pod, check=False, timeout=120)
+
+
+def one_shot(name: str, template: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod template as a Pod of its own that runs once (a Job's, an init step's)."""
+    spec = {**copy.deepcopy(template["spec"]), "restartPolicy": "Never"}
+    metadata = {"name": name, "labels": dict(template["metadata"].get("labels", {}))}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 def pod_name(deployment: str) -> str:

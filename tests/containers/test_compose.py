@@ -247,7 +247,7 @@ def test_a_worker_container_stopped_with_jobs_in_flight_finishes_them(
             timeout=60,
             what="the first job in flight to finish during the shutdown",
         )
-        assert project.state(name)["Running"], "the worker exited with a job still in flight"
+        assert project.alive(name), "the worker exited with a job still in flight"
         stuck_lock.close()
         wait_until(
             lambda: db_status(database, stuck) == RecordStatus.COMPLETED,
@@ -258,7 +258,7 @@ def test_a_worker_container_stopped_with_jobs_in_flight_finishes_them(
         assert not stopping.is_alive(), "the worker did not exit once its jobs were done"
         assert queue_figures(client).in_flight == 0
     state = project.state(name)
-    assert not state["Running"]
+    assert not project.alive(name)
     assert state["ExitCode"] == 0, project.logs(name)[-4000:]  # not SIGKILLed (137)
 
 
