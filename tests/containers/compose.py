@@ -47,6 +47,7 @@ TOP_KEYS = frozenset({"name", "services", "volumes"})
 VARIABLE = re.compile(
     r"\$(?:\$|\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])((?:[^{}]|\{[^{}]*\})*))?\}|([A-Za-z_][A-Za-z0-9_]*))"
 )
+UNITS = {"B": 1, "kB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 DURATION = re.compile(r"^(?:(\d+)m)?(?:(\d+)s)?$")
 
 
@@ -289,6 +290,14 @@ class Project:
 
     def state(self, name: str) -> dict[str, Any]:
         return dict(json.loads(podman("inspect", "--format", "{{json .State}}", name).stdout))
+
+    def memory_bytes(self, name: str) -> int:
+        """The container's memory now, as its cgroup counts it (`podman stats`)."""
+        done = podman("stats", "--no-stream", "--format", "json", name)
+        (stats,) = json.loads(done.stdout)
+        used = str(stats["mem_usage"]).split("/")[0].strip()
+        number, unit = re.fullmatch(r"([\d.]+)\s*([kMG]?i?B)", used).groups()  # type: ignore[union-attr]
+        return int(float(number) * UNITS[unit])
 
     def alive(self, name: str) -> bool:
         """The container's processes run (podman says `stopping`, not running, while they shut down)."""

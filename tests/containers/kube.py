@@ -96,8 +96,6 @@ class Kustomization:
             document["metadata"].setdefault("labels", {}).update(labels)
             for container in containers(document):
                 container["image"] = images.get(container["image"], container["image"])
-            for container in containers(document):
-                self.on_host_network(container)
             if document["kind"] == "ConfigMap":
                 document["data"].update(self.config.get(document["metadata"]["name"], {}))
         self.check_selectors()
@@ -157,10 +155,13 @@ class Kustomization:
         return pods
 
     def deployments(self) -> list[dict[str, Any]]:
-        """The Deployments without their init containers (`init_pods` runs them first)."""
+        """The Deployments as played: without their init containers (`init_pods` runs them first),
+        on the host's network."""
         played = copy.deepcopy(self.of_kind("Deployment"))
         for deployment in played:
             deployment["spec"]["template"]["spec"].pop("initContainers", None)
+            for container in containers(deployment):
+                self.on_host_network(container)
         return played
 
     def playable(self, kinds: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import pytest
 import redis
 import requests
+import yaml
 from sqlalchemy import Engine, create_engine
 
 from bench import netns
@@ -79,6 +80,19 @@ class ComposeStack:
 
     def worker(self, index: int) -> str:
         return self.project.container("worker", index)
+
+
+def memory_limits() -> dict[str, int]:
+    """The memory limit of each type's container in deploy/kubernetes/, in bytes."""
+    limits = {}
+    for path in (containers.ROOT / "deploy" / "kubernetes").glob("*.yaml"):
+        for document in yaml.safe_load_all(path.read_text()):
+            if document and document.get("kind") == "Deployment":
+                (main,) = document["spec"]["template"]["spec"]["containers"]
+                limit = str(main["resources"]["limits"]["memory"])
+                assert limit.endswith("Mi"), limit
+                limits[main["name"]] = int(limit[:-2]) * 2**20
+    return limits
 
 
 @pytest.fixture(scope="module")
@@ -206,6 +220,13 @@ def test_a_worker_container_killed_mid_burst_loses_nothing(stack: ComposeStack) 
         figures = queue_figures(client)
     assert (figures.dead, figures.in_flight, figures.queued) == (0, 0, 0)
     assert stack.web.unanswered_or_failed() == []
+    # After the burst, every container within the memory limit deploy/kubernetes gives its type.
+    limits = memory_limits()
+    for service in ("web", "worker", "hotpath", "reconciler"):
+        for name in project.instances(service):
+            used = project.memory_bytes(name)
+            print(f"{name}: {used / 2**20:.0f} MiB after the burst (limit {limits[service] / 2**20:.0f} MiB)")
+            assert used < limits[service], name
 
 
 def test_a_worker_container_stopped_with_jobs_in_flight_finishes_them(
