@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +71,8 @@ class Kustomization:
     #: On the host's network a container port is the host's: where each listens instead
     #: ({containerPort: port}; the ConfigMap's PORT says the same to the process).
     host_ports: dict[int, int] = field(default_factory=dict)
+    #: Labels of every pod played (the test run's owner label: engine.remove_orphans).
+    pod_labels: dict[str, str] = field(default_factory=dict)
     documents: list[dict[str, Any]] = field(default_factory=list)
     secrets: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -98,6 +101,8 @@ class Kustomization:
                 container["image"] = images.get(container["image"], container["image"])
             if document["kind"] == "ConfigMap":
                 document["data"].update(self.config.get(document["metadata"]["name"], {}))
+            if document["kind"] in ("Deployment", "Job"):
+                document["spec"]["template"]["metadata"].setdefault("labels", {}).update(self.pod_labels)
         self.check_selectors()
 
     def on_host_network(self, container: dict[str, Any]) -> None:
@@ -162,6 +167,7 @@ class Kustomization:
             deployment["spec"]["template"]["spec"].pop("initContainers", None)
             for container in containers(deployment):
                 self.on_host_network(container)
+            own_empty_dirs(deployment["metadata"]["name"], deployment["spec"]["template"]["spec"])
         return played
 
     def playable(self, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -176,19 +182,56 @@ class Kustomization:
         podman("kube", "play", "--replace", "--network", "host", str(path), timeout=300)
 
     def down(self, path: Path) -> None:
-        """Every pod of `path` removed (`kube down` leaves a pod whose start failed)."""
-        for document in yaml.safe_load_all(path.read_text()):
+        """Every pod of `path` removed (`kube down` leaves a pod whose start failed, and podman
+        names a Deployment's pod `<name>-pod-N` with the next N when an earlier one is left)."""
+        listed = json.loads(podman("pod", "ps", "--format", "json").stdout or "[]")
+        existing = [str(pod["Name"]) for pod in listed]
+        documents = list(yaml.safe_load_all(path.read_text()))
+        for document in documents:
             name = document["metadata"]["name"]
-            if document["kind"] in ("Pod", "Deployment"):
-                pod = name if document["kind"] == "Pod" else pod_name(name)
+            if document["kind"] == "Pod":
+                pods = [p for p in existing if p == name]
+            elif document["kind"] == "Deployment":
+                pods = [p for p in existing if re.fullmatch(rf"{re.escape(name)}-pod-\d+", p)]
+            else:
+                continue
+            for pod in pods:
                 podman("pod", "rm", "--force", "--time", "0", pod, check=False, timeout=120)
+        for volume in empty_dir_volumes(documents):
+            podman("volume", "rm", "--force", volume, check=False)
 
 
 def one_shot(name: str, template: Mapping[str, Any]) -> dict[str, Any]:
     """A pod template as a Pod of its own that runs once (a Job's, an init step's)."""
     spec = {**copy.deepcopy(template["spec"]), "restartPolicy": "Never"}
+    own_empty_dirs(name, spec)
     metadata = {"name": name, "labels": dict(template["metadata"].get("labels", {}))}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def own_empty_dirs(pod: str, spec: dict[str, Any]) -> None:
+    """podman 4.3 makes an `emptyDir` a named volume of the volume's name, shared by every pod
+    that names one alike; Kubernetes gives each pod its own. So each is renamed `<pod>-<name>`."""
+    renamed = {}
+    for volume in spec.get("volumes", []):
+        if "emptyDir" in volume:
+            renamed[volume["name"]] = volume["name"] = f"{pod}-{volume['name']}"
+    for container in [*spec.get("initContainers", []), *spec["containers"]]:
+        for mount in container.get("volumeMounts", []):
+            mount["name"] = renamed.get(mount["name"], mount["name"])
+
+
+def empty_dir_volumes(documents: list[dict[str, Any]]) -> list[str]:
+    """The named volumes podman made for the `emptyDir`s of `documents` (Pods, Deployments)."""
+    names = []
+    for document in documents:
+        spec = (
+            document["spec"]
+            if document["kind"] == "Pod"
+            else document.get("spec", {}).get("template", {}).get("spec", {})
+        )
+        names += [v["name"] for v in spec.get("volumes", []) if "emptyDir" in v]
+    return names
 
 
 def pod_name(deployment: str) -> str:

@@ -51,7 +51,7 @@ def run_to_the_end(pods: list[dict[str, Any]]) -> None:
 
 @pytest.fixture
 def played(
-    images: dict[str, float], settings: Settings, engine: object, tmp_path: Path
+    images: dict[str, float], owner_label: str, settings: Settings, engine: object, tmp_path: Path
 ) -> Iterator[tuple[Kustomization, str, str]]:
     """The manifests played; (the kustomization, the web's base URL, the SECRET_KEY)."""
     secret_key = secrets.token_urlsafe(32)
@@ -68,6 +68,7 @@ def played(
         secrets_folder=tmp_path,
         images={"mi-assessment": containers.APP_IMAGE},
         host_ports={WEB_PORT: port},
+        pod_labels=dict([owner_label.split("=", 1)]),
     )
     configmaps = kustomization.of_kind("ConfigMap")
     kustomization.create_secrets()
