@@ -22,6 +22,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -120,6 +121,8 @@ def inspect(kind: str, name: str) -> dict[str, Any]:
 
 #: The pid of the test run that started a container or pod; theirs are removed once it is gone.
 OWNER_LABEL = "org.mi-assessment.test-owner"
+#: The compose tests' project name is this and the run's pid (so are its volumes' names).
+PROJECT_PREFIX = "mi-ct"
 
 
 def remove_orphans() -> None:
@@ -134,6 +137,11 @@ def remove_orphans() -> None:
                 podman(
                     kind, "rm", "--force", "--time", "0", str(item.get("Id") or item.get("ID")), check=False
                 )
+    # The compose tests' named volumes: `mi-ct<pid>_<volume>` (tests/containers/test_compose.py).
+    for volume in json.loads(podman("volume", "ls", "--format", "json", check=False).stdout or "[]"):
+        match = re.match(rf"^{PROJECT_PREFIX}(\d+)_", str(volume.get("Name", "")))
+        if match and not Path(f"/proc/{match.group(1)}").exists():
+            podman("volume", "rm", "--force", str(volume["Name"]), check=False)
 
 
 def healthy(container: str) -> bool:

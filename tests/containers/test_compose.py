@@ -49,6 +49,8 @@ KILL_AFTER = 10
 HELD = 3
 #: The test's own settings in .env beside the secrets: a killed worker's jobs come back after
 #: 3 s of silence (the product's default is 60 s), a lost job is healed after 5 s.
+#: The image's HEALTHCHECK command.
+HEALTH = ("/opt/mi-assessment/bin/python", "/opt/mi-assessment/entrypoint.py", "health")
 #: What Dramatiq's worker processes log when SIGTERM reaches them (their warm shutdown).
 SHUTDOWN_LINE = "Shutting down"
 TEST_SETTINGS = {
@@ -115,7 +117,11 @@ def stack(
     env_file.write_text("".join(f"{key}={value}\n" for key, value in values.items()))
     with netns.hosts(1) as hosts:
         project = Project(
-            COMPOSE_FILE, folder, hosts.names[0], labels=[owner_label], name=f"mi-ct{os.getpid()}"
+            COMPOSE_FILE,
+            folder,
+            hosts.names[0],
+            labels=[owner_label],
+            name=f"{containers.PROJECT_PREFIX}{os.getpid()}",
         )
         address = f"10.231.{hosts.slot}.2"
         try:
@@ -178,6 +184,12 @@ def test_compose_up_serves_reports_through_the_web_container(stack: ComposeStack
                 interval=1,
             )
     assert len(project.instances("worker")) == WORKERS
+    # The image's own HEALTHCHECK (`health` without a type) finds the type the container runs.
+    for service in ("web", "worker", "hotpath", "reconciler"):
+        name = project.container(service)
+        probe = containers.podman("exec", name, *HEALTH, check=False)
+        assert probe.returncode == 0, (name, probe.stdout, probe.stderr)
+        assert (service if service != "web" else "/healthz") in probe.stdout
     # The secrets came from .env at run time: the image holds none.
     image_env = containers.inspect("image", containers.APP_IMAGE)["Config"]["Env"]
     assert not [v for v in image_env if v.split("=", 1)[0] in ("SECRET_KEY", "ADMIN_TOKENS", "DATABASE_URL")]
