@@ -3,7 +3,8 @@
 podman 4.3 (Debian 12) plays Pods, Deployments and ConfigMaps; the rest is read here, with the
 meaning Kubernetes gives it, and any other key of the kustomization is refused:
 
-- the kustomization's `resources`, `labels`, `secretGenerator` (`envs` files) and `images`;
+- the kustomization's `resources`, `labels`, `secretGenerator` (`envs` files) and `images`,
+  and a name prefix of the test's (kustomize's `namePrefix`);
   the Secret keeps its name (kustomize adds a hash of the content to it and to every reference:
   the same thing);
 - a Secret becomes a podman secret, in the form podman's kube play reads back (a JSON map of
@@ -73,6 +74,9 @@ class Kustomization:
     host_ports: dict[int, int] = field(default_factory=dict)
     #: Labels of every pod played (the test run's owner label: engine.remove_orphans).
     pod_labels: dict[str, str] = field(default_factory=dict)
+    #: Put before every name and every reference to one, as kustomize's `namePrefix` does:
+    #: runs on one machine then never touch each other's pods and secrets.
+    name_prefix: str = ""
     documents: list[dict[str, Any]] = field(default_factory=list)
     secrets: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -90,20 +94,33 @@ class Kustomization:
             for env_file in entry["envs"]:
                 values.update(read_env_file((self.secrets_folder or self.folder) / env_file))
             self.secrets[entry["name"]] = values
+        self.secrets = {self.name_prefix + name: values for name, values in self.secrets.items()}
         images = {i["name"]: f"{i['newName']}:{i['newTag']}" for i in kustomization.get("images", [])}
         images.update(self.images)
         labels: dict[str, str] = {}
         for entry in kustomization.get("labels", []):
             labels.update(entry["pairs"])
         for document in self.documents:
-            document["metadata"].setdefault("labels", {}).update(labels)
-            for container in containers(document):
-                container["image"] = images.get(container["image"], container["image"])
-            if document["kind"] == "ConfigMap":
-                document["data"].update(self.config.get(document["metadata"]["name"], {}))
-            if document["kind"] in ("Deployment", "Job"):
-                document["spec"]["template"]["metadata"].setdefault("labels", {}).update(self.pod_labels)
+            self.transform(document, labels, images)
         self.check_selectors()
+
+    def transform(
+        self, document: dict[str, Any], labels: Mapping[str, str], images: Mapping[str, str]
+    ) -> None:
+        """What kustomize (and the test's overrides) do to one resource: labels, the name prefix
+        on names and references, images, the ConfigMap's values; the run's labels on pods."""
+        original = document["metadata"]["name"]
+        document["metadata"].setdefault("labels", {}).update(labels)
+        document["metadata"]["name"] = self.name(original)
+        for container in containers(document):
+            container["image"] = images.get(container["image"], container["image"])
+            for source in container.get("envFrom", []):
+                for ref in source.values():
+                    ref["name"] = self.name(ref["name"])
+        if document["kind"] == "ConfigMap":
+            document["data"].update(self.config.get(original, {}))
+        if document["kind"] in ("Deployment", "Job"):
+            document["spec"]["template"]["metadata"].setdefault("labels", {}).update(self.pod_labels)
 
     def on_host_network(self, container: dict[str, Any]) -> None:
         """Ports as a pod on the host's network has them: no mapping (podman refuses one there),
@@ -114,6 +131,10 @@ class Kustomization:
             if http is not None:
                 number = named.get(http["port"], http["port"])
                 http["port"] = self.host_ports.get(number, number)
+
+    def name(self, name: str) -> str:
+        """A resource's name as played."""
+        return self.name_prefix + name
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [d for d in self.documents if d["kind"] == kind]

@@ -11,6 +11,7 @@ through the web pod gets its report from the worker pod.
 from __future__ import annotations
 
 import functools
+import os
 import secrets
 import time
 from collections.abc import Iterator
@@ -69,6 +70,7 @@ def played(
         images={"mi-assessment": containers.APP_IMAGE},
         host_ports={WEB_PORT: port},
         pod_labels=dict([owner_label.split("=", 1)]),
+        name_prefix=f"ct{os.getpid()}-",
     )
     configmaps = kustomization.of_kind("ConfigMap")
     kustomization.create_secrets()
@@ -76,7 +78,7 @@ def played(
     try:
         started = time.monotonic()
         release = kustomization.job_pods()
-        assert [pod["metadata"]["name"] for pod in release] == ["mi-assessment-release"]
+        assert [pod["metadata"]["name"] for pod in release] == [kustomization.name("mi-assessment-release")]
         kustomization.play(tmp_path / "release.yaml", [*configmaps, *release], played)
         run_to_the_end(release)
         # Each Deployment's init step (wait-release), then its pod.
@@ -105,7 +107,7 @@ def played(
 def test_the_kubernetes_pods_make_a_report(played: tuple[Kustomization, str, str]) -> None:
     kustomization, base_url, secret_key = played
     assert sorted(d["metadata"]["name"] for d in kustomization.of_kind("Deployment")) == sorted(
-        f"mi-assessment-{kind}" for kind in DEPLOYMENTS
+        kustomization.name(f"mi-assessment-{kind}") for kind in DEPLOYMENTS
     )
 
     def ready() -> bool:
@@ -127,7 +129,7 @@ def test_the_kubernetes_pods_make_a_report(played: tuple[Kustomization, str, str
     assert user.report(submission.record_id)["recordId"] == submission.record_id
     # The other pods' liveness probes pass (podman runs each as the container's health check).
     for kind in EXEC_PROBED:
-        name = container_name(pod_name(f"mi-assessment-{kind}"), kind)
+        name = container_name(pod_name(kustomization.name(f"mi-assessment-{kind}")), kind)
         wait_until(
             functools.partial(containers.healthy, name),
             timeout=60,
