@@ -178,3 +178,17 @@ def test_the_compose_reader_refuses_keys_it_does_not_know(tmp_path: Path) -> Non
     (tmp_path / ".env").write_text("POSTGRES_PASSWORD=p\nREDIS_PASSWORD=r\n")
     with pytest.raises(ComposeError, match="privileged"):
         Project(changed, tmp_path, "unused")
+
+
+def test_the_image_builds_every_package_the_distribution_holds() -> None:
+    """The build copies each top-level package of setup.cfg's `packages.find` (its COPY lines and
+    the .dockerignore's allow-list name them one by one): a package added there must be added
+    here, or the image's wheel would lack it."""
+    lines = (ROOT / "setup.cfg").read_text().split("[options.packages.find]", 1)[1].split("[", 1)[0]
+    include = lines.split("include =", 1)[1].split("exclude =", 1)[0].split()
+    packages = sorted({name.split(".", 1)[0] for name in include})
+    containerfile = (ROOT / "Containerfile").read_text().splitlines()
+    allowed = (ROOT / ".dockerignore").read_text().splitlines()
+    for package in packages:
+        assert f"COPY {package} {package}" in containerfile, package
+        assert f"!{package}" in allowed, package
