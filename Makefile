@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 # What ruff checks: every package of the application, the broker library, the tests and the tooling.
-SOURCES := config services redis_adapters observability actors hotpath reconciler web broker tests bench scripts
+SOURCES := config services redis_adapters observability actors hotpath reconciler web broker tests bench scripts deploy/container
 
 .PHONY: run test test-latest lock test-broker soak soak-sentinel pytest lint typecheck bench demo clean clean-state
 
@@ -27,6 +27,7 @@ test: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff format --check $(SOURCES)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy deploy/container/entrypoint.py
 	cd broker && ../$(VENV)/bin/mypy
 	$(PY) -m scripts.with_test_services -- $(PY) -m scripts.broker_suite
 	$(PY) -m scripts.test_shards $(PYTEST_ARGS)
@@ -76,6 +77,7 @@ lint: $(VENV)/.stamp-test+dev+embedded+bench
 
 typecheck: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy deploy/container/entrypoint.py
 	cd broker && ../$(VENV)/bin/mypy
 
 bench: $(VENV)/.stamp-test+dev+embedded+bench

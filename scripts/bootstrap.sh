@@ -73,9 +73,15 @@ if [[ ",$extras," == *",test,"* ]]; then
   command -v redis-sentinel >/dev/null 2>&1 || [ -x /usr/bin/redis-sentinel ] || missing="$missing redis-sentinel"
   command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing="$missing pgbouncer"
   command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing="$missing iproute2"
+  # The container tests (tests/containers/): Debian's podman with runc, pods' catatonit, and
+  # debootstrap for the base image (no image registry is reached).
+  command -v podman >/dev/null 2>&1 || missing="$missing podman"
+  command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || missing="$missing runc"
+  command -v catatonit >/dev/null 2>&1 || [ -x /usr/libexec/podman/catatonit ] || missing="$missing catatonit"
+  command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing="$missing debootstrap"
   if [ -n "$missing" ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      echo "[bootstrap] installing$missing with apt-get (browser, scale-out and fresh-machine tests)" >&2
+      echo "[bootstrap] installing$missing with apt-get (browser, scale-out, fresh-machine and container tests)" >&2
       apt_install_quietly $missing
     else
       echo "[bootstrap]$missing not found: the tests that need them fail under make test (install them; plain pytest skips them)" >&2

@@ -26,6 +26,10 @@ FILE_SECONDS: dict[str, float] = {
     "tests/system/test_topology.py": 96.7,
     "tests/system/test_deploy_install.py": 120.0,
     "tests/e2e/test_quiet_faults.py": 74.7,
+    # Warm: the images found in podman's store (a cold build, ~10 min, falls to the first of them).
+    "tests/containers/test_compose.py": 105.0,
+    "tests/containers/test_kube.py": 75.0,
+    "tests/containers/test_image.py": 42.0,
     "tests/e2e/test_operator.py": 44.8,
     "tests/integration/test_worker_processes.py": 30.7,
     "tests/integration/test_sentinel_failover.py": 28.5,
