@@ -5,7 +5,7 @@
 Order of preference, for each server:
 1. TEST_DATABASE_URL / TEST_REDIS_URL when set (used as they are);
 2. a server already listening on the default local port, in a database / db index of
-   our own (never flushed, never stopped);
+   our own (never flushed, never stopped), when one is free;
 3. a private server started here on a free port in a temporary folder (installed with
    apt-get when no binary is found), stopped when the command ends. MI_TEST_PRIVATE_SERVERS=1
    skips step 2.
@@ -39,7 +39,8 @@ DB_BASENAME = "mi_assessment_test"
 PRIVATE = os.environ.get("MI_TEST_PRIVATE_SERVERS") == "1"
 
 
-def claim_database(admin_url: str, stack: contextlib.ExitStack) -> str:
+def claim_database(admin_url: str, stack: contextlib.ExitStack) -> str | None:
+    """A test database of our own on the server of `admin_url`, or None when every one is in use."""
     base = admin_url.rsplit("/", 1)[0]
     for suffix in ["", *[f"_{n}" for n in range(2, 10)]]:
         name = DB_BASENAME + suffix
@@ -51,7 +52,8 @@ def claim_database(admin_url: str, stack: contextlib.ExitStack) -> str:
             stack.callback(conn.close)
             return url
         conn.close()
-    raise SystemExit("every test database is in use by another run")
+    servers.log("every test database of the reused PostgreSQL is in use by another run")
+    return None
 
 
 def main(argv: list[str]) -> int:
@@ -75,12 +77,13 @@ def main(argv: list[str]) -> int:
         database_url = os.environ.get("TEST_DATABASE_URL")
         if not database_url:
             admin = None if PRIVATE else servers.reusable_postgres()
-            if admin is None:
+            database_url = None if admin is None else claim_database(admin, stack)
+            if database_url is None:
                 servers.log("starting a private PostgreSQL")
                 pg = servers.PostgresServer(tmpdir() / "pg").start()
                 stack.callback(pg.stop)
-                admin = pg.admin_url
-            database_url = claim_database(admin, stack)
+                database_url = claim_database(pg.admin_url, stack)
+                assert database_url is not None  # a new server: nothing else holds its databases
         env["TEST_DATABASE_URL"] = database_url
 
         redis_url = os.environ.get("TEST_REDIS_URL")
