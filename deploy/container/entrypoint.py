@@ -78,7 +78,7 @@ def check_settings(type_: str, env: dict[str, str]) -> None:
         if not env.get(name, "").strip():
             raise SettingError(f"{name} is not set: give the container {name}={EXAMPLES[name]}")
     from config.settings import Settings
-    from services.domain.errors import ConfigError
+    from config import ConfigError
 
     try:
         settings = Settings.from_env(env)
