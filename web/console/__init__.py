@@ -25,6 +25,7 @@ from web.console import (
     drill,
     error_pages,
     headers,
+    outcomes,
     overview,
     records,
     sessions,
@@ -38,7 +39,7 @@ __all__ = ["init_app"]
 SESSION_LIFETIME = timedelta(seconds=sessions.LIFETIME_S)
 
 # The modules register their views on `bp` when imported.
-_VIEWS = (audit, context, deadletters, delayed, drill, error_pages, overview, records, signin)
+_VIEWS = (audit, context, deadletters, delayed, drill, error_pages, outcomes, overview, records, signin)
 
 
 class ConsoleCookieSessions(SecureCookieSessionInterface):

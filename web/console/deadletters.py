@@ -1,17 +1,23 @@
 """Dead letters and invalid payloads: look at them, requeue, delete, purge.
 
 Each form names entries by their handle (a digest of the entry's bytes, stable while
-other entries come and go); the outcome of every handle is shown after the action.
+other entries come and go); the outcome of every handle is shown after the action, on the
+page the action redirects to.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from flask import flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
+from werkzeug.wrappers import Response as WerkzeugResponse
 
+from services.domain.opsmodel import ItemOutcome
 from services.usecases import operations
 from web.console.acting import actor
 from web.console.blueprint import bp
+from web.console.outcomes import show_outcome
 from web.deps import audit_log, new_uow, queue_operations
 
 PAGE_SIZE = 50
@@ -44,11 +50,10 @@ def dead_letters() -> str:
     return render_template("console/dead.html", letters=letters, page=page, page_size=PAGE_SIZE)
 
 
-def outcomes_page(title: str, items: object, id_label: str, back: str) -> str:
-    """The page of a batch action's outcome per item, with a way back to `back` (an endpoint)."""
-    return render_template(
-        "console/outcomes.html", title=title, items=items, id_label=id_label, back=url_for(back)
-    )
+def outcomes_page(title: str, items: Sequence[ItemOutcome], id_label: str, back: str) -> WerkzeugResponse:
+    """A redirect to the page of a batch action's outcome per item, with a way back to `back`
+    (an endpoint): a reload of that page repeats nothing (web/console/outcomes.py)."""
+    return show_outcome(title, items, id_label, url_for(back))
 
 
 @bp.post("/dead/requeue")

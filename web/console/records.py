@@ -25,6 +25,7 @@ from services.usecases.record_detail import admin_record_detail
 from web.console.acting import actor
 from web.console.blueprint import bp
 from web.console.display import admin_timezone, day_after, day_start, parse_day
+from web.console.outcomes import show_outcome
 from web.deps import audit_log, current, new_uow, queue_operations, report_queue, task_store
 from web.report_page import dimensions_chart
 
@@ -148,7 +149,7 @@ def regenerate_one(record_id: int) -> WerkzeugResponse:
 
 
 @bp.post("/records/regenerate")
-def regenerate_selected() -> str | WerkzeugResponse:
+def regenerate_selected() -> WerkzeugResponse:
     raw = request.form.getlist("ids")
     ids = [i for i in (_int(r, 1, MAX_ID) for r in raw[:MAX_BATCH]) if i is not None]
     if not ids:
@@ -157,9 +158,7 @@ def regenerate_selected() -> str | WerkzeugResponse:
     outcome = admin.batch_regenerate(
         new_uow(), report_queue(), ids, actor=actor(), audit=audit_log(), dead_letters=queue_operations()
     )
-    return render_template(
-        "console/outcomes.html", title="批量重新生成结果", items=outcome.items, back=_back_to_list()
-    )
+    return show_outcome("批量重新生成结果", outcome.items, "记录ID", _back_to_list())
 
 
 @bp.post("/records/regenerate-failed")
