@@ -98,9 +98,7 @@ def throughput_svg(
     top = _nice_ceiling(max([1, *(max(p.processed, p.failed) for p in points)]))
     plot_h = HEIGHT - TOP - BOTTOM
     slots = max(1, len(points))
-    axis = [
-        f'<svg class="chart-axis" width="{LEFT}" height="{HEIGHT}" xmlns="{SVG_NS}" aria-hidden="true">'
-    ]
+    axis = [f'<svg class="chart-axis" width="{LEFT}" height="{HEIGHT}" xmlns="{SVG_NS}" aria-hidden="true">']
     plot = [f'<svg class="chart-plot" width="100%" height="{HEIGHT}" xmlns="{SVG_NS}" aria-hidden="true">']
     # Counts are whole: a middle line only where it falls on one (top 2, 10, 20 ...; not 1 or 5).
     fractions = (0, 0.5, 1) if top % 2 == 0 else (0, 1)

@@ -13,10 +13,12 @@ from flask import flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from werkzeug.wrappers import Response as WerkzeugResponse
 
+from redis_adapters.report_message import InvalidReportMessage, ReportQueueMessage
 from services.domain.opsmodel import ItemOutcome
 from services.usecases import operations
 from web.console.acting import actor
 from web.console.blueprint import bp
+from web.console.display import invalid_reason_words
 from web.console.outcomes import show_outcome
 from web.deps import audit_log, new_uow, queue_operations
 
@@ -77,12 +79,28 @@ def delete_dead() -> ResponseReturnValue:
     return outcomes_page("删除死信结果", items, "死信", "console.dead_letters")
 
 
+def why_invalid(raw: str) -> str:
+    """Why the worker could not read a quarantined payload, found again with the decoder it
+    used (the broker keeps the payload only: not its reason, nor its time). `raw` is the entry
+    as shown, bytes that are not UTF-8 as \\xNN: still no JSON, as the bytes were not."""
+    try:
+        ReportQueueMessage.decode(raw.encode("utf-8", "surrogateescape"))
+    except InvalidReportMessage as exc:
+        return invalid_reason_words(str(exc))
+    return "按现在的规则可以解析：隔离时的原因未记录（见 worker 日志）"
+
+
 @bp.get("/invalid")
 def invalid_payloads() -> str:
     page = page_number()
     payloads = operations.list_invalid(queue_operations(), offset=(page - 1) * PAGE_SIZE, limit=PAGE_SIZE)
     return render_template(
-        "console/invalid.html", payloads=payloads, page=page, page_size=PAGE_SIZE, preview_chars=PREVIEW_CHARS
+        "console/invalid.html",
+        payloads=payloads,
+        reasons={p.key: why_invalid(p.raw) for p in payloads.items},
+        page=page,
+        page_size=PAGE_SIZE,
+        preview_chars=PREVIEW_CHARS,
     )
 
 
