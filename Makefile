@@ -1,6 +1,8 @@
 # The two commands of the README:
-#   make run    start the whole stack (web + worker + services of the Procfile)
-#   make test   lint, check formatting, type-check and run the test suite against real PostgreSQL and Redis
+#   make run    start the whole stack (web + worker + services of the Procfile); one per state folder
+#   make test   lint, check formatting and imports, type-check, then the broker's suite and the test
+#               suite against real PostgreSQL and Redis, the chaos soak's 3-minute run included
+#               (about TEST_MINUTES minutes on a 2-core machine; README, "The two commands")
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -31,7 +33,8 @@ status start stop restart:
 	@$(PY) -m scripts.stack_ctl $@ $(PROCESS)
 
 # The bench extra too: the suite runs a smoke test of every benchmark (RQ is a peer there).
-# The suite runs as two shards at once (scripts/test_shards.py): the slow tests beside the rest.
+# The suite runs as three shards at once (scripts/test_shards.py): the slow tests, in two parts
+# of about equal time, beside the rest.
 test: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff check $(SOURCES)
 	$(VENV)/bin/ruff format --check $(SOURCES)

@@ -66,3 +66,53 @@ def test_a_stack_file_left_by_a_stopped_make_run_is_refused(tmp_path: Path) -> N
     state = state_folder(tmp_path, pid=gone)
     with pytest.raises(click.ClickException, match="no longer runs"):
         find_stack(str(state), {})
+
+
+def test_issue_user_token_finds_the_stack_as_the_other_commands_do(tmp_path: Path) -> None:
+    """In a `make run` checkout, nothing exported: the token is signed with its secrets.json's key."""
+    import subprocess
+    import sys
+
+    from web.auth import verify_user_token
+
+    state = state_folder(tmp_path / "checkout", secret="s3cret-of-the-stack")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"SECRET_KEY", "ADMIN_TOKENS", "DATABASE_URL", "REDIS_URL", "MI_STACK", "MI_STATE_DIR"}
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "web", "issue-user-token", "7"],
+        cwd=state.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert verify_user_token("s3cret-of-the-stack", done.stdout.strip()) == 7
+    assert f"stack from {state / 'stack.json'}" in done.stderr
+    # With no stack and no SECRET_KEY it says what to do, without a traceback.
+    alone = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flask",
+            "--app",
+            "web",
+            "issue-user-token",
+            "7",
+            "--stack",
+            str(tmp_path / "none"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert alone.returncode != 0
+    assert "Traceback" not in alone.stderr
+    assert "is `make run` running there?" in alone.stderr
