@@ -103,7 +103,7 @@ def test_an_events_data_reads_as_sentences_without_keys_or_reprs() -> None:
 
 def test_actors_and_credentials_in_words() -> None:
     assert actor_words("console:张三") == "管理后台 · 张三"
-    assert actor_words("admin:1a2b3c4d5e6f") == "管理接口 · 凭证 1a2b3c4d5e6f"
+    assert actor_words("admin:1a2b3c4d5e6f") == "管理接口 · 1a2b3c4d5e6f"
     assert actor_words("cli:root") == "命令行 · root"
     assert actor_words("user:1001") == "用户 1001"
     assert actor_words("worker") == "报告生成 worker"

@@ -9,6 +9,7 @@ from datetime import date, datetime, time, timedelta, tzinfo
 from zoneinfo import ZoneInfo
 
 from config.settings import Settings
+from services.domain.limits import is_strict_int
 
 
 def admin_timezone(settings: Settings) -> tzinfo:
@@ -192,9 +193,7 @@ def _yes_no(yes: str, no: str) -> Callable[[object], str | None]:
 
 
 def _count(template: str) -> Callable[[object], str | None]:
-    return lambda value: (
-        template.format(value) if isinstance(value, int) and not isinstance(value, bool) else None
-    )
+    return lambda value: template.format(value) if is_strict_int(value) else None
 
 
 #: What each field of an event's data says (services and actors write them; the timeline
@@ -236,15 +235,15 @@ def event_facts(data: Mapping[str, object]) -> list[str]:
 _ACTOR_KINDS = {"worker": "报告生成 worker", "reconciler": "对账 reconciler"}
 _ACTOR_PREFIXES = {
     "user:": "用户 ",
-    "admin:": "管理接口 · 凭证 ",
+    "admin:": "管理接口 · ",
     "console:": "管理后台 · ",
     "cli:": "命令行 · ",
 }
 
 
 def actor_words(actor: str | None) -> str:
-    """`console:张三` → `管理后台 · 张三`, `admin:1a2b…` → `管理接口 · 凭证 1a2b…`, `user:7` →
-    `用户 7`, `worker` → `报告生成 worker`; anything else as it is."""
+    """`console:张三` → `管理后台 · 张三`, `admin:1a2b…` → `管理接口 · 1a2b…` (the token's
+    fingerprint), `user:7` → `用户 7`, `worker` → `报告生成 worker`; anything else as it is."""
     if not actor:
         return ""
     if actor in _ACTOR_KINDS:

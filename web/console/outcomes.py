@@ -18,9 +18,12 @@ from werkzeug.wrappers import Response as WerkzeugResponse
 
 from services.domain.opsmodel import ItemOutcome
 from web.console.blueprint import bp
+from web.console.sessions import KEPT_OUTCOMES
 from web.console.signin import SESSION_ID, session_store
 
-MSG_GONE = "这次操作的结果已不在本次登录中（只保留最近 10 次操作的结果）；操作本身已记入操作审计。"
+MSG_GONE = (
+    f"这次操作的结果已不在本次登录中（只保留最近 {KEPT_OUTCOMES} 次操作的结果）；操作本身已记入操作审计。"
+)
 
 
 def _back(target: str) -> str:
