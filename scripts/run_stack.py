@@ -653,7 +653,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGHUP, interrupt)
     STATE.mkdir(parents=True, exist_ok=True)
-    # Before anything is touched: a stack running on this folder is left alone.
+    # Before anything is touched: a stack running on this folder is left alone. The lock is
+    # held (its file open) until this function returns, i.e. for the stack's whole life.
     lock = stack_lock.acquire(STATE)
     if isinstance(lock, stack_lock.RunningStack):
         for line in lock.refusal():

@@ -7,7 +7,8 @@ timeline), delayed retries (retry now, delete), dead letters (requeue, delete), 
 payloads (view, delete, purge), the audit trail and the fault drill. Every signed-in
 page carries the alarm banner (no worker or hotpath alive, a queue waiting too long).
 Every action calls the same service function as the admin API and the CLI, audited with
-the signed-in admin as the actor.
+the signed-in admin as the actor, and answers with a redirect (a batch's outcome on a page of
+its own, outcomes.py), so that a reload never sends it again.
 """
 
 from __future__ import annotations
