@@ -1,6 +1,8 @@
 # The two commands of the README:
-#   make run    start the whole stack (web + worker + services of the Procfile)
-#   make test   lint, check formatting, type-check and run the test suite against real PostgreSQL and Redis
+#   make run    start the whole stack (web + worker + services of the Procfile); one per state folder
+#   make test   lint, check formatting and imports, type-check, then the broker's suite and the test
+#               suite against real PostgreSQL and Redis, the chaos soak's 3-minute run included
+#               (34 minutes on a shared 2-core machine; README, "The two commands")
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,7 +10,7 @@ PYTEST_ARGS ?=
 # What ruff checks: every package of the application, the broker library, the tests and the tooling.
 SOURCES := config services redis_adapters observability actors hotpath reconciler web broker tests bench scripts deploy/container
 
-.PHONY: run test test-latest lock test-broker soak soak-sentinel pytest lint typecheck bench demo clean clean-state
+.PHONY: run status start stop restart test test-latest lock test-broker soak soak-sentinel pytest lint typecheck bench demo clean clean-state
 
 # The virtualenv, installed from the lock that holds the extras (scripts/bootstrap.sh).
 $(VENV)/.stamp-%: setup.cfg pyproject.toml broker/pyproject.toml scripts/bootstrap.sh requirements.txt requirements/*.txt
@@ -20,8 +22,19 @@ comma := ,
 run: $(VENV)/.stamp-embedded
 	$(PY) -m scripts.run_stack
 
+# The processes of the running `make run` (this checkout's .state/, or MI_STATE_DIR's), from any
+# shell in the checkout, nothing exported (scripts/stack_ctl.py):
+#   make status                  the stack's URL and each process's state, pid and uptime
+#   make start PROCESS=worker    start a stopped process (`make restart PROCESS=worker`: stop, start)
+#   make stop PROCESS=worker     stop one (it stays stopped); `make stop` alone: the whole stack
+# No prerequisite: a running stack's virtualenv is never reinstalled under it.
+status start stop restart:
+	@[ -x $(PY) ] || { echo "no $(VENV): no \`make run\` was ever started here"; exit 1; }
+	@$(PY) -m scripts.stack_ctl $@ $(PROCESS)
+
 # The bench extra too: the suite runs a smoke test of every benchmark (RQ is a peer there).
-# The suite runs as two shards at once (scripts/test_shards.py): the slow tests beside the rest.
+# The suite runs as three shards at once (scripts/test_shards.py): the slow tests, in two parts
+# of about equal time, beside the rest.
 test: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff check $(SOURCES)
 	$(VENV)/bin/ruff format --check $(SOURCES)

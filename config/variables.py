@@ -225,7 +225,10 @@ VARIABLES: tuple[Variable, ...] = (
         "`PORT`",
         "`8000`",
         "web",
-        "listen port (Procfile); `make run` sets it to 8000 or a free port, honcho to `5000` unless set",
+        (
+            "listen port (Procfile); unset, `make run` takes the previous run's port (`.state/web-port`) "
+            "while it is free, else 8000, else a free port (the banner says when it changed); honcho `5000`"
+        ),
     ),
     Variable(
         "`BIND`",
@@ -472,6 +475,16 @@ VARIABLES: tuple[Variable, ...] = (
         "`WORKER_SHUTDOWN_TIMEOUT_MS` / 1000 + 10 (610)",
         "make run",
         "how long supervisord waits after SIGTERM before it SIGKILLs a process (`stopwaitsecs`)",
+    ),
+    Variable(
+        "`MI_TERMINAL_LOG`",
+        "`quiet`",
+        "make run",
+        (
+            "what `make run`'s terminal shows: `quiet`, the banner, `ready`, starts and stops of "
+            "processes, warnings and errors; `all`, every line of every process, the web's access log "
+            "included. The files under `.state/logs/` hold everything either way"
+        ),
     ),
     Variable(
         "`MI_ENV_FILE`, `MI_PROCFILE`",

@@ -41,6 +41,7 @@ from redis.commands.core import Script
 from sqlalchemy.orm import Session, sessionmaker
 
 from hotpath.constants import DEFAULT_ANSWERS_BATCH, DEFAULT_LOCK_TTL_MS
+from observability.logs import readable
 from redis_adapters.keyspace import DirtyKeys
 from redis_adapters.lock import RedisLock
 from redis_adapters.lua_scripts import lua_source
@@ -225,11 +226,11 @@ class DirtySetFlusher(ABC):
         by_record: dict[int, list[bytes]] = {}
         for record_id, name, value in invalid:
             logger.error(
-                "%s: record %s: setting aside field %r=%r in %s",
+                "%s: record %s: setting aside field %s=%s in %s",
                 self.name,
                 record_id,
-                name[:100],
-                value[:200],
+                readable(name, 100),
+                readable(value),
                 self.keys.invalid,
             )
             by_record.setdefault(record_id, []).extend([name, value, invalid_entry(record_id, name, value)])
@@ -246,7 +247,8 @@ class DirtySetFlusher(ABC):
             else:
                 bad.append(member)
         if bad:
-            logger.error("%s: dropping %d malformed dirty mark(s): %r", self.name, len(bad), bad[:5])
+            marks = ", ".join(readable(mark, 40) for mark in bad[:5])
+            logger.error("%s: dropping %d malformed dirty mark(s): %s", self.name, len(bad), marks)
             self._guarded(self._done, [self.keys.syncing], *bad)
         return sorted(ids)
 

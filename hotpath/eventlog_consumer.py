@@ -34,6 +34,7 @@ import redis
 from sqlalchemy.orm import Session, sessionmaker
 
 from hotpath.constants import DEFAULT_EVENTS_BATCH, DEFAULT_LOCK_TTL_MS
+from observability.logs import readable
 from redis_adapters.keyspace import EventLogKeys
 from redis_adapters.lock import RedisLock
 from redis_adapters.lua_scripts import lua_source
@@ -135,7 +136,7 @@ class EventLogConsumer:
             try:
                 events.append((Event.decode(raw), raw))
             except Exception as exc:  # InvalidEvent, or anything decoding missed: never stuck
-                logger.error("events: keeping an undecodable entry aside (%s): %r", exc, raw[:200])
+                logger.error("events: keeping an undecodable entry aside (%s): %s", exc, readable(raw))
                 report.invalid.append(raw)
         self.partitions.ensure_for(event.occurred_at for event, _ in events)
         report.inserted, refused = self._insert(events)
@@ -153,7 +154,7 @@ class EventLogConsumer:
             )
             session.commit()
         for event, raw in refused:
-            logger.error("events: PostgreSQL refused event %s; kept aside: %r", event.id, raw[:200])
+            logger.error("events: PostgreSQL refused event %s; kept aside: %s", event.id, readable(raw))
         return inserted, [raw for _, raw in refused]
 
     def close(self) -> None:

@@ -33,6 +33,7 @@ from pythonjsonlogger.json import JsonFormatter
 
 from config import settings
 from services.domain.errors import DatabaseUnavailable
+from services.domain.limits import escape_controls
 
 #: Errors that say a server (Redis, PostgreSQL) cannot be reached or failed: an outage,
 #: not a bug, so a failing loop logs them on one line, without a traceback.
@@ -44,6 +45,14 @@ OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
     sqlalchemy.exc.InterfaceError,
     psycopg.OperationalError,
 )
+
+
+def readable(raw: bytes | str, limit: int = 200) -> str:
+    """Stored bytes for a log line, quoted: UTF-8 as text (Chinese stays Chinese), any other
+    byte as \\xNN, control characters escaped (one line stays one line), cut after `limit`
+    characters with "…"; never Python's `b'…'`."""
+    text = raw if isinstance(raw, str) else raw.decode("utf-8", "backslashreplace")
+    return f"“{escape_controls(text[:limit])}{'…' if len(text) > limit else ''}”"
 
 
 def outage(exc: BaseException) -> bool:
@@ -91,8 +100,14 @@ class ContextFilter(logging.Filter):
             if job.record_id is not None:
                 record.record_id = job.record_id
         # The text format's suffix; JSON carries the ids as fields instead.
-        record.job = "" if job is None else f" [message {job.message_id} record {job.record_id}]"
+        record.job = "" if job is None else _job_suffix(job)
         return True
+
+
+def _job_suffix(job: JobContext) -> str:
+    """` [message 1a2b… record 42]`; a job with no record (unreadable) names its message only."""
+    record = "" if job.record_id is None else f" record {job.record_id}"
+    return f" [message {job.message_id}{record}]"
 
 
 def formatter(fmt: str) -> logging.Formatter:

@@ -69,6 +69,15 @@ _KIND_EFFECT = {
 _QUEUE_WORDS = {REPORT_QUEUE_NAME: "报告生成队列", ADMIN_QUEUE_NAME: "后台任务队列"}
 
 
+def start_advice(kind: str) -> str:
+    """How to start a process of `kind` again, as printed by `make run` and the README: the
+    commands work as written in a fresh shell in the checkout (scripts/stack_ctl.py)."""
+    return (
+        f"启动它：make run 下在仓库目录运行 make start PROCESS={kind}（make status 列出全部进程）；"
+        f"systemd 部署下运行 systemctl start mi-assessment@{kind}。"
+    )
+
+
 def alarms(processes: list[ProcessBeat], queues: list[QueueState], *, oldest_job_s: float) -> list[Alarm]:
     """What needs a human now (pure: the figures in, the alarms out)."""
     found = []
@@ -77,8 +86,7 @@ def alarms(processes: list[ProcessBeat], queues: list[QueueState], *, oldest_job
             found.append(
                 Alarm(
                     f"no_{kind}",
-                    f"没有存活的{_KIND_WORDS[kind]}进程：{_KIND_EFFECT[kind]}。请检查并启动它"
-                    "（make run 下：supervisorctl status）。",
+                    f"没有存活的{_KIND_WORDS[kind]}进程：{_KIND_EFFECT[kind]}。{start_advice(kind)}",
                 )
             )
     for queue in queues:

@@ -13,6 +13,7 @@ from datetime import datetime
 
 import redis
 from listbroker import DeadLetters, DelayedEntry, DelayedMessages, JobIndex, QueueKeys, Removed
+from listbroker.delayed import entry as delayed_entry
 
 from redis_adapters.queue_figures import as_local
 from redis_adapters.queues import REPORT_QUEUE_NAME
@@ -149,6 +150,16 @@ class RedisQueueOperations:
         with _queue_errors():
             total, items = self.delayed.page(offset, limit)
         return total, [delayed_retry(item) for item in items]
+
+    def delayed_retries_of(self, record_id: int) -> list[DelayedRetry]:
+        # One ZSCAN whose pattern holds the id's digits (Redis filters, the set is never read
+        # whole), each match decoded to be sure it is the record's.
+        delayed = self.delayed
+        with _queue_errors():
+            scanned = delayed.client.zscan_iter(delayed.keys.delayed, match=f"*{int(record_id)}*", count=1000)
+            found = [delayed_retry(delayed_entry(bytes(member), float(score))) for member, score in scanned]
+        mine = [r for r in found if r.record_id == record_id]
+        return sorted(mine, key=lambda r: r.due_at.timestamp() if r.due_at else float("inf"))
 
     def retry_delayed_now(self, message_ids: Sequence[str]) -> dict[str, bool]:
         with _queue_errors():

@@ -9,11 +9,12 @@ scripts/servers.py), which deleting the checkout would leave behind. Refused whi
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
 from pathlib import Path
+
+from scripts import stack_lock
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE = Path(os.environ.get("MI_STATE_DIR", ROOT / ".state")).resolve()
@@ -27,20 +28,6 @@ def outside_links(state: Path) -> list[Path]:
         if target.is_dir() and not target.is_relative_to(state):
             found.append(target)
     return found
-
-
-def running_pid(state: Path) -> int | None:
-    try:
-        pid = int(json.loads((state / "stack.json").read_text())["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        return pid
-    return pid
 
 
 def describe(state: Path) -> str:
@@ -64,9 +51,9 @@ def main() -> int:
     if not STATE.exists():
         log(f"nothing to remove: {STATE} does not exist")
         return 0
-    pid = running_pid(STATE)
-    if pid is not None:
-        log(f"`make run` (pid {pid}) is running on {STATE}: stop it first (Ctrl-C)")
+    holder = stack_lock.running(STATE)
+    if holder is not None:
+        log(f"`make run` is running on {STATE} ({holder.describe()}): stop it first (Ctrl-C, or `make stop`)")
         return 1
     for target in outside_links(STATE):
         log(f"removing {target} (the cluster {STATE} links to)")

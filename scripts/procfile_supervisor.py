@@ -4,12 +4,14 @@ Every long-running type (all but `release`), in the Procfile's order, becomes a
 `[program:NAME]` that supervisord restarts when it dies (with a growing delay while it
 keeps dying within START_SECONDS of its start) and stops as a whole process group,
 giving it `stop_timeout_s` to finish in-flight work before SIGKILL. Nothing here is
-specific to a type but `web`, which gets $PORT as on Heroku and under honcho, and, under
-`make run`, the socket already bound on that port (scripts/web_socket.py).
+specific to a type but `web`, which gets $PORT as on Heroku and under honcho, under
+`make run` the socket already bound on that port (scripts/web_socket.py), and whose
+stdout, gunicorn's access log, goes to logs/access.log instead of the console.
 
 The console is a file, .state/console.log: supervisord logs its own messages there, and
 a small event listener (scripts/supervisor_output.py) appends the processes' output
-with a name prefix, as honcho printed it. `make run` copies that file to the terminal.
+with a name prefix, as honcho printed it. `make run` copies that file to the terminal,
+the lines of supervisor_output.TerminalFilter (starts, stops, warnings and errors).
 No pipe: a closed terminal or a killed `make run` must not break supervisord's writes
 (it dies on a failed write to its stdout, leaving its processes orphaned).
 """
@@ -49,6 +51,8 @@ SHELL_OPERATORS = frozenset({"&&", "||", ";", "|", "&", "(", ")", ";;", "|&", ";
 #: A unix socket path longer than this does not fit in sockaddr_un (108 bytes with the NUL).
 MAX_SOCKET_PATH = 100
 LOG_MAX_BYTES = "10MB"
+#: The web's access log, beside each type's own log (logs/TYPE.log).
+ACCESS_LOG = "access.log"
 LOG_BACKUPS = 2
 #: Events buffered for the output listener; beyond that supervisord drops the oldest lines.
 OUTPUT_BUFFER = 10_000
@@ -140,6 +144,9 @@ class SupervisorConfig:
     #: supervisorctl: the socket is 0700 already, but without one supervisord prints a CRIT
     #: line ("running without any HTTP authentication checking") at every start.
     rpc_password: str | None = None
+    #: The web's access log (its stdout: gunicorn's `--access-logfile -`) in the console too;
+    #: else only in logs/access.log (MI_TERMINAL_LOG=all, scripts/run_stack.py).
+    access_log_to_terminal: bool = False
 
     @property
     def socket(self) -> Path:
@@ -244,14 +251,30 @@ def render(entries: Sequence[tuple[str, str]], config: SupervisorConfig) -> str:
             "stopasgroup = true",
             "killasgroup = true",
             f"stopwaitsecs = {config.stop_timeout_s}",
-            "redirect_stderr = true",
-            f"stdout_logfile = {_value(str(logs / f'{name}.log'))}",
-            f"stdout_logfile_maxbytes = {LOG_MAX_BYTES}",
-            f"stdout_logfile_backups = {LOG_BACKUPS}",
-            "stdout_events_enabled = true",
         ]
         if name == WEB_TYPE:
-            lines.append(f'environment = PORT="{config.port}"')
+            # gunicorn writes its access log to stdout and everything else to stderr: the
+            # requests go to a file of their own, the rest to web.log and the console.
+            lines += [
+                "redirect_stderr = false",
+                f"stdout_logfile = {_value(str(logs / ACCESS_LOG))}",
+                f"stdout_logfile_maxbytes = {LOG_MAX_BYTES}",
+                f"stdout_logfile_backups = {LOG_BACKUPS}",
+                f"stdout_events_enabled = {'true' if config.access_log_to_terminal else 'false'}",
+                f"stderr_logfile = {_value(str(logs / f'{name}.log'))}",
+                f"stderr_logfile_maxbytes = {LOG_MAX_BYTES}",
+                f"stderr_logfile_backups = {LOG_BACKUPS}",
+                "stderr_events_enabled = true",
+                f'environment = PORT="{config.port}"',
+            ]
+        else:
+            lines += [
+                "redirect_stderr = true",
+                f"stdout_logfile = {_value(str(logs / f'{name}.log'))}",
+                f"stdout_logfile_maxbytes = {LOG_MAX_BYTES}",
+                f"stdout_logfile_backups = {LOG_BACKUPS}",
+                "stdout_events_enabled = true",
+            ]
         lines.append("")
     return "\n".join(lines)
 

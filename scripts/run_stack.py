@@ -14,10 +14,22 @@ Then the Procfile's release step (migrations, questionnaire), the credentials, a
 supervisord for the long-running process types, with a configuration made from the
 Procfile (.state/supervisord.conf): a process that dies is restarted, the others go
 on. Ctrl-C stops the processes (jobs in flight finish; a second Ctrl-C kills them at
-once), then the servers started here. Run again, it reuses .state/ (MI_STATE_DIR).
+once), then the servers started here. Run again, it reuses .state/ (MI_STATE_DIR), and the
+web port of the previous run while it is free (.state/web-port), so URLs already handed out
+keep working; a new port is said in the banner.
 
-While it runs, .state/stack.json tells other tools (`make demo`) where the stack is:
-base URL, port, database and Redis URLs, and where the credentials come from.
+One stack per state folder: `make run` holds .state/run.lock while it runs
+(scripts/stack_lock.py); a second `make run` on the same folder refuses before it touches
+anything and names the running one. A lock that can be taken means the previous run ended,
+however: what a killed run left running is then stopped.
+
+The terminal shows the banner, `ready`, starts and stops of processes, warnings and errors
+(supervisor_output.TerminalFilter); each process's whole output is in .state/logs/, the
+web's requests in .state/logs/access.log; MI_TERMINAL_LOG=all shows everything.
+
+While it runs, .state/stack.json tells other tools (`make demo`, the CLI, `make status`)
+where the stack is: base URL, port, database and Redis URLs, and where the credentials
+come from.
 """
 
 from __future__ import annotations
@@ -43,7 +55,7 @@ from datetime import datetime
 from pathlib import Path
 from types import FrameType
 
-from scripts import procfile_supervisor, servers, web_socket
+from scripts import procfile_supervisor, servers, stack_lock, supervisor_output, web_socket
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,6 +65,8 @@ DATABASE_NAME = "mi_assessment"
 REDIS_PORT = 56379
 POSTGRES_PORT = 55432
 WEB_PORT = 8000
+#: The web port of the last run, reused by the next while free (STATE/web-port).
+WEB_PORT_FILE = "web-port"
 #: How long to wait for the web process to answer /readyz before saying so.
 READY_TIMEOUT_S = 60.0
 #: supervisord SIGKILLs a process that has not stopped within its stop timeout; past
@@ -71,6 +85,10 @@ SERVER_PASSWORDS = (POSTGRES_PASSWORD, REDIS_PASSWORD)
 PR_SET_CHILD_SUBREAPER = 36
 #: In the environment of every process the stack runs: finds them after a killed run.
 STACK_MARKER = "MI_STACK_STATE"
+#: What the terminal shows: `quiet` (starts, stops, warnings, errors) or `all` (every line of
+#: every process, the web's access log included).
+TERMINAL_LOG = "MI_TERMINAL_LOG"
+TERMINAL_CHOICES = ("quiet", "all")
 
 
 def procfile_path() -> Path:
@@ -166,7 +184,7 @@ def announce_when_ready(base_url: str, stopping: threading.Event) -> None:
         try:
             with urllib.request.urlopen(f"{base_url}/readyz", timeout=2) as response:
                 if response.status == 200:
-                    servers.log(f"ready: {base_url} (try `make demo` in another terminal)")
+                    servers.log(f"ready: {base_url}/ (console …/admin/; try `make demo` in another shell)")
                     return
         except (urllib.error.URLError, OSError):
             pass
@@ -358,7 +376,16 @@ def export_line(env: dict[str, str], sources: dict[str, str]) -> str:
     return "export " + " ".join(pairs)
 
 
-def print_banner(env: dict[str, str], types: list[str], sources: dict[str, str]) -> None:
+def make_command(words: str) -> str:
+    """`make WORDS` as typed in the checkout; with the state folder named when it is not the
+    checkout's own `.state/` (MI_STATE_DIR), so that it reaches this stack."""
+    prefix = "" if (ROOT / ".state").resolve() == STATE else f"MI_STATE_DIR={shlex.quote(str(STATE))} "
+    return f"{prefix}make {words}"
+
+
+def print_banner(
+    env: dict[str, str], types: list[str], sources: dict[str, str], port_note: str | None = None
+) -> None:
     from web.auth import issue_user_token
 
     base_url = f"http://127.0.0.1:{env['PORT']}"
@@ -366,10 +393,12 @@ def print_banner(env: dict[str, str], types: list[str], sources: dict[str, str])
     user_token = issue_user_token(env["SECRET_KEY"], 1)
     redis_cli = redis_cli_command(env["REDIS_URL"])
     redis_line = f'\n    {redis_cli}   (the queue\'s keys: README, "The report queue")' if redis_cli else ""
+    note_line = f"\n  NOTE         {port_note}\n" if port_note else ""
+    restart = make_command("restart PROCESS=worker")
     print(
         f"""
   mi-assessment is starting ({", ".join(types)})
-
+{note_line}
   web          {base_url}/   (what it serves; API: README, OpenAPI: /openapi.json)
   console      {base_url}/admin/   (sign in with the admin token)
   admin token  {admin_token}
@@ -383,28 +412,42 @@ def print_banner(env: dict[str, str], types: list[str], sources: dict[str, str])
     then the README's curl walkthrough, `make demo`, the CLI (it says which servers it uses):
     flask --app web queue stats
     flask --app web issue-user-token USER_ID{redis_line}
+  in another shell, in {ROOT} (nothing to export):
+    {make_command("status")}                   the processes (a process that dies is restarted)
+    {make_command("start PROCESS=worker")}     start a stopped one ({restart}: stop, then start)
+    {make_command("stop")}                     stop the whole stack, as Ctrl-C here
   Ctrl-C stops everything (jobs in flight finish first; Ctrl-C again kills at once).
-  A process that dies is restarted; `supervisorctl -c {STATE / "supervisord.conf"} status` lists them.
+  Here: starts, stops, warnings and errors; everything in {STATE / "logs"}/<process>.log, the web's
+  requests in access.log ({TERMINAL_LOG}=all shows it all here).
 """,
         flush=True,
     )
 
 
-def follow_console(path: Path, done: threading.Event) -> None:
-    """Copy the console file (supervisord's messages and the processes' prefixed output)
-    to our stdout as it grows, until `done` is set and the end is reached. A failed write
-    (terminal closed) is dropped: the processes must still be stopped in order."""
+def follow_console(path: Path, done: threading.Event, shown: supervisor_output.TerminalFilter) -> None:
+    """Copy the console file (supervisord's messages and the processes' prefixed output) to
+    our stdout as it grows, the lines `shown` accepts, until `done` is set and the end is
+    reached. A failed write (terminal closed) is dropped: the processes must still be
+    stopped in order."""
     out = sys.stdout.buffer
+    pending = b""
     with path.open("rb") as console:
         while True:
             finished = done.is_set()  # read before the last read: nothing written after is lost
             data = console.read(65536)
             if data:
-                with contextlib.suppress(OSError, ValueError):
-                    out.write(data)
-                    out.flush()
+                *lines, pending = (pending + data).split(b"\n")
+                kept = [line for line in lines if shown.accepts(line.decode("utf-8", "replace"))]
+                if kept:
+                    with contextlib.suppress(OSError, ValueError):
+                        out.write(b"\n".join(kept) + b"\n")
+                        out.flush()
                 continue
             if finished:
+                if pending and shown.accepts(pending.decode("utf-8", "replace")):
+                    with contextlib.suppress(OSError, ValueError):
+                        out.write(pending + b"\n")
+                        out.flush()
                 return
             time.sleep(0.05)
 
@@ -424,6 +467,14 @@ def die_with_parent() -> Callable[[], None]:
     return set_pdeathsig
 
 
+def terminal_shows_all(env: dict[str, str]) -> bool:
+    """MI_TERMINAL_LOG: `all` brings every line (the access log too) back to the terminal."""
+    value = env.get(TERMINAL_LOG, "").strip() or "quiet"
+    if value not in TERMINAL_CHOICES:
+        raise ValueError(f"{TERMINAL_LOG} must be one of {', '.join(TERMINAL_CHOICES)}, not {value!r}")
+    return value == "all"
+
+
 def supervisor_config(env: dict[str, str], stop_timeout: int, web_socket: Path) -> Path:
     """.state/supervisord.conf (mode 0600), made from the Procfile as it is now."""
     config = procfile_supervisor.SupervisorConfig(
@@ -435,6 +486,7 @@ def supervisor_config(env: dict[str, str], stop_timeout: int, web_socket: Path) 
         colour=sys.stdout.isatty(),
         web_socket=web_socket,
         rpc_password=secrets.token_urlsafe(18),
+        access_log_to_terminal=terminal_shows_all(env),
     )
     # The processes' logs: the account's own (0700 folder, 0600 files by supervisord's umask),
     # tightened too when an earlier version left them open.
@@ -509,7 +561,10 @@ def run_processes(env: dict[str, str], server_pids: set[int], web_socket: Path) 
             preexec_fn=die_with_parent(),  # noqa: PLW1509
         )
     exited = threading.Event()
-    follower = threading.Thread(target=follow_console, args=(console, exited), daemon=True)
+    shown = supervisor_output.TerminalFilter(
+        everything=terminal_shows_all(env), listener=procfile_supervisor.OUTPUT_LISTENER
+    )
+    follower = threading.Thread(target=follow_console, args=(console, exited, shown), daemon=True)
     follower.start()
     stopping = threading.Event()  # set on a stop request, or once supervisord has exited
     requested: list[float] = []  # when we were asked to stop
@@ -555,18 +610,39 @@ def run_processes(env: dict[str, str], server_pids: set[int], web_socket: Path) 
     return code or 1
 
 
-def own_web_port(env: dict[str, str], stack: contextlib.ExitStack) -> Path:
-    """Bind the web's port now, before anything announces it, and serve the socket to the
-    web process (scripts/web_socket.py); sets PORT; returns where the socket is served.
+def kept_port() -> int | None:
+    """The web port of the previous run on this state folder (STATE/web-port), if any."""
+    try:
+        port = int((STATE / WEB_PORT_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return port if 0 < port < 65536 else None
 
-    PORT set: exactly that port, or an error if another process has it. Unset: WEB_PORT,
-    or a free port when that one is taken. The socket stays open until the stack stops.
+
+def own_web_port(env: dict[str, str], stack: contextlib.ExitStack) -> tuple[Path, str | None]:
+    """Bind the web's port now, before anything announces it, and serve the socket to the
+    web process (scripts/web_socket.py); sets PORT. Returns where the socket is served, and
+    what the banner must say when the port is not the previous run's.
+
+    PORT set: exactly that port, or an error if another process has it. Unset: the previous
+    run's port (STATE/web-port: the export line and open console tabs keep working), else
+    WEB_PORT, else a free port. The socket stays open until the stack stops.
     """
     host = env.get("BIND") or "127.0.0.1"
     explicit = env.get("PORT", "").strip()
-    listener = web_socket.bind_listener(host, int(explicit) if explicit else WEB_PORT, fallback=not explicit)
+    previous = kept_port()
+    listener = None
+    if explicit:
+        listener = web_socket.bind_listener(host, int(explicit), fallback=False)
+    elif previous is not None and previous != WEB_PORT:
+        with contextlib.suppress(web_socket.PortInUse):
+            listener = web_socket.bind_listener(host, previous, fallback=False)
+    if listener is None:
+        listener = web_socket.bind_listener(host, WEB_PORT, fallback=True)
     stack.callback(listener.close)
-    env["PORT"] = str(listener.getsockname()[1])
+    port = int(listener.getsockname()[1])
+    env["PORT"] = str(port)
+    servers.write_private(STATE / WEB_PORT_FILE, f"{port}\n")
     path = STATE / "web.sock"
     if len(str(path)) > procfile_supervisor.MAX_SOCKET_PATH:
         folder = Path(tempfile.mkdtemp(prefix="mi-web-"))  # 0700
@@ -575,9 +651,17 @@ def own_web_port(env: dict[str, str], stack: contextlib.ExitStack) -> Path:
     handoff = web_socket.Handoff(listener, path)
     stack.callback(handoff.stop)
     handoff.start()
-    if explicit == "" and env["PORT"] != str(WEB_PORT):
-        servers.log(f"port {WEB_PORT} is in use: web listens on {env['PORT']} instead")
-    return path
+    note = None
+    if previous is not None and port != previous:
+        note = (
+            f"the web port changed: {previous} (the previous run's) is in use, web listens on {port}; "
+            "run the export line below again and reopen console tabs"
+        )
+    elif previous is None and not explicit and port != WEB_PORT:
+        note = f"port {WEB_PORT} is in use: web listens on {port} (kept for the next runs while free)"
+    if note:
+        servers.log(note)
+    return path, note
 
 
 def interrupt(_signum: int, _frame: FrameType | None) -> None:
@@ -602,14 +686,26 @@ def main() -> int:
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGHUP, interrupt)
     STATE.mkdir(parents=True, exist_ok=True)
+    # Before anything is touched: a stack running on this folder is left alone. The lock is
+    # held (its file open) until this function returns, i.e. for the stack's whole life.
+    lock = stack_lock.acquire(STATE)
+    if isinstance(lock, stack_lock.RunningStack):
+        for line in lock.refusal():
+            servers.log(line)
+        return 1
     stop_leftover_processes()
     env = {**os.environ, **read_dotenv()}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("PYTHONUNBUFFERED", "1")
     env[STACK_MARKER] = str(STATE)
+    try:
+        terminal_shows_all(env)
+    except ValueError as exc:
+        servers.log(str(exc))
+        return 2
     with contextlib.ExitStack() as stack:
         try:
-            handoff = own_web_port(env, stack)
+            handoff, port_note = own_web_port(env, stack)
         except web_socket.PortInUse as exc:
             servers.log(f"{exc.strerror}: unset PORT (a free one is then chosen) or free that port")
             return 1
@@ -636,7 +732,7 @@ def main() -> int:
 
         stack_file = write_stack_file(env, sources)
         stack.callback(stack_file.unlink, missing_ok=True)
-        print_banner(env, types, sources)
+        print_banner(env, types, sources, port_note)
         code = run_processes(env, server_pids, handoff)
         servers.log("processes stopped; stopping the servers started here")
     return code

@@ -8,12 +8,18 @@ never stop reading: a listener that dies or hangs holds events back.
 
 Protocol (supervisord's, version 3): write READY, read a header line whose `len` counts
 the payload's characters, read the payload, answer `RESULT 2\\nOK`.
+
+`TerminalFilter` decides which lines of that file `make run` copies to its terminal: starts
+and stops of processes, warnings and errors; the rest (each process's INFO lines, the web's
+access log, supervisord's own chatter) stays in the files under .state/logs/.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
+import re
 import sys
 import time
 from typing import TextIO
@@ -22,6 +28,91 @@ from typing import TextIO
 COLOURS = ("36", "33", "32", "35", "34", "31")
 #: A line still unfinished at this size is printed anyway.
 MAX_PENDING = 65536
+
+
+#: A line of this listener: `HH:MM:SS name |` (in colour on a terminal), then the process's line.
+_PREFIXED = re.compile(r"^(?:\x1b\[[0-9;]*m)?\d\d:\d\d:\d\d (\S+) *\|(?:\x1b\[0m)? ?(.*)$")
+#: A process's log line in the project's text format (observability/logs.py): its level.
+_TEXT_LEVEL = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d+ ([A-Z]+) ")
+#: A line of supervisord's own log: `2026-12-01 08:00:00,123 INFO spawned: 'web' with pid 42`.
+_SUPERVISORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ([A-Z]+) (.*)$")
+_SPAWNED = re.compile(r"^spawned: '([^']+)'")
+_PROCESS_NAMED = re.compile(r"^(?:exited|stopped|gave up|spawnerr): '?([^\s':]+)")
+_WAITING = re.compile(r"^waiting for (.+?) to (?:stop|die)$")
+#: Levels of the processes' lines below which a line stays out of the terminal.
+_QUIET_BELOW = {"DEBUG", "INFO"}
+#: supervisord's INFO lines that are a process's start or stop (its other INFO lines are not shown).
+_SHOWN_INFO = ("exited:", "stopped:", "gave up:", "spawnerr:")
+
+
+class TerminalFilter:
+    """Which lines of the console file `make run` shows (all of them with `everything`).
+
+    Shown: supervisord's warnings and errors, a process's exit, stop or giving up, a start
+    after the first (the banner names the first starts, `ready` says they worked), the first
+    "waiting for … to stop" of a stop; a process's lines at WARNING and above, and every
+    line not in a log format (a traceback, a crash's last words). Not shown: the processes'
+    DEBUG and INFO lines, supervisord's other INFO lines, anything of this listener's own
+    start and stop. Each process's file under .state/logs/ keeps everything.
+    """
+
+    def __init__(self, *, everything: bool = False, listener: str = "output") -> None:
+        self.everything = everything
+        self.listener = listener
+        self.started: set[str] = set()
+        self.waiting: set[str] = set()
+
+    def accepts(self, line: str) -> bool:
+        if self.everything:
+            return True
+        prefixed = _PREFIXED.match(line)
+        if prefixed:
+            return _level(prefixed.group(2)) not in _QUIET_BELOW
+        own = _SUPERVISORD.match(line)
+        if own is None:
+            return True  # a line of a multi-line message: not knowing, show it
+        level, message = own.groups()
+        if message == f"stopped: {self.listener} (terminated by SIGTERM)":
+            return False  # this listener, stopped last of all at every shutdown
+        if level != "INFO":
+            return level in {"WARN", "ERRO", "CRIT"}
+        return self._process_news(message)
+
+    def _process_news(self, message: str) -> bool:
+        """Whether an INFO line of supervisord's is a start (but the first) or a stop of a process."""
+        spawned = _SPAWNED.match(message)
+        waiting = _WAITING.match(message)
+        named = _PROCESS_NAMED.match(message) if message.startswith(_SHOWN_INFO) else None
+        if spawned:
+            name = spawned.group(1)
+            shown = name in self.started
+            self.started.add(name)
+        elif waiting:
+            name = waiting.group(1)
+            shown = name not in self.waiting
+            self.waiting.add(name)
+        elif named:
+            name = named.group(1)
+            shown = True
+        else:
+            return False
+        if not waiting:
+            self.waiting.discard(name)
+        return shown and name != self.listener
+
+
+def _level(line: str) -> str | None:
+    """The level of a process's log line (text or JSON format), None for any other line."""
+    text = _TEXT_LEVEL.match(line)
+    if text:
+        return text.group(1)
+    if line.startswith("{"):
+        try:
+            level = json.loads(line).get("level")
+        except (ValueError, AttributeError):
+            return None
+        return level if isinstance(level, str) else None
+    return None
 
 
 def parse_headers(line: str) -> dict[str, str]:

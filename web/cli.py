@@ -47,6 +47,13 @@ SETTINGS_FROM_ENV = "MI_SETTINGS_FROM_ENV"
 APP_FACTORY = "mi_app_factory"
 
 
+#: The `--stack` option of every command that finds its stack.
+STACK_HELP = (
+    "the stack.json of a `make run` (or its state folder); default: MI_STACK, "
+    "DATABASE_URL + REDIS_URL, else .state/stack.json of this folder or the checkout"
+)
+
+
 def with_stack(command: Callable[..., None]) -> Callable[..., None]:
     """Run `command` in an app on the stack it belongs to (web/cli_stack.py), after saying which;
     adds the ``--stack PATH`` option. An app built with explicit settings (a test, a program
@@ -68,14 +75,7 @@ def with_stack(command: Callable[..., None]) -> Callable[..., None]:
         with app.app_context():
             command(*args, **kwargs)
 
-    option = click.option(
-        "--stack",
-        "stack_path",
-        default=None,
-        metavar="PATH",
-        help="the stack.json of a `make run` (or its state folder); default: MI_STACK, "
-        "DATABASE_URL + REDIS_URL, else .state/stack.json of this folder or the checkout",
-    )
+    option = click.option("--stack", "stack_path", default=None, metavar="PATH", help=STACK_HELP)
     return option(with_appcontext(run))
 
 
@@ -111,12 +111,21 @@ def as_utc(value: datetime | None, zone: tzinfo) -> datetime | None:
 
 @click.command("issue-user-token")
 @click.argument("user_id", type=click.IntRange(1, MAX_ID))
-@with_appcontext  # needs SECRET_KEY only (the export line `make run` prints has it), no server
-def issue_user_token_command(user_id: int) -> None:
-    """Print a user token for USER_ID, signed with SECRET_KEY (for tests and demos)."""
+@click.option("--stack", "stack_path", default=None, metavar="PATH", help=STACK_HELP)
+@with_appcontext  # needs SECRET_KEY only, no server
+def issue_user_token_command(user_id: int, stack_path: str | None) -> None:
+    """Print a user token for USER_ID, signed with SECRET_KEY (for tests and demos): the
+    environment's, else that of the stack the other commands find (`make run`'s secrets.json)."""
     secret_key = current().settings.secret_key
+    if stack_path is not None or (current_app.config.get(SETTINGS_FROM_ENV) and not secret_key):
+        target = find_stack(stack_path, environment())
+        click.echo(target.describe(), err=True)
+        secret_key = target.secret_key or secret_key
     if not secret_key:
-        raise click.ClickException("SECRET_KEY is empty: set it to issue user tokens")
+        raise click.ClickException(
+            "SECRET_KEY is empty: set it (the export line `make run` prints sets it), or point at a "
+            "`make run` whose secrets.json holds it (--stack PATH)"
+        )
     click.echo(issue_user_token(secret_key, user_id))
 
 

@@ -77,8 +77,8 @@ def check_settings(type_: str, env: dict[str, str]) -> None:
     for name in REQUIRED:
         if not env.get(name, "").strip():
             raise SettingError(f"{name} is not set: give the container {name}={EXAMPLES[name]}")
-    from config.settings import Settings
     from config import ConfigError
+    from config.settings import Settings
 
     try:
         settings = Settings.from_env(env)

@@ -129,6 +129,9 @@ class QueueOperations(Protocol):
     def delayed_retries(self, offset: int, limit: int) -> tuple[int, list[DelayedRetry]]:
         """(retries waiting in all, one page of them), soonest due first."""
 
+    def delayed_retries_of(self, record_id: int) -> list[DelayedRetry]:
+        """The retries of one record waiting, soonest due first."""
+
     def retry_delayed_now(self, message_ids: Sequence[str]) -> dict[str, bool]:
         """Queue these delayed retries now (RetryCount unchanged), each in one atomic step.
         False for an id no longer delayed (released meanwhile, or removed)."""

@@ -26,6 +26,7 @@ from services.domain.errors import (
     QueueUnavailable,
     RecordNotFound,
 )
+from services.domain.limits import is_id
 from services.domain.opsmodel import (
     DELETED,
     REQUEUED,
@@ -59,6 +60,7 @@ __all__ = [
     "ItemOutcome",
     "Page",
     "QueueOperations",
+    "delayed_retries_of",
     "delete_dead_letters",
     "delete_delayed_retries",
     "delete_invalid",
@@ -248,6 +250,14 @@ def list_delayed_retries(
             errors = {}
     items = [replace(i, last_error=errors.get(i.record_id)) if i.record_id in errors else i for i in items]
     return Page(items=items, total=total, offset=offset, limit=limit)
+
+
+def delayed_retries_of(queue: QueueOperations, record_id: int) -> list[DelayedRetry]:
+    """The retries of one record waiting for their due time, soonest first (a record has one,
+    or two while an admin's regeneration runs beside a retry)."""
+    if not is_id(record_id):
+        raise ParamError("记录ID必须是正整数")
+    return queue.delayed_retries_of(record_id)
 
 
 def retry_delayed_now(

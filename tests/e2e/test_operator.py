@@ -7,9 +7,15 @@ in a real headless Chromium, from a shell, and with supervisorctl.
 - The delayed-retries table shows the retries the broker really writes, made by real
   failing attempts (the fault drill): the record, its attempts, the due time, the last
   error; "retry now" runs the next attempt at once and "delete" ends the job (status 5).
-- With the worker stopped through supervisorctl, every page raises the alarm (no worker;
-  then the oldest job waiting too long), the worker shows as stopped, not lost, and
-  `/healthz/workers` does not count it gone; started again, the alarm goes.
+- With the worker stopped (`make stop PROCESS=worker`, as the README says), every page
+  raises the alarm (no worker; then the oldest job waiting too long), the worker shows as
+  stopped, not lost, and `/healthz/workers` does not count it gone; the command the alarm
+  prints, run as printed in a fresh shell in the checkout, starts it again and the alarm goes.
+- Every console action answers with a redirect: reloading the page it leads to sends
+  nothing again (one audit entry per action).
+- A record's page says its fault drill and its next retry; the charts show the last hour
+  and days at phone width; an unknown address keeps the navigation; invalid payloads say
+  why they cannot be read.
 - The CLI, run from a shell that has only the banner's export line, talks to this stack,
   while another Redis (a decoy, where a fallback to the default server would go) holds
   other queues; without a stack it refuses instead of guessing.
@@ -28,8 +34,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 import redis
@@ -194,6 +202,52 @@ def shoot(page: Page, name: str, width: int) -> None:
         shutil.copyfile(path, DOCS / f"{name}-{width}.png")
 
 
+def assert_charts_show_their_end(page: Page, width: int) -> None:
+    """Both charts within the screen, their bars too, the most recent ones on the right."""
+    plots = page.locator("svg.chart-plot").all()
+    assert len(plots) == 2
+    for plot in plots:
+        box = plot.bounding_box()
+        assert box is not None
+        assert box["x"] >= 0
+        assert box["x"] + box["width"] <= width
+        bars = [b for b in (r.bounding_box() for r in plot.locator("rect").all()) if b is not None]
+        assert bars, "the module's reports drew no bar"
+        assert all(b["x"] >= box["x"] and b["x"] + b["width"] <= box["x"] + box["width"] + 1 for b in bars)
+        assert max(b["x"] for b in bars) > box["x"] + box["width"] / 2  # the recent ones, in view
+
+
+def what_it_says(page: Page, name: str, width: int, stack: Stack, waiting: int) -> None:
+    """What a page must say besides fitting the screen."""
+    if name == "overview":
+        assert_charts_show_their_end(page, width)
+    if name == "unknown-page":  # a page of the console, not the API's error
+        expect(page.locator("h1")).to_contain_text("404")
+        expect(page.locator("main")).to_contain_text("页面不存在")
+        expect(page.locator("header.top nav a")).to_have_count(7)
+        expect(page.get_by_role("button", name="退出登录")).to_be_visible()
+    if name == "record-retrying":  # its drill and its next retry, with their times
+        expect(page.locator(f'[data-drill="{waiting}"]')).to_contain_text("故障演练中")
+        retry = page.locator("[data-next-retry]")
+        expect(retry).to_contain_text("下一次尝试在")
+        expect(retry).to_contain_text(shown_time(delayed_of(stack, waiting)))
+    if name == "invalid":
+        reasons = sorted(r.inner_text() for r in page.locator("[data-reason]").all())
+        assert reasons == ["不是合法的 JSON", "缺少字段 RetryCount、EnqueueTime"], reasons
+    if name.startswith("record-"):  # the timeline in words: no key, no Python value
+        timeline = page.locator("ol.timeline")
+        text = timeline.inner_text() if timeline.count() else ""
+        for raw in ("statusSet", "deadLetter", "attempt", "True", "False", "None", "b'"):
+            assert raw not in text, (name, raw)
+
+
+def shown_time(delayed: dict[str, Any] | None) -> str:
+    """A delayed retry's due time as the console shows it (Asia/Shanghai, to the second)."""
+    assert delayed is not None
+    due = datetime.fromisoformat(delayed["dueAt"]).astimezone(ZoneInfo("Asia/Shanghai"))
+    return f"{due:%Y-%m-%d %H:%M:%S}"
+
+
 def reload_until(page: Page, check: Any, what: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -274,6 +328,8 @@ def test_every_console_page_fits_a_phone_and_a_desktop(
         "drill": "/admin/drill",
         "task": f"/admin/tasks/{task_id}",
         "not-found": "/admin/records/999999",
+        "record-retrying": f"/admin/records/{waiting}",
+        "unknown-page": "/admin/no-such-page",
     }
     for page, width in ((phone, PHONE), (desktop, DESKTOP)):
         page.goto(f"{stack.base_url}/admin/")
@@ -283,6 +339,7 @@ def test_every_console_page_fits_a_phone_and_a_desktop(
             page.goto(f"{stack.base_url}{path}")
             expect(page.locator("#alarms")).to_have_count(0)  # a healthy stack raises no alarm
             shoot(page, name, width)
+            what_it_says(page, name, width, stack, waiting)
         # An action's outcome page: the selection's outcome per id.
         page.goto(f"{stack.base_url}/admin/records?user=2001")
         page.get_by_label(f"选择记录 {completed[1]}").check()
@@ -366,28 +423,43 @@ def test_the_delayed_table_shows_real_retries_and_retries_now_and_deletes(
 # -- the alarm ----------------------------------------------------------------------------------------
 
 
-def supervisorctl(stack: Stack, *args: str) -> str:
-    conf = stack.current.state / "supervisord.conf"
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "supervisorctl"), "-c", str(conf), *args],
+def in_the_checkout(stack: Stack, command: str) -> subprocess.CompletedProcess[str]:
+    """`command` as typed in a fresh shell in the checkout: nothing exported, no virtualenv
+    activated. The test's stack keeps its state in a folder of its own, which MI_STATE_DIR
+    names (a `make run` of the checkout uses .state/ and needs none); VENV names the suite's
+    virtualenv, which is the checkout's .venv but under `make test-latest`."""
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=ROOT,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(ROOT),
+            "MI_STATE_DIR": str(stack.current.state),
+            "VENV": sys.prefix,
+        },
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
         check=False,
     )
-    return done.stdout + done.stderr
 
 
-def test_the_alarm_rises_when_the_worker_is_stopped_and_goes_when_it_is_back(
+def test_the_alarm_rises_when_the_worker_is_stopped_and_its_advice_starts_it_again(
     stack: Stack, engine: Engine, phone: Page
 ) -> None:
     page = phone
     sign_in(page, stack, name="告警值班")
     expect(page.locator("#alarms")).to_have_count(0)
-    assert "stopped" in supervisorctl(stack, "stop", "stack:worker")
+    stopped = in_the_checkout(stack, "make stop PROCESS=worker")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert "worker stopped" in stopped.stdout
+    started = None
     try:
         page.goto(f"{stack.base_url}/admin/records")  # every page carries the banner
-        expect(page.locator('[data-alarm="no_worker"]')).to_be_visible()
+        alarm = page.locator('[data-alarm="no_worker"]')
+        expect(alarm).to_be_visible()
+        status = in_the_checkout(stack, "make status")
+        assert re.search(r"^  worker +STOPPED", status.stdout, re.M), status.stdout + status.stderr
         page.goto(f"{stack.base_url}/admin/")
         workers = page.locator('tr[data-process="worker"]')
         assert workers.count() >= 1
@@ -401,8 +473,16 @@ def test_the_alarm_rises_when_the_worker_is_stopped_and_goes_when_it_is_back(
         reload_until(page, lambda: page.locator('[data-alarm="queue_wait"]').count() == 1, "the wait alarm")
         assert_fits(page, PHONE, "the alarm")
         shoot(page, "overview-alarm", PHONE)
+        # The alarm's advice, run as it is printed.
+        printed = re.search(r"make start PROCESS=\w+", page.locator('[data-alarm="no_worker"]').inner_text())
+        assert printed, page.locator('[data-alarm="no_worker"]').inner_text()
+        assert printed.group(0) == "make start PROCESS=worker"
+        started = in_the_checkout(stack, printed.group(0))
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert "worker started" in started.stdout
     finally:
-        assert "started" in supervisorctl(stack, "start", "stack:worker")
+        if started is None or started.returncode != 0:
+            stack.current.supervisor().startProcess("stack:worker", True)
     reload_until(page, lambda: page.locator("#alarms").count() == 0, "the alarm gone", timeout=60)
     stack.wait_until(
         lambda: db_status(engine, record_id) == RecordStatus.COMPLETED, timeout=30, what="report"
@@ -526,3 +606,99 @@ def test_the_cli_in_another_shell_talks_to_this_stack_never_to_another_redis(
                 assert "7" not in alone.stdout
         finally:
             decoy.stop()
+
+
+# -- every action answers with a redirect ---------------------------------------------------------
+
+
+def audited(stack: Stack, actor: str, action: str) -> int:
+    """How many audit entries of `action` by `actor` the product holds."""
+    page = admin(stack, "GET", f"/audit?actor={actor}&action={action}&limit=10")
+    return int(page["total"])
+
+
+def test_every_console_action_redirects_and_a_reload_repeats_nothing(
+    stack: Stack, engine: Engine, redis_conn: redis.Redis, desktop: Page
+) -> None:
+    """POST, redirect, GET: after each action the page is a GET; reloading it sends nothing
+    again (one audit entry per action, each checked after its reload)."""
+    page = desktop
+    name = "重载值班"
+    actor = f"console:{name}"
+    requeued, deleted = dead_letter(stack, engine, 2301), dead_letter(stack, engine, 2302)
+    retried, given_up = submit(stack, 2303, drilled=True), submit(stack, 2304, drilled=True)
+    to_retry, to_delete = wait_delayed(stack, retried, 1), wait_delayed(stack, given_up, 1)
+    invalid_before = redis_conn.llen(INVALID_QUEUE_KEY)
+    redis_conn.lpush(REPORT_QUEUE_KEY, b"reload me 1", b"reload me 2")
+    stack.wait_until(
+        lambda: redis_conn.llen(INVALID_QUEUE_KEY) == invalid_before + 2, timeout=30, what="2 quarantined"
+    )
+    drilled = start(stack, 2305)
+    page.on("dialog", lambda dialog: dialog.accept())
+    sign_in(page, stack, name=name)
+
+    def then_reload(action: str, posted_to: str) -> None:
+        """The action ran once; the browser is on a GET page; a reload changes nothing."""
+        stack.wait_until(lambda: audited(stack, actor, action) == 1, timeout=30, what=f"{action} audited")
+        assert not page.url.endswith(posted_to), page.url
+        response = page.reload()
+        assert response is not None
+        assert response.request.method == "GET"
+        assert response.status in (200, 404), response.status
+        time.sleep(0.5)
+        assert audited(stack, actor, action) == 1, f"{action}: the reload ran it again"
+
+    # Dead letters: requeue one, delete another (each letter's own button).
+    page.goto(f"{stack.base_url}/admin/dead")
+    page.locator(f'tr[data-record="{requeued}"]').get_by_role("button", name="重新入队").click()
+    expect(page.locator("h1")).to_have_text("死信重新入队结果")
+    then_reload("requeue", "/admin/dead/requeue")
+    page.goto(f"{stack.base_url}/admin/dead")
+    page.locator(f'tr[data-record="{deleted}"]').get_by_role("button", name="删除").click()
+    expect(page.locator("h1")).to_have_text("删除死信结果")
+    then_reload("delete_dead", "/admin/dead/delete")
+
+    # Delayed retries: retry one now, delete another.
+    page.goto(f"{stack.base_url}/admin/delayed")
+    page.locator(f'tr[data-delayed="{to_retry["messageId"]}"]').get_by_role("button", name="立即重试").click()
+    expect(page.locator("h1")).to_have_text("立即重试结果")
+    then_reload("retry_now", "/admin/delayed/retry")
+    page.goto(f"{stack.base_url}/admin/delayed")
+    page.locator(f'tr[data-delayed="{to_delete["messageId"]}"]').get_by_role("button", name="删除").click()
+    expect(page.locator("h1")).to_have_text("删除重试结果")
+    then_reload("delete_delayed", "/admin/delayed/delete")
+
+    # Invalid payloads: delete one, then purge.
+    page.goto(f"{stack.base_url}/admin/invalid")
+    page.locator("tr[data-invalid]").first.get_by_role("button", name="删除").click()
+    expect(page.locator("h1")).to_have_text("删除无效消息结果")
+    then_reload("delete_invalid", "/admin/invalid/delete")
+    page.goto(f"{stack.base_url}/admin/invalid")
+    page.get_by_role("button", name="全部清空").click()
+    expect(page.locator(".flash.ok")).to_contain_text("已清空无效消息队列")
+    then_reload("purge_invalid", "/admin/invalid/purge")
+
+    # The fault drill: start, stop.
+    page.goto(f"{stack.base_url}/admin/drill")
+    page.get_by_label("记录ID").fill(str(drilled))
+    page.get_by_role("button", name="开始演练").click()
+    expect(page.locator(f'tr[data-drilled="{drilled}"]')).to_have_count(1)
+    then_reload("drill_start", "/admin/drill/start")
+    page.locator(f'tr[data-drilled="{drilled}"]').get_by_role("button", name="结束演练").click()
+    expect(page.locator(f'tr[data-drilled="{drilled}"]')).to_have_count(0)
+    then_reload("drill_stop", "/admin/drill/stop")
+
+    # Records: one from its page, a selection, every failed one (a task).
+    page.goto(f"{stack.base_url}/admin/records/{given_up}")
+    page.get_by_role("button", name="重新生成报告").click()
+    expect(page.locator(".flash.ok")).to_contain_text("已重新加入生成队列")
+    then_reload("regenerate", f"/admin/records/{given_up}/regenerate")
+    page.goto(f"{stack.base_url}/admin/records?user=2304")
+    page.get_by_label(f"选择记录 {given_up}").check()
+    page.get_by_role("button", name="重新生成所选记录").click()
+    expect(page.locator("h1")).to_have_text("批量重新生成结果")
+    then_reload("batch_regenerate", "/admin/records/regenerate")
+    page.goto(f"{stack.base_url}/admin/records")
+    page.get_by_role("button", name="重新生成全部失败记录").click()
+    expect(page.locator("h1")).to_have_text("按条件重新生成")
+    then_reload("regenerate_matching", "/admin/records/regenerate-failed")

@@ -45,8 +45,8 @@ MAX_CPU_SHARE = 0.05
 #: Most log lines a process may write during the outage: a failing loop writes one line
 #: (and its recovery after the outage), not one per attempt. The worker runs two
 #: processes, each with several loops (housekeeping, two consumers, heartbeat, counts).
-#: The web's count includes a submission made during the Redis outage (its access line and
-#: one line per store it could not use).
+#: The web's count includes a submission made during the Redis outage (one line per store it
+#: could not use; its access line is in access.log, not web.log).
 MAX_LINES = {"web": 20, "worker": 30, "hotpath": 12, "reconciler": 6}
 #: Loops per process that may each add a summary line a minute to a longer outage
 #: (MI_QUIET_OUTAGE_S): web's heartbeat per gunicorn worker; per worker process its

@@ -222,7 +222,7 @@ def test_the_process_logs_are_the_accounts_own_and_keep_no_signed_link(stacks: l
         signed = "eyJ1aWQiOjEsInJpZCI6MX0.aw7l9A.SIGNATURE-THAT-MUST-NOT-BE-LOGGED"
         requests.get(f"{base_url}/reports/1", params={"s": signed}, timeout=10)
         logs = run.state / "logs"
-        web_log = logs / "web.log"
+        web_log = logs / "access.log"  # the web's access log, beside web.log
 
         def logged(web_log: Path = web_log) -> bool:
             return web_log.exists() and b"/reports/1?s=REDACTED" in web_log.read_bytes()
@@ -235,6 +235,7 @@ def test_the_process_logs_are_the_accounts_own_and_keep_no_signed_link(stacks: l
         assert logs.stat().st_mode & 0o777 == 0o700
         files = [path for path in logs.rglob("*") if path.is_file()]
         assert web_log in files
+        assert logs / "web.log" in files
         for path in [*files, run.state / "console.log"]:
             assert path.stat().st_mode & 0o777 == 0o600, path
             assert b"SIGNATURE-THAT-MUST-NOT-BE-LOGGED" not in path.read_bytes(), path

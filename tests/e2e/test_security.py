@@ -657,7 +657,7 @@ def test_every_console_page_renders_with_every_odd_redis_entry(
     page.goto(clean.url(f"/admin/tasks/{odd['type']}"))
     expect(page.locator(".summary")).to_contain_text("无法读取")
     page.goto(clean.url("/admin/audit"))
-    expect(page.locator("main")).to_contain_text("console:夜班")
+    expect(page.locator("main")).to_contain_text("管理后台 · 夜班")  # console:夜班, in words
     assert errors == []  # no script error (the CSP let the console's own script run)
 
 

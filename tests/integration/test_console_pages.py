@@ -297,3 +297,64 @@ def test_behind_trusted_proxies_each_client_address_has_its_own_limit(
         keys = bytes_list(redis_client.keys(prefix + "*"))
         buckets = {key.decode().removeprefix(prefix) for key in keys}
         assert buckets == expected, proxies
+
+
+def test_a_batch_action_redirects_to_its_outcome_and_a_reload_repeats_nothing(
+    client: FlaskClient,
+    records: Records,
+    redis_client: redis.Redis,
+    session_factory: sessionmaker[Session],
+) -> None:
+    """POST, redirect, GET: the outcome is a page of its own, kept with the session."""
+    failed, done = records.insert(
+        RecordSpec(status=RecordStatus.FAILED), RecordSpec(status=RecordStatus.COMPLETED)
+    )
+    assert sign_in(client, name="王五") == 302
+    token = csrf_token(client, "/admin/records")
+    response = client.post("/admin/records/regenerate", data={"csrf_token": token, "ids": [failed, done]})
+    assert response.status_code == 302
+    location = response.headers["Location"]
+    assert re.fullmatch(r"/admin/outcomes/[0-9a-f]+", location), location
+    for _ in range(3):  # the page, then two reloads
+        page = client.get(location)
+        assert page.status_code == 200
+        html = page.get_data(as_text=True)
+        assert "批量重新生成结果" in html
+        assert f'data-outcome-id="{failed}" data-outcome="regenerated"' in html
+        assert f'data-outcome-id="{done}" data-outcome="skipped"' in html
+    assert redis_client.llen(REPORT_QUEUE_KEY) == 1  # one job: the action ran once
+    entries = list_audit(UnitOfWork(session_factory), actor="console:王五").items
+    assert [e.action for e in entries] == ["batch_regenerate"]
+    # Another session cannot read it, nor can an id that was never kept.
+    other = client.application.test_client()
+    assert sign_in(other, name="赵六") == 302
+    assert other.get(location).status_code == 404
+    gone = client.get("/admin/outcomes/0123abcd")
+    assert gone.status_code == 404
+    assert "只保留最近" in gone.get_data(as_text=True)
+
+
+def test_a_refused_action_is_said_on_its_forms_page_after_a_redirect(
+    client: FlaskClient, session_factory: sessionmaker[Session]
+) -> None:
+    assert sign_in(client, name="孙七") == 302
+    token = csrf_token(client, "/admin/dead")
+    response = client.post("/admin/dead/requeue", data={"csrf_token": token, "ids": ["not a handle!"]})
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/admin/dead"
+    assert "操作未完成" in client.get("/admin/dead").get_data(as_text=True)
+    assert list_audit(UnitOfWork(session_factory), actor="console:孙七").items == []  # refused before it ran
+
+
+def test_an_unknown_console_address_is_a_page_with_the_navigation(client: FlaskClient) -> None:
+    anonymous = client.get("/admin/no-such-page")
+    assert anonymous.status_code == 404
+    assert "退出登录" not in anonymous.get_data(as_text=True)
+    assert sign_in(client) == 302
+    missing = client.get("/admin/no-such-page")
+    assert missing.status_code == 404
+    html = missing.get_data(as_text=True)
+    assert "页面不存在" in html
+    assert "接口不存在" not in html  # the API's word
+    assert "退出登录" in html
+    assert 'href="/admin/records"' in html  # the navigation

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scripts import clean_state
+from scripts import clean_state, stack_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,8 +50,17 @@ def test_the_state_and_its_relocated_cluster_are_named_then_removed(tmp_path: Pa
 def test_a_running_stack_is_not_cleaned(tmp_path: Path) -> None:
     state = tmp_path / ".state"
     state.mkdir()
-    (state / "stack.json").write_text(json.dumps({"pid": os.getpid()}))  # this process: running
+    held = stack_lock.acquire(state)  # as `make run` holds it while it runs
+    assert isinstance(held, stack_lock.StackLock)
+    (state / "stack.json").write_text(json.dumps({"pid": os.getpid(), "base_url": "http://127.0.0.1:8123"}))
     refused = run(state)
     assert refused.returncode == 1
     assert "stop it first" in refused.stderr
+    assert f"pid {os.getpid()}" in refused.stderr
+    assert "http://127.0.0.1:8123/" in refused.stderr
     assert (state / "stack.json").exists()
+    held.handle.close()  # the run ended (however: the kernel drops the lock)
+    # What it left (its stack.json included) no longer protects anything.
+    removed = run(state)
+    assert removed.returncode == 0, removed.stderr
+    assert not state.exists()

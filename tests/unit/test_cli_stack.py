@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import click
 import pytest
 
 from web import cli_stack
+from web.auth import verify_user_token
 from web.cli_stack import find_stack
 
 DB = "postgresql://postgres:pw@127.0.0.1:55432/mi_assessment"
@@ -66,3 +69,31 @@ def test_a_stack_file_left_by_a_stopped_make_run_is_refused(tmp_path: Path) -> N
     state = state_folder(tmp_path, pid=gone)
     with pytest.raises(click.ClickException, match="no longer runs"):
         find_stack(str(state), {})
+
+
+def flask(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`flask --app web ARGS` as typed in a shell at `cwd` that exported nothing of a stack."""
+    hidden = {"SECRET_KEY", "ADMIN_TOKENS", "DATABASE_URL", "REDIS_URL", "MI_STACK", "MI_STATE_DIR"}
+    return subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "web", *args],
+        cwd=cwd,
+        env={k: v for k, v in os.environ.items() if k not in hidden},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_issue_user_token_finds_the_stack_as_the_other_commands_do(tmp_path: Path) -> None:
+    """In a `make run` checkout, nothing exported: the token is signed with its secrets.json's key."""
+    state = state_folder(tmp_path / "checkout", secret="s3cret-of-the-stack")
+    done = flask(state.parent, "issue-user-token", "7")
+    assert done.returncode == 0, done.stderr
+    assert verify_user_token("s3cret-of-the-stack", done.stdout.strip()) == 7
+    assert f"stack from {state / 'stack.json'}" in done.stderr
+    # With no stack and no SECRET_KEY it says what to do, without a traceback.
+    alone = flask(tmp_path, "issue-user-token", "7", "--stack", str(tmp_path / "none"))
+    assert alone.returncode != 0
+    assert "Traceback" not in alone.stderr
+    assert "is `make run` running there?" in alone.stderr

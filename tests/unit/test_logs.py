@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from config import ConfigError
-from observability.logs import ContextFilter, JobContext, formatter, job_context, log_format
+from observability.logs import ContextFilter, JobContext, formatter, job_context, log_format, readable
 
 
 @pytest.fixture
@@ -66,6 +66,19 @@ def test_text_names_the_process_and_the_job(stream: io.StringIO) -> None:
     line = emit("text", stream, job=JobContext("m-1", 42))
     assert "WARNING [worker " in line
     assert line.rstrip().endswith("report of record 42 generated [message m-1 record 42]")
+
+
+def test_a_job_without_a_record_names_its_message_only(stream: io.StringIO) -> None:
+    line = emit("text", stream, job=JobContext("m-2", None))
+    assert line.rstrip().endswith("[message m-2]")
+    assert "None" not in line
+
+
+def test_stored_bytes_read_as_text_in_a_log_line() -> None:
+    assert readable("答案 saved".encode()) == "“答案 saved”"
+    assert readable(b"not json \xff\nsecond line") == "“not json \\xff\\nsecond line”"
+    assert readable(b"x" * 300, 10) == "“xxxxxxxxxx…”"
+    assert "b'" not in readable(b"\x00\x1b[31m")
 
 
 @pytest.mark.parametrize(("value", "expected"), [("", "text"), ("JSON", "json"), (" text ", "text")])

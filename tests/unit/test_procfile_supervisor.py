@@ -70,10 +70,25 @@ def test_restart_backoff_group_stop_and_stop_timeout(tmp_path: Path) -> None:
         assert program.startretries == ps.START_RETRIES
         assert (program.stopasgroup, program.killasgroup) == (True, True)
         assert program.stopwaitsecs == 42
-        assert program.stdout_events_enabled
-        assert program.redirect_stderr
         # Only web listens on $PORT.
         assert (program.environment or {}).get("PORT") == ("8123" if name == "web" else None)
+        if name != "web":
+            assert program.stdout_events_enabled
+            assert program.redirect_stderr
+            assert program.stdout_logfile == str(tmp_path / "state" / "logs" / f"{name}.log")
+
+
+def test_the_webs_access_log_has_a_file_of_its_own_and_stays_out_of_the_console(tmp_path: Path) -> None:
+    """gunicorn writes its access log to stdout (`--access-logfile -`), the rest to stderr."""
+    logs = tmp_path / "state" / "logs"
+    web = programs(supervisord_view(tmp_path))["web"]
+    assert not web.redirect_stderr
+    assert (web.stdout_logfile, web.stderr_logfile) == (str(logs / "access.log"), str(logs / "web.log"))
+    assert (web.stdout_events_enabled, web.stderr_events_enabled) == (False, True)
+    (tmp_path / "all").mkdir()
+    loud = programs(supervisord_view(tmp_path / "all", access_log_to_terminal=True))["web"]
+    assert (loud.stdout_events_enabled, loud.stderr_events_enabled) == (True, True)
+    assert "--access-logfile -" in (ROOT / "Procfile").read_text()  # what the split relies on
 
 
 def test_supervisord_runs_in_the_foreground_and_logs_to_the_console_file(tmp_path: Path) -> None:
@@ -140,3 +155,43 @@ def test_the_listener_speaks_supervisords_protocol(monkeypatch: pytest.MonkeyPat
     assert supervisor_output.main(["--output", str(console), "web"]) == 0
     assert stdout.getvalue() == "READY\nRESULT 2\nOKREADY\n"
     assert console.read_text().split(" ", 1)[1] == "web | 答案 saved\n"
+
+
+#: A terminal's view of a start: what the console file holds, and whether `make run` shows it.
+CONSOLE = [
+    ("2026-12-01 08:00:00,001 INFO Set uid to user 0 succeeded", False),
+    ("2026-12-01 08:00:00,002 INFO RPC interface 'supervisor' initialized", False),
+    ("2026-12-01 08:00:00,003 CRIT Server 'unix_http_server' running without any HTTP authentication", True),
+    ("2026-12-01 08:00:01,000 INFO spawned: 'output' with pid 10", False),
+    ("2026-12-01 08:00:01,001 INFO spawned: 'web' with pid 11", False),  # the first start: the banner's
+    ("2026-12-01 08:00:01,002 INFO spawned: 'worker' with pid 12", False),
+    ("2026-12-01 08:00:06,000 INFO success: web entered RUNNING state, process has stayed up", False),
+    (
+        "08:00:07 web    | 2026-12-01 08:00:07,000 INFO [web 11] gunicorn.error: Booting worker with pid: 13",
+        False,
+    ),
+    (
+        '08:00:07 web    | 2026-12-01 08:00:07,001 INFO [web 13] gunicorn.access: 127.0.0.1 "GET /readyz"',
+        False,
+    ),
+    ("\x1b[33m08:00:08 worker |\x1b[0m 2026-12-01 08:00:08,000 INFO [worker 12] reports: report of 4", False),
+    ('08:00:08 worker | {"time": "2026-12-01T08:00:08Z", "level": "INFO", "message": "done"}', False),
+    ('08:00:08 worker | {"time": "2026-12-01T08:00:08Z", "level": "ERROR", "message": "lost"}', True),
+    ("08:00:09 worker | 2026-12-01 08:00:09,000 WARNING [worker 12] reports: database down", True),
+    ("08:00:09 worker | Traceback (most recent call last):", True),  # not a log line: shown
+    ('08:00:09 worker |   File "x.py", line 1', True),
+    ("2026-12-01 08:00:10,000 WARN exited: worker (terminated by SIGKILL; not expected)", True),
+    ("2026-12-01 08:00:11,000 INFO spawned: 'worker' with pid 14", True),  # a restart
+    ("2026-12-01 08:00:20,000 WARN received SIGTERM indicating exit request", True),
+    ("2026-12-01 08:00:20,001 INFO waiting for web, worker to die", True),
+    ("2026-12-01 08:00:22,001 INFO waiting for web, worker to die", False),  # said once
+    ("2026-12-01 08:00:23,000 INFO stopped: web (exit status 0)", True),
+    ("2026-12-01 08:00:24,000 WARN stopped: output (terminated by SIGTERM)", False),
+]
+
+
+def test_the_terminal_shows_starts_stops_warnings_and_errors_only() -> None:
+    shown = supervisor_output.TerminalFilter()
+    assert [(line, shown.accepts(line)) for line, _ in CONSOLE] == CONSOLE
+    everything = supervisor_output.TerminalFilter(everything=True)
+    assert all(everything.accepts(line) for line, _ in CONSOLE)

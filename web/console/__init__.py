@@ -7,7 +7,8 @@ timeline), delayed retries (retry now, delete), dead letters (requeue, delete), 
 payloads (view, delete, purge), the audit trail and the fault drill. Every signed-in
 page carries the alarm banner (no worker or hotpath alive, a queue waiting too long).
 Every action calls the same service function as the admin API and the CLI, audited with
-the signed-in admin as the actor.
+the signed-in admin as the actor, and answers with a redirect (a batch's outcome on a page of
+its own, outcomes.py), so that a reload never sends it again.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from web.console import (
     drill,
     error_pages,
     headers,
+    outcomes,
     overview,
     records,
     sessions,
@@ -38,7 +40,7 @@ __all__ = ["init_app"]
 SESSION_LIFETIME = timedelta(seconds=sessions.LIFETIME_S)
 
 # The modules register their views on `bp` when imported.
-_VIEWS = (audit, context, deadletters, delayed, drill, error_pages, overview, records, signin)
+_VIEWS = (audit, context, deadletters, delayed, drill, error_pages, outcomes, overview, records, signin)
 
 
 class ConsoleCookieSessions(SecureCookieSessionInterface):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -13,12 +13,15 @@ from observability.pipeline_health import Alarm, PipelineHealth, read_health
 from services.domain.events import EventType
 from web.console.blueprint import bp
 from web.console.display import (
+    actor_words,
     admin_timezone,
     audit_detail_words,
+    credential_words,
     doing_words,
     duration,
+    event_facts,
     local_time,
-    value_words,
+    until_words,
 )
 from web.deps import current
 
@@ -65,19 +68,6 @@ EVENT_NAMES = {
 }
 
 
-#: Fields of the events' data, in words (others are shown by their name).
-EVENT_DATA_NAMES = {
-    "attempt": "第几次尝试",
-    "retries": "重试次数",
-    "statusSet": "已置为生成失败",
-    "batch": "批量",
-    "requested": "请求数",
-    "enqueued": "已加入生成队列",
-    "reason": "原因",
-    "questionIds": "题目",
-    "answeredCount": "已答题数",
-}
-
 #: The process registry's kinds (observability/liveness.py).
 PROCESS_KINDS = {
     "worker": "报告生成 worker",
@@ -87,8 +77,6 @@ PROCESS_KINDS = {
 }
 #: The process states (observability/liveness.py), in words.
 STATE_WORDS = {"alive": "运行中", "gone": "已失联", "stopped": "已停止"}
-#: The event data's values the timeline shows in words.
-REASON_WORDS = {"no job alive in Redis": "Redis 中没有该记录的任务"}
 
 
 def pipeline_health() -> PipelineHealth | None:
@@ -115,18 +103,15 @@ def alarms() -> list[Alarm]:
     return [REDIS_DOWN_ALARM] if health is None else health.alarms
 
 
-def _data_value(value: object) -> str:
-    if isinstance(value, str) and value in REASON_WORDS:
-        return REASON_WORDS[value]
-    return value_words(value)
-
-
 @bp.context_processor
 def console_context() -> dict[str, Any]:
     tz = admin_timezone(current().settings)
 
     def fmt_time(value: datetime | None) -> str:
         return local_time(value, tz)
+
+    def fmt_until(value: datetime | None) -> str:
+        return until_words(value, datetime.now(UTC))
 
     return {
         "admin": g.get("console_admin"),
@@ -138,9 +123,11 @@ def console_context() -> dict[str, Any]:
         "process_kinds": PROCESS_KINDS,
         "state_words": STATE_WORDS,
         "doing_words": doing_words,
-        "value_words": _data_value,
+        "fmt_until": fmt_until,
+        "event_facts": event_facts,
+        "actor_words": actor_words,
+        "credential_words": credential_words,
         "audit_detail": lambda detail: audit_detail_words(detail, tz),
-        "event_data_names": EVENT_DATA_NAMES,
         "outcome_names": OUTCOME_NAMES,
         "outcome_words": OUTCOME_WORDS,
         "event_names": {str(k): v for k, v in EVENT_NAMES.items()},

@@ -1,17 +1,25 @@
 """Dead letters and invalid payloads: look at them, requeue, delete, purge.
 
 Each form names entries by their handle (a digest of the entry's bytes, stable while
-other entries come and go); the outcome of every handle is shown after the action.
+other entries come and go); the outcome of every handle is shown after the action, on the
+page the action redirects to.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from flask import flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
+from werkzeug.wrappers import Response as WerkzeugResponse
 
+from redis_adapters.report_message import InvalidReportMessage, ReportQueueMessage
+from services.domain.opsmodel import ItemOutcome
 from services.usecases import operations
 from web.console.acting import actor
 from web.console.blueprint import bp
+from web.console.display import invalid_reason_words
+from web.console.outcomes import show_outcome
 from web.deps import audit_log, new_uow, queue_operations
 
 PAGE_SIZE = 50
@@ -44,11 +52,10 @@ def dead_letters() -> str:
     return render_template("console/dead.html", letters=letters, page=page, page_size=PAGE_SIZE)
 
 
-def outcomes_page(title: str, items: object, id_label: str, back: str) -> str:
-    """The page of a batch action's outcome per item, with a way back to `back` (an endpoint)."""
-    return render_template(
-        "console/outcomes.html", title=title, items=items, id_label=id_label, back=url_for(back)
-    )
+def outcomes_page(title: str, items: Sequence[ItemOutcome], id_label: str, back: str) -> WerkzeugResponse:
+    """A redirect to the page of a batch action's outcome per item, with a way back to `back`
+    (an endpoint): a reload of that page repeats nothing (web/console/outcomes.py)."""
+    return show_outcome(title, items, id_label, url_for(back))
 
 
 @bp.post("/dead/requeue")
@@ -72,12 +79,28 @@ def delete_dead() -> ResponseReturnValue:
     return outcomes_page("删除死信结果", items, "死信", "console.dead_letters")
 
 
+def why_invalid(raw: str) -> str:
+    """Why the worker could not read a quarantined payload, found again with the decoder it
+    used (the broker keeps the payload only: not its reason, nor its time). `raw` is the entry
+    as shown, bytes that are not UTF-8 as \\xNN: still no JSON, as the bytes were not."""
+    try:
+        ReportQueueMessage.decode(raw.encode("utf-8", "surrogateescape"))
+    except InvalidReportMessage as exc:
+        return invalid_reason_words(str(exc))
+    return "按现在的规则可以解析：隔离时的原因未记录（见 worker 日志）"
+
+
 @bp.get("/invalid")
 def invalid_payloads() -> str:
     page = page_number()
     payloads = operations.list_invalid(queue_operations(), offset=(page - 1) * PAGE_SIZE, limit=PAGE_SIZE)
     return render_template(
-        "console/invalid.html", payloads=payloads, page=page, page_size=PAGE_SIZE, preview_chars=PREVIEW_CHARS
+        "console/invalid.html",
+        payloads=payloads,
+        reasons={p.key: why_invalid(p.raw) for p in payloads.items},
+        page=page,
+        page_size=PAGE_SIZE,
+        preview_chars=PREVIEW_CHARS,
     )
 
 

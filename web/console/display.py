@@ -1,12 +1,15 @@
-"""How the console shows times and durations: in the admin's time zone, in Chinese."""
+"""How the console shows what the services and processes say: times and durations in the
+admin's time zone, events, actors and audit entries, in Chinese words."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from datetime import date, datetime, time, timedelta, tzinfo
 from zoneinfo import ZoneInfo
 
 from config.settings import Settings
+from services.domain.limits import is_strict_int
 
 
 def admin_timezone(settings: Settings) -> tzinfo:
@@ -179,3 +182,125 @@ def _filter_words(item: str, tz: tzinfo) -> str:
     if name in ("submittedFrom", "submittedTo"):
         value = _time_words(value, tz)
     return f"{_FILTER_WORDS.get(name, name)} {value}"
+
+
+#: Why the reconciler queued a job (its events' `reason`), in words.
+REASON_WORDS = {"no job alive in Redis": "Redis 中没有该记录的任务"}
+
+
+def _yes_no(yes: str, no: str) -> Callable[[object], str | None]:
+    return lambda value: yes if value is True else no if value is False else None
+
+
+def _count(template: str) -> Callable[[object], str | None]:
+    return lambda value: template.format(value) if is_strict_int(value) else None
+
+
+#: What each field of an event's data says (services and actors write them; the timeline
+#: reads them), as a sentence of its own; None leaves the field out (no value to tell).
+_EVENT_FACTS: dict[str, Callable[[object], str | None]] = {
+    "attempt": _count("第 {} 次尝试"),
+    "retries": _count("已重试 {} 次"),
+    "lostDeliveries": _count("随 worker 丢失 {} 次，不再重试"),
+    "statusSet": _yes_no("记录已置为“生成失败”", "记录状态留给它仍在进行的任务（或对账）决定"),
+    "batch": _yes_no("批量操作", "单条操作"),
+    "deadLetter": _yes_no("从死信队列重新入队", "不在死信队列中"),
+    "requested": _count("本批共 {} 条"),
+    "enqueued": _yes_no("已加入生成队列", "未能加入生成队列（Redis 不可用），由对账补发"),
+    "reason": lambda value: REASON_WORDS.get(value, str(value)) if isinstance(value, str) else None,
+    "questionIds": lambda value: f"题目 {value_words(value)}" if value else None,
+    "answeredCount": _count("已答 {} 题"),
+    "task": lambda value: f"后台任务 {str(value)[:8]}" if value else None,
+}
+#: Fields shown apart (the failure's reason has a line of its own).
+_SHOWN_APART = frozenset({"error"})
+
+
+def event_facts(data: Mapping[str, object]) -> list[str]:
+    """An event's data as sentences, in a stable order: `{"attempt": 2, "statusSet": True}` →
+    `["第 2 次尝试", "记录已置为“生成失败”"]`. A field the console has no words for yet is
+    shown with its name, never dropped."""
+    facts = []
+    for key in sorted(data):
+        if key in _SHOWN_APART:
+            continue
+        say = _EVENT_FACTS.get(key)
+        fact = say(data[key]) if say is not None else f"其他（{key}）：{value_words(data[key])}"
+        if fact:
+            facts.append(fact)
+    return facts
+
+
+#: Who did it, for the processes the event log names by kind.
+_ACTOR_KINDS = {"worker": "报告生成 worker", "reconciler": "对账 reconciler"}
+_ACTOR_PREFIXES = {
+    "user:": "用户 ",
+    "admin:": "管理接口 · ",
+    "console:": "管理后台 · ",
+    "cli:": "命令行 · ",
+}
+
+
+def actor_words(actor: str | None) -> str:
+    """`console:张三` → `管理后台 · 张三`, `admin:1a2b…` → `管理接口 · 1a2b…` (the token's
+    fingerprint), `user:7` → `用户 7`, `worker` → `报告生成 worker`; anything else as it is."""
+    if not actor:
+        return ""
+    if actor in _ACTOR_KINDS:
+        return _ACTOR_KINDS[actor]
+    for prefix, words in _ACTOR_PREFIXES.items():
+        if actor.startswith(prefix):
+            return words + actor.removeprefix(prefix)
+    return actor
+
+
+def credential_words(credential: str | None) -> str:
+    """An audit entry's credential: `admin-token 1a2b…` → `管理员凭证 1a2b…`, `shell root@host` →
+    `命令行 root@host`."""
+    if not credential:
+        return "—"
+    for prefix, words in (("admin-token ", "管理员凭证 "), ("shell ", "命令行 ")):
+        if credential.startswith(prefix):
+            return words + credential.removeprefix(prefix)
+    return credential
+
+
+def until_words(when: datetime | None, now: datetime) -> str:
+    """How long until `when`: `3 分 5 秒后`, or `已到期` once it passed."""
+    if when is None:
+        return "—"
+    left = (when - now).total_seconds()
+    return "已到期，即将执行" if left <= 0 else f"{duration(left)}后"
+
+
+#: JSON's names for the types Python's decoder gives (a quarantined payload's reason).
+_JSON_TYPES = {
+    "list": "数组",
+    "str": "字符串",
+    "int": "数字",
+    "float": "数字",
+    "bool": "布尔值",
+    "NoneType": "null",
+}
+
+
+def invalid_reason_words(reason: str) -> str:
+    """Why a report job cannot be decoded (redis_adapters/report_message.py says it in
+    English), in words: `missing field(s) RetryCount` → `缺少字段 RetryCount`."""
+    if reason.startswith("not JSON: nested too deeply"):
+        return "不是合法的 JSON（括号嵌套过深）"
+    if reason.startswith("not JSON"):
+        return "不是合法的 JSON"
+    if reason.startswith("not a JSON object but "):
+        kind = reason.removeprefix("not a JSON object but ")
+        return f"不是 JSON 对象，而是{_JSON_TYPES.get(kind, kind)}"
+    if reason.startswith("missing field(s) "):
+        return "缺少字段 " + "、".join(reason.removeprefix("missing field(s) ").split(", "))
+    for field, words in (
+        ("RecordId", "不是 1 到 2^63-1 之间的整数"),
+        ("RetryCount", "不是大于等于 0 的整数"),
+        ("EnqueueTime", "不是 ISO-8601 格式的时间"),
+    ):
+        if reason.startswith(f"{field} "):
+            return f"{field} {words}"
+    return reason

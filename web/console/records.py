@@ -1,5 +1,6 @@
 """Records: the filtered, paged list; regenerate one or a selection, or every failed record
-(a background task, its progress on its own page); one record's detail.
+(a background task, its progress on its own page); one record's detail, with where its
+generation stands (a fault drill on it, its next retry's due time).
 
 Filters come from the query string as a form sends them; a value that cannot be read is
 named on the page and ignored, never a failed page. Dates are days in the admin's time
@@ -8,6 +9,7 @@ zone: "from 2026-12-01 to 2026-12-01" is that whole day there.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,18 +17,23 @@ from flask import flash, redirect, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from services.domain.errors import ServiceError
+from services.domain.errors import QueueUnavailable, ServiceError
 from services.domain.limits import MAX_ID
+from services.domain.opsmodel import DelayedRetry
 from services.domain.status import REGENERATABLE, STATUS_TEXT, RecordStatus
 from services.domain.views import RecordFilter
 from services.persistence import event_store
-from services.usecases import admin, regeneration_tasks
+from services.usecases import admin, drill, operations, regeneration_tasks
+from services.usecases.drill import DrilledRecord
 from services.usecases.record_detail import admin_record_detail
 from web.console.acting import actor
 from web.console.blueprint import bp
 from web.console.display import admin_timezone, day_after, day_start, parse_day
-from web.deps import audit_log, current, new_uow, queue_operations, report_queue, task_store
+from web.console.outcomes import show_outcome
+from web.deps import audit_log, current, fault_drill, new_uow, queue_operations, report_queue, task_store
 from web.report_page import dimensions_chart
+
+log = logging.getLogger(__name__)
 
 PAGE_SIZE = 20
 #: Most ids one batch form may carry (a page holds `PAGE_SIZE`; more is a forged form).
@@ -148,7 +155,7 @@ def regenerate_one(record_id: int) -> WerkzeugResponse:
 
 
 @bp.post("/records/regenerate")
-def regenerate_selected() -> str | WerkzeugResponse:
+def regenerate_selected() -> WerkzeugResponse:
     raw = request.form.getlist("ids")
     ids = [i for i in (_int(r, 1, MAX_ID) for r in raw[:MAX_BATCH]) if i is not None]
     if not ids:
@@ -157,9 +164,7 @@ def regenerate_selected() -> str | WerkzeugResponse:
     outcome = admin.batch_regenerate(
         new_uow(), report_queue(), ids, actor=actor(), audit=audit_log(), dead_letters=queue_operations()
     )
-    return render_template(
-        "console/outcomes.html", title="批量重新生成结果", items=outcome.items, back=_back_to_list()
-    )
+    return show_outcome("批量重新生成结果", outcome.items, "记录ID", _back_to_list())
 
 
 @bp.post("/records/regenerate-failed")
@@ -190,6 +195,26 @@ def task(task_id: str) -> str:
     return render_template("console/task.html", task=regeneration_tasks.get_task(task_store(), task_id))
 
 
+@dataclass(frozen=True)
+class InThePipeline:
+    """Where a record's generation stands beyond its status: a fault drill making its attempts
+    fail, and the retries waiting for their due time. `unreadable`: Redis could not be read."""
+
+    drilled: DrilledRecord | None = None
+    retries: list[DelayedRetry] = field(default_factory=list)
+    unreadable: bool = False
+
+
+def in_the_pipeline(record_id: int) -> InThePipeline:
+    try:
+        drilled = next((d for d in drill.list_fault_drill(fault_drill()) if d.record_id == record_id), None)
+        retries = operations.delayed_retries_of(queue_operations(), record_id)
+    except QueueUnavailable as exc:
+        log.warning("console record %d: drill and retries unavailable: %s", record_id, exc)
+        return InThePipeline(unreadable=True)
+    return InThePipeline(drilled, retries)
+
+
 @bp.get("/records/<int:record_id>")
 def record(record_id: int) -> str:
     detail = admin_record_detail(new_uow(), record_id)
@@ -201,4 +226,5 @@ def record(record_id: int) -> str:
         chart=dimensions_chart(detail.dimensions) if len(detail.dimensions) >= 3 else None,
         events=events,
         regeneratable=detail.status in {int(s) for s in REGENERATABLE} and not detail.is_deleted,
+        pipeline=in_the_pipeline(record_id),
     )
