@@ -294,7 +294,15 @@ def test_a_sigkill_of_a_master_process_leaves_no_zombie(stack: Stack) -> None:
             what=f"the children of the killed {name} to be gone (reaped)",
         )
     assert zombies_below(stack.current.process.pid) == []
-    assert requests.get(f"{stack.base_url}/healthz", timeout=10).status_code == 200
+    # The web started again serves (its new workers boot at the machine's pace).
+    stack.wait_until(functools.partial(_serves, stack.base_url), timeout=120, what="/healthz 200 again")
+
+
+def _serves(base_url: str) -> bool:
+    try:
+        return requests.get(f"{base_url}/healthz", timeout=10).status_code == 200
+    except requests.RequestException:
+        return False
 
 
 @pytest.mark.timeout(300)
