@@ -273,6 +273,13 @@ def _all_gone(pids: list[int]) -> bool:
     return not any(psutil.pid_exists(pid) for pid in pids)  # a zombie still exists
 
 
+def _serves(base_url: str) -> bool:
+    try:
+        return requests.get(f"{base_url}/healthz", timeout=10).status_code == 200
+    except requests.RequestException:
+        return False
+
+
 @pytest.mark.timeout(300)
 def test_a_sigkill_of_a_master_process_leaves_no_zombie(stack: Stack) -> None:
     """gunicorn's master killed twice and the Dramatiq worker's main process once: their
@@ -296,13 +303,6 @@ def test_a_sigkill_of_a_master_process_leaves_no_zombie(stack: Stack) -> None:
     assert zombies_below(stack.current.process.pid) == []
     # The web started again serves (its new workers boot at the machine's pace).
     stack.wait_until(functools.partial(_serves, stack.base_url), timeout=120, what="/healthz 200 again")
-
-
-def _serves(base_url: str) -> bool:
-    try:
-        return requests.get(f"{base_url}/healthz", timeout=10).status_code == 200
-    except requests.RequestException:
-        return False
 
 
 @pytest.mark.timeout(300)
