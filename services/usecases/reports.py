@@ -1,16 +1,16 @@
-"""Report generation: what a worker does with one message of `report:queue`.
+"""Report generation: what a worker does with the messages of `report:queue`.
 
-`generate_report` is the whole job, in one transaction, row-locked on the record and
-idempotent: it only acts on a record in status 3 and leaves it in 4, so a second run, a
-redelivered message or a racing worker finds nothing to do and reports SKIPPED (the
-message is then acknowledged, not retried). A record that cannot be scored is FAILED with
-its `ServiceError`, and database errors propagate, so the worker retries and finally
+A record's report is written in one transaction, row-locked on the record and idempotent:
+it only acts on a record in status 3 and leaves it in 4, so a second run, a redelivered
+message or a racing worker finds nothing to do and reports SKIPPED (the message is then
+acknowledged, not retried). A record that cannot be scored is FAILED with its
+`ServiceError`, and database errors propagate, so the worker retries and finally
 dead-letters the message and calls `mark_generation_failed`.
 
 The worker generates a batch of jobs in one transaction (`generate_reports`, through
 services/usecases/report_groups.py); `generate_one` is the single-record path a record
 locked elsewhere falls back to: the same set-based SQL with one id
-(services/persistence/report_sql.py).
+(services/persistence/report_sql.py). `generate_report` is `generate_one`'s outcome alone.
 """
 
 from __future__ import annotations
