@@ -58,7 +58,6 @@ from redis_adapters.task_store import RedisTaskStore
 from services.persistence.db import build_session_factory, database_answers
 from services.persistence.event_store import DirectEventWriter
 from services.persistence.uow import UnitOfWork
-from services.usecases.grouped_events import GroupedEventSink
 from services.usecases.report_groups import ReportGroups
 
 
@@ -68,11 +67,10 @@ class WorkerServices:
 
     settings: Settings
     session_factory: sessionmaker[Session]
-    #: The group generator shared by the process's worker threads (services/usecases/report_groups.py).
+    #: The reports' generator, shared by the process's worker threads (services/usecases/report_groups.py).
     report_groups: ReportGroups
-    #: The event sink (Redis, falling back to PostgreSQL; the events of concurrent jobs in one
-    #: call: services/usecases/grouped_events.py) and the fault drill, on one connection pool.
-    events: GroupedEventSink
+    #: The event sink (Redis, falling back to PostgreSQL) and the fault drill, on one connection pool.
+    events: RedisEventSink
     drill: RedisFaultDrill
     #: The admin tasks' adapters (actors/admin_tasks.py), on a client with a longer reply timeout.
     report_queue: RedisReportQueue
@@ -80,7 +78,7 @@ class WorkerServices:
     tasks: RedisTaskStore
 
     def uow(self) -> UnitOfWork:
-        """A unit of work for one job (or one group of jobs)."""
+        """A unit of work for one job (or one batch of jobs)."""
         return UnitOfWork(self.session_factory)
 
 
@@ -101,14 +99,12 @@ def build_services(settings: Settings) -> WorkerServices:
         settings=settings,
         session_factory=factory,
         report_groups=ReportGroups(uow, on_group=prometheus.report_group_size.observe, drilled=drill.held),
-        events=GroupedEventSink(
-            RedisEventSink(
-                events_client,
-                keys.eventlog,
-                fallback=fallback,
-                max_queue=settings.event_log_queue_max,
-                spool=spool_at(settings.event_spool_dir),
-            )
+        events=RedisEventSink(
+            events_client,
+            keys.eventlog,
+            fallback=fallback,
+            max_queue=settings.event_log_queue_max,
+            spool=spool_at(settings.event_spool_dir),
         ),
         drill=drill,
         report_queue=RedisReportQueue(tasks_client, key=keys.report.queue, jobs_key=keys.report.jobs),

@@ -12,15 +12,15 @@ status through `eventlog:queue`. Logging an event never fails the job
 
 A worker thread takes up to REPORT_BATCH_SIZE jobs in one call of `generate_report_batch`
 (broker/src/listbroker/batches.py) and generates their records in one transaction
-(services/usecases/report_groups.py); each job keeps its own outcome, so it is acknowledged,
-retried or dead-lettered on its own as before. `generate_report` is the one-job call (a
-message sent to the actor outside a worker's batches; REPORT_BATCH_SIZE=1), whose concurrent
-calls are grouped instead (group commit).
+(services/usecases/report_groups.py); each job has its own outcome, so it is acknowledged,
+retried or dead-lettered on its own. `generate_report` is the one-job call (a message sent to
+the actor outside a worker's batches; REPORT_BATCH_SIZE=1): the same path, a batch of one.
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 import dramatiq
@@ -32,11 +32,10 @@ from config.settings import DEFAULT_REPORT_BATCH_SIZE
 from observability import prometheus
 from observability.job_observer import in_job_context
 from redis_adapters.queues import MAX_RETRY_COUNT, REPORT_ACTOR_NAME, REPORT_QUEUE_NAME, RETRY_DELAYS_MS
-from services.domain.errors import DatabaseUnavailable
 from services.domain.events import Event, EventSink, EventType, emit
 from services.usecases import reports
-from services.usecases.drill import FaultDrillFailure
-from services.usecases.report_groups import GroupFailed, Job
+from services.usecases.report_groups import Job
+from services.usecases.reports import Generation, GenerationOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -136,64 +135,73 @@ def generate_report_batch(messages: list[ListMessageProxy]) -> None:
     """The report actor's batch function (broker/src/listbroker/batches.py): the records of up
     to REPORT_BATCH_SIZE jobs generated in one transaction, in this thread.
 
-    Each job keeps its own outcome: its failure is stuffed into its message (ExactRetries then
-    retries it alone, or dead-letters it with `mark_record_failed`), logged as an event with its
-    attempt; a job that found the database down gets `DependencyUnavailable` (back to the
-    queue uncounted, the gate closed). A database down for the whole batch raises it for all.
-    Each report's line is logged with its own job's ids.
+    Each job's outcome is its message's (services/usecases/report_groups.py): GENERATED or
+    SKIPPED is done; FAILED is stuffed into its message (ExactRetries then retries it alone, or
+    dead-letters it with `mark_record_failed`) and logged as an event with its attempt;
+    UNKNOWN goes back to the queue uncounted (`DependencyUnavailable`, the gate closed), all
+    of the batch's jobs in one step when none had another outcome. A job is settled as soon
+    as its outcome is known, so a record run alone (locked elsewhere) waits with the rest of
+    its batch already done. Each outcome's line is logged with its own job's ids.
     """
-    groups = bootstrap.services().report_groups
     runnable: list[tuple[ListMessageProxy, Job]] = []
     for message in messages:
         try:
             runnable.append((message, Job(int(message.args[0]), _attempt_of(message))))
         except (IndexError, TypeError, ValueError) as exc:
             message.stuff_exception(exc)
-    raw = groups.run_group([job for _, job in runnable])
-    down = [
-        r.__cause__
-        for r in raw
-        if isinstance(r, GroupFailed) and isinstance(r.__cause__, DatabaseUnavailable)
-    ]
-    if raw and len(down) == len(raw):
-        # Nothing was done: every job goes back uncounted, in one step (ExactRetries).
-        raise DependencyUnavailable(str(down[0])) from down[0]
     failures: list[Event] = []
-    # The jobs the group settled first, then those that run alone (a record locked elsewhere,
-    # a failed group), which may wait: each of the first is done before any wait begins.
-    settled = sorted(zip(runnable, raw, strict=True), key=lambda pair: groups.runs_alone(pair[1]))
+    unknown: list[tuple[ListMessageProxy, Generation]] = []
+    every_job_unknown = False
     try:
-        for (message, job), result in settled:
-            try:
-                with in_job_context(message):
-                    generation = groups.settle(job, result)
-            except DatabaseUnavailable as exc:
-                unavailable = DependencyUnavailable(str(exc))
-                unavailable.__cause__ = exc
-                message.stuff_exception(unavailable)
-                continue
-            except Exception as exc:
-                message.stuff_exception(exc)
-                failures.append(_failure_event(job.record_id, job.attempt, exc))
-                continue
-            message.mark_done()  # committed: a time limit striking the batch later is not its failure
-            if generation.outcome is reports.GenerationOutcome.GENERATED and generation.latency_s is not None:
-                prometheus.report_latency_s.observe(generation.latency_s)
+        outcomes = bootstrap.services().report_groups.generate([job for _, job in runnable])
+        for index, generation in outcomes:
+            message, job = runnable[index]
+            with in_job_context(message):
+                _log_outcome(job, generation)
+            if generation.outcome is GenerationOutcome.UNKNOWN:
+                unknown.append((message, generation))
+            elif generation.error is not None:
+                message.stuff_exception(generation.error)
+                failures.append(_failure_event(job, generation.error, generation.failed_at))
+            else:
+                message.mark_done()  # committed: a time limit striking the batch later is not its failure
+                _observe(generation)
+        every_job_unknown = bool(unknown) and len(unknown) == len(runnable)
     finally:
-        # Also when a time limit interrupts the batch: the failures seen so far are logged.
+        # Also when a time limit interrupts the batch: the outcomes seen so far are recorded.
         if failures:
             _log_events(*failures)
+        if not every_job_unknown:
+            for message, generation in unknown:
+                message.stuff_exception(DependencyUnavailable(generation.detail))
+    if every_job_unknown:
+        # Nothing is any record's failure: every job goes back uncounted, in one step (ExactRetries).
+        raise DependencyUnavailable(unknown[0][1].detail)
 
 
-def _failure_event(record_id: int, attempt: int | None, exc: BaseException) -> Event:
-    """A failed attempt's event, dated when it failed: a drilled one when the drill decided."""
-    error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+def _log_outcome(job: Job, generation: Generation) -> None:
+    """The one line per report (a failure's is ExactRetries', with its retry)."""
+    if generation.outcome is GenerationOutcome.GENERATED:
+        why = f" ({generation.detail})" if generation.detail else ""
+        logger.info("report of record %s generated%s", job.record_id, why)
+    elif generation.outcome is GenerationOutcome.SKIPPED:
+        logger.info("report of record %s skipped: %s", job.record_id, generation.detail)
+
+
+def _observe(generation: Generation) -> None:
+    """The report's latency, read back by its write itself (RETURNING): no query of its own."""
+    if generation.outcome is GenerationOutcome.GENERATED and generation.latency_s is not None:
+        prometheus.report_latency_s.observe(generation.latency_s)
+
+
+def _failure_event(job: Job, error: BaseException, at: datetime | None = None) -> Event:
+    """A failed attempt's event, dated when it failed (`at`: a drilled one when the drill decided)."""
     return Event.new(
         EventType.REPORT_GENERATION_FAILED,
-        record_id=record_id,
+        record_id=job.record_id,
         actor=WORKER_ACTOR,
-        data={"attempt": attempt, "error": error},
-        at=exc.at if isinstance(exc, FaultDrillFailure) else None,
+        data={"attempt": job.attempt, "error": f"{type(error).__name__}: {error}"[:MAX_ERROR_CHARS]},
+        at=at,
     )
 
 
@@ -218,18 +226,22 @@ def _attempt_of(message: dramatiq.Message[Any] | ListMessageProxy) -> int:
     batch_fn=generate_report_batch,
 )
 def generate_report(record_id: int) -> None:
-    """Generate the report; a record that is not in status 3 is acknowledged and skipped."""
+    """Generate the report; a record that is not in status 3 is acknowledged and skipped.
+
+    A message outside a worker's batches (REPORT_BATCH_SIZE=1, a call outside a worker): a
+    batch of one, its outcome raised as the batch function records it."""
+    job = Job(record_id, _attempt())
     try:
-        # Raises FaultDrillFailure for a record in the fault drill (asked once per group).
-        generation = bootstrap.services().report_groups.generate(record_id, attempt=_attempt())
-    except DatabaseUnavailable as exc:
-        # Nothing was done: no attempt is spent while the database is down (broker/src/listbroker/gate.py).
-        raise DependencyUnavailable(str(exc)) from exc
-    except BaseException as exc:
-        _log_events(_failure_event(record_id, _attempt(), exc))
+        [(_, generation)] = bootstrap.services().report_groups.generate([job])
+    except BaseException as exc:  # a time limit: a failed attempt too
+        _log_events(_failure_event(job, exc))
         raise
-    # The outcome's log line is services.usecases.reports' (one line per report, with its
-    # reason); the report's `report.generated` event was committed with it (with the attempt).
-    # The latency is read back by the write itself (RETURNING): no query of its own.
-    if generation.outcome is reports.GenerationOutcome.GENERATED and generation.latency_s is not None:
-        prometheus.report_latency_s.observe(generation.latency_s)
+    _log_outcome(job, generation)
+    if generation.outcome is GenerationOutcome.UNKNOWN:
+        # Nothing is the record's failure: no attempt is spent (broker/src/listbroker/gate.py).
+        raise DependencyUnavailable(generation.detail)
+    if generation.error is not None:
+        _log_events(_failure_event(job, generation.error, generation.failed_at))
+        raise generation.error
+    # The report's `report.generated` event was committed with it (with the attempt).
+    _observe(generation)

@@ -18,7 +18,7 @@ run), modes interleaved round by round:
 
 `--worker-shapes PxT ...` runs the pipeline once per worker shape in every round (named
 `pipeline PxT`), to choose the Procfile's WORKER_PROCESSES × WORKER_THREADS by measurement;
-`PxTbB` also sets REPORT_BATCH_SIZE=B (`2x64b1`: one job per call, group commit).
+`PxTbB` also sets REPORT_BATCH_SIZE=B (`2x32b1`: one job per call and per transaction).
 `--base DIR` runs the pipeline a second time in every round from the code in DIR (an export
 of another commit: `git archive <commit> | tar -x -C DIR`), named `base pipeline ...`: before
 and after a change, side by side in one run.
@@ -30,7 +30,7 @@ Besides reports/s, the CPU seconds of the clients (the worker's processes, or th
 and of the PostgreSQL backends serving this database (psutil on the pids of
 `pg_stat_activity`, the benchmark's own connection left out) during the timed section: their
 share shows whether the database or the client is the limit. For the pipeline, the mean
-number of records per transaction (group commit): the worker's `mi_report_group_size`
+number of records per transaction (a batch): the worker's `mi_report_group_size`
 histogram, written to a metrics folder of the run's own (`PROMETHEUS_MULTIPROC_DIR`).
 """
 

@@ -37,7 +37,6 @@ BUCKETS: tuple[tuple[str, str], ...] = (
     ("observability/", "observability middleware (observability/)"),
     ("actors/", "actors (report actor, adapters)"),
     ("services/domain/scoring", "scoring"),
-    ("services/persistence/group_commit", "group commit coordinator"),
     ("services/", "service code (services/)"),
     ("prometheus_client/", "prometheus_client"),
     ("logging/", "logging"),

@@ -317,7 +317,7 @@ VARIABLES: tuple[Variable, ...] = (
             "most report jobs a worker thread takes in one call and generates in one transaction (of those "
             "its process holds: a trickle runs one by one, with no wait for a batch to fill); each job is "
             "still acknowledged, retried on its own schedule and dead-lettered alone. `1`: one job per "
-            "call, the threads' concurrent jobs grouped instead"
+            "call and per transaction (for tests and diagnosis: 0.44 × the rate, BENCHMARKS.md benchmark 12)"
         ),
         field="report_batch_size",
     ),

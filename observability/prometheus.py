@@ -13,9 +13,9 @@ only (tests). The variable must be set before `prometheus_client` is first impor
 - `dramatiq_message_duration_milliseconds`: time of each attempt (the report's generation);
 - `mi_report_latency_seconds`: a record's submission to its report (from the database's
   `submitted_at` and `completed_at`);
-- `mi_report_group_size`: the records generated together in one transaction (a batch, or with
-  REPORT_BATCH_SIZE=1 a group commit; services/usecases/report_groups.py): its mean says how many
-  jobs a transaction carries.
+- `mi_report_group_size`: the records generated together in one transaction (a batch of up to
+  REPORT_BATCH_SIZE jobs; services/usecases/report_groups.py): its mean says how many jobs a
+  transaction carries.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ DURATION_BUCKETS_MS = (
 )  # fmt: skip
 #: Submission to report: seconds to minutes (the retry schedule adds 10 + 30 + 60 s).
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 45, 60, 120, 300, 600)
-#: Records per group: 1 (an idle worker) up to the group cap (services/persistence/group_commit.py).
-GROUP_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+#: Records per transaction: 1 (an idle worker) up to REPORT_BATCH_SIZE (100 by default).
+GROUP_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 messages_total = Counter("dramatiq_messages_total", "The number of messages processed.", LABELS)
 message_errors_total = Counter("dramatiq_message_errors_total", "The number of errored messages.", LABELS)
@@ -62,7 +62,7 @@ report_latency_s = Histogram(
 )
 report_group_size = Histogram(
     "mi_report_group_size",
-    "Records whose reports were generated together in one transaction (a batch, or a group commit).",
+    "Records whose reports were generated together in one transaction (a batch).",
     buckets=GROUP_SIZE_BUCKETS,
 )
 

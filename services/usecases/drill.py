@@ -33,17 +33,8 @@ DRILL_ERROR = "故障演练：记录 {record_id} 的报告生成按演练设定�
 
 
 class FaultDrillFailure(Exception):
-    """A drilled generation: raised by the worker for a record in the drill.
-
-    `at`: when the drill decided, before it read that the record was still being generated.
-    The attempt's failure is dated then: another job of the record may commit its report
-    right after that read, before this job records its failure (two batches of one worker run
-    at once), and a failure dated after the report would say a settled record failed (found
-    by the soak)."""
-
-    def __init__(self, message: str, *, at: datetime | None = None) -> None:
-        super().__init__(message)
-        self.at = at
+    """What a drilled attempt fails with: the error of a FAILED generation of a record in the
+    drill (services/usecases/report_groups.py dates it when the drill decided)."""
 
 
 @dataclass(frozen=True)

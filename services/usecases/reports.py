@@ -1,19 +1,20 @@
-"""Report generation: what a worker does with one message of `report:queue`.
+"""Report generation: what a worker does with the messages of `report:queue`.
 
-`generate_report` is the whole job, in one transaction, row-locked on the record and
-idempotent: it only acts on a record in status 3 and leaves it in 4, so a second run, a
-redelivered message or a racing worker finds nothing to do and reports SKIPPED (the
-message is then acknowledged, not retried). Anything unexpected raises, so the worker
-retries and finally dead-letters the message and calls `mark_generation_failed`.
+A record's report is written in one transaction, row-locked on the record and idempotent:
+it only acts on a record in status 3 and leaves it in 4, so a second run, a redelivered
+message or a racing worker finds nothing to do and reports SKIPPED (the message is then
+acknowledged, not retried). A record that cannot be scored is FAILED with its
+`ServiceError`, and database errors propagate, so the worker retries and finally
+dead-letters the message and calls `mark_generation_failed`.
 
-The worker runs the jobs in hand as groups, one transaction each (services/usecases/report_groups.py);
-`generate_one` is the single-record path it falls back to, and what the admin and tests use:
-the same set-based SQL with one id (services/persistence/report_sql.py).
+The worker generates a batch of jobs in one transaction (`generate_reports`, through
+services/usecases/report_groups.py); `generate_one` is the single-record path a record
+locked elsewhere falls back to: the same set-based SQL with one id
+(services/persistence/report_sql.py). `generate_report` is `generate_one`'s outcome alone.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -29,32 +30,55 @@ from services.persistence import report_sql
 from services.persistence.uow import UnitOfWork
 from services.usecases.change_events import log_change
 
-logger = logging.getLogger(__name__)
-
 #: Who a report's `report.generated` event names as its actor (the worker's generation).
 GENERATOR_ACTOR = "worker"
 
 
 class GenerationOutcome(StrEnum):
+    """What became of one job's generation."""
+
+    #: Its report was committed (with its `report.generated`).
     GENERATED = "generated"
+    #: Nothing to do: the record is missing, deleted, not in status 3, or the id is invalid.
     SKIPPED = "skipped"
+    #: The record's own failure (`Generation.error`): retried on the schedule, dead-lettered at last.
+    FAILED = "failed"
+    #: Not known, and not the record's failure: the database could not be reached, or the
+    #: connection was lost with a COMMIT in flight and again when it was checked. The job goes
+    #: back to its queue uncounted; its next delivery finds what was committed.
+    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True)
 class Generation:
-    """What generating one record's report did."""
+    """What generating one record's report did: one per job."""
 
     outcome: GenerationOutcome
     #: Seconds from the record's submission to its report (completed_at - submitted_at, by the
     #: database's clock, read back from the write itself): the latency operators watch. None
     #: unless GENERATED, or when the record has no submission time.
     latency_s: float | None = None
-    #: Why a SKIPPED record was skipped ("record in status 4"), for its job's log line.
+    #: Why: a SKIPPED record's reason ("record in status 4"), a FAILED one's error text, an
+    #: UNKNOWN one's cause; for its job's log line.
     detail: str = ""
     #: The moment of the report the record has in status 4 after this job: the one it
     #: generated or, SKIPPED in status 4, the one it found (None otherwise). Its
     #: `report.generated` event was committed with it, at that moment.
     report_at: datetime | None = None
+    #: FAILED: what the job fails with (a `ServiceError`, a database error, the fault drill's
+    #: `FaultDrillFailure`), for the retry schedule and the failure's event.
+    error: Exception | None = None
+    #: FAILED: when the failure was decided, when earlier than its event (the fault drill's
+    #: decision, taken before it read the record's state); None: when the event is made.
+    failed_at: datetime | None = None
+
+    @classmethod
+    def failed(cls, error: Exception, *, at: datetime | None = None) -> Generation:
+        return cls(GenerationOutcome.FAILED, detail=str(error), error=error, failed_at=at)
+
+    @classmethod
+    def unknown(cls, why: str) -> Generation:
+        return cls(GenerationOutcome.UNKNOWN, detail=why)
 
 
 @dataclass(frozen=True)
@@ -103,51 +127,54 @@ class Questionnaire:
             raise ServiceError(f"测评记录 {record_id} 无法生成报告：{exc.message}") from exc
 
 
+#: The outcome of a job whose record id is out of range (0, negative, beyond MAX_ID).
+INVALID_ID = Generation(GenerationOutcome.SKIPPED, detail="not a valid record id")
+
+
 def generate_report(uow: UnitOfWork, record_id: int) -> GenerationOutcome:
-    """Generate the report of record `record_id` alone (see `generate_one`): its outcome."""
-    return generate_one(uow, record_id).outcome
+    """Generate the report of record `record_id` alone (see `generate_one`): its outcome;
+    raises the record's `ServiceError` when it cannot be scored."""
+    generation = generate_one(uow, record_id)
+    if generation.error is not None:
+        raise generation.error
+    return generation.outcome
 
 
 def generate_one(uow: UnitOfWork, record_id: int, *, attempt: int | None = None) -> Generation:
     """Score the answers of record `record_id` and write its results, summary and status 4.
 
-    SKIPPED (no error) when the record is missing, soft-deleted or not in status 3.
-    Raises `ServiceError` when a record in status 3 lacks answers to active questions
-    (damaged data must not yield a report), and lets database errors through.
+    SKIPPED when the record is missing, soft-deleted or not in status 3 (or the id is not
+    valid). FAILED with a `ServiceError` when a record in status 3 lacks answers to active
+    questions (damaged data must not yield a report) or scoring refuses. Database errors
+    propagate (nothing is committed then, unless the connection was lost with the COMMIT in
+    flight: `services.persistence.driver.connection_lost`).
 
     Only active questions count: answers to a question deactivated since the submission
     are ignored, and every active question must have an answer.
 
-    The set-based path of services/usecases/report_groups.py with one id, waiting for the
-    record's lock where a group would leave it (services/persistence/report_sql.py: two
-    pipelined round trips). `attempt`: the job's attempt, for the report's event.
+    `generate_reports` with one id, waiting for the record's lock where a batch would leave
+    it (services/persistence/report_sql.py: two pipelined round trips). `attempt`: the job's
+    attempt, for the report's event. Logs nothing: the caller logs the outcome.
     """
     if not 1 <= record_id <= MAX_ID:
-        logger.info("report of record %s skipped: not a valid record id", record_id)
-        return Generation(GenerationOutcome.SKIPPED)
+        return INVALID_ID
     (result,) = generate_reports(uow, [record_id], attempts=[attempt], wait_for_locks=True)
-    if isinstance(result, ServiceError):
-        raise result
     if not isinstance(result, Generation):  # pragma: no cover - a waiting lock never defers
         raise TypeError(f"unexpected result {result!r}")
-    # The one line per report (the actor logs only failures).
-    if result.outcome is GenerationOutcome.GENERATED:
-        logger.info("report of record %s generated", record_id)
-    else:
-        logger.info("report of record %s skipped: %s", record_id, result.detail)
     return result
 
 
 class Deferred(Enum):
-    """A group's answer for a record it left to the single-record path."""
+    """A batch's answer for a record it left to the single-record path (`generate_one`)."""
 
-    #: Locked by another transaction when the group locked its records.
+    #: Locked by another transaction when the batch locked its records.
     LOCKED = "locked"
 
 
-GroupResult = Generation | ServiceError | Deferred
+#: What `generate_reports` gives each id: its job's outcome, or the record left to run alone.
+GroupResult = Generation | Deferred
 
-#: The second job of one record in one group: the first one's report is committed with it.
+#: The second job of one record in one batch: the first one's report is committed with it.
 DUPLICATE = Generation(GenerationOutcome.SKIPPED, detail="record in status 4 (generated by its group)")
 
 
@@ -164,14 +191,14 @@ def generate_reports(
     data ``{"attempt": n}``: `attempts[i]` is the attempt of the job of `record_ids[i]`, None
     when unknown; the first job of an id given twice names it).
 
-    One result per id, in order: a `Generation`, the `ServiceError` that record's job must
-    raise, or `Deferred.LOCKED` for a record another transaction holds (not waited for; the
-    caller runs it alone) unless `wait_for_locks` (the single-record path: `generate_one`).
-    An id given twice is generated once; its second place gets SKIPPED (as a second job on
-    the record would, after the first one's commit), or the same error. Database errors
-    propagate (nothing is committed then). Logs nothing per record: each job's own thread
-    logs its outcome (`ReportGroups.generate`), so the line carries that job's message and
-    record ids, not the leader's.
+    One result per id, in order: a `Generation` (GENERATED, SKIPPED, or FAILED with the
+    record's `ServiceError`), or `Deferred.LOCKED` for a record another transaction holds
+    (not waited for; the caller runs it alone) unless `wait_for_locks` (the single-record
+    path: `generate_one`). An id given twice is generated once; its second place gets
+    SKIPPED (as a second job on the record would, after the first one's commit), or a
+    failure of its own with the same message. Database errors propagate (nothing is
+    committed then). Logs nothing per record: the actor logs each job's outcome in that
+    job's context (its message and record ids).
     """
     if not record_ids:
         return []
@@ -192,7 +219,7 @@ def generate_reports(
             try:
                 reports[rid] = questionnaire.score(rid, reads.answers.get(rid, {}))
             except ServiceError as exc:
-                results[rid] = exc
+                results[rid] = Generation.failed(exc)
         completed: dict[int, report_sql.Completed] = {}
         if reports:
             completed = report_sql.write(
@@ -208,11 +235,12 @@ def generate_reports(
     seen: set[int] = set()
     for rid in record_ids:
         result = results[rid]
-        if rid in seen and not isinstance(result, Deferred):
+        if rid in seen and isinstance(result, Generation):
+            # Each job its own error instance (an exception carries its own traceback).
             result = (
-                replace(DUPLICATE, report_at=result.report_at)
-                if isinstance(result, Generation)
-                else ServiceError(result.message)
+                Generation.failed(ServiceError(str(result.error)))
+                if result.error is not None
+                else replace(DUPLICATE, report_at=result.report_at)
             )
         seen.add(rid)
         ordered.append(result)

@@ -1,4 +1,5 @@
-"""Group commit of report generation (services/usecases/report_groups.py) against the real PostgreSQL."""
+"""A batch of report jobs in one transaction, one outcome per job (services/usecases/report_groups.py),
+against the real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -19,15 +20,15 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from config.settings import Settings
-from services.domain.errors import DatabaseUnavailable, ServiceError
+from services.domain.errors import ServiceError
 from services.domain.questionnaire import load_questionnaire
 from services.persistence import report_sql
 from services.persistence.db import make_engine, make_session_factory
 from services.persistence.driver import Work
 from services.persistence.uow import UnitOfWork
 from services.usecases.drill import FaultDrillFailure
-from services.usecases.report_groups import Deferred, Job, ReportGroups, generate_reports
-from services.usecases.reports import Generation, GenerationOutcome, generate_one
+from services.usecases.report_groups import Job, ReportGroups
+from services.usecases.reports import Deferred, Generation, GenerationOutcome, generate_one, generate_reports
 from tests.integration.test_report_generation import expected_scores, snapshot
 from tests.support.processes import row_locked, sessions_waiting_for_a_lock, wait_until
 from tests.support.urls import CLOSED_DATABASE_URL
@@ -46,19 +47,32 @@ def good_record(make_record: MakeRecord, seed: int) -> int:
     return make_record(3, answers=varied_answers(seed))
 
 
-def run_threads(groups: ReportGroups, record_ids: Sequence[int]) -> list[object]:
-    """`groups.generate` of each id on a thread of its own, all at once; results in order."""
-    results: list[object] = [None] * len(record_ids)
-    barrier = threading.Barrier(len(record_ids))
+def outcomes(groups: ReportGroups, jobs: Sequence[Job]) -> list[Generation]:
+    """`groups.generate(jobs)`: each job's outcome, in the order of `jobs` (each exactly once)."""
+    found: dict[int, Generation] = {}
+    for index, generation in groups.generate(jobs):
+        assert index not in found, (index, generation)
+        found[index] = generation
+    assert sorted(found) == list(range(len(jobs)))
+    return [found[i] for i in range(len(jobs))]
 
-    def one(index: int) -> None:
+
+def generate_one_job(groups: ReportGroups, record_id: int, attempt: int | None = None) -> Generation:
+    """The outcome of a batch of one job (a message outside a batch)."""
+    [generation] = outcomes(groups, [Job(record_id, attempt)])
+    return generation
+
+
+def run_threads(groups: ReportGroups, batches: Sequence[Sequence[int]]) -> list[list[Generation]]:
+    """Each batch of record ids generated on a thread of its own, all at once; outcomes in order."""
+    results: list[list[Generation]] = [[] for _ in batches]
+    barrier = threading.Barrier(len(batches))
+
+    def run(index: int) -> None:
         barrier.wait()
-        try:
-            results[index] = groups.generate(record_ids[index])
-        except Exception as exc:  # collected for the assertions
-            results[index] = exc
+        results[index] = outcomes(groups, [Job(r, None) for r in batches[index]])
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(record_ids))]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(batches))]
     for t in threads:
         t.start()
     for t in threads:
@@ -66,9 +80,20 @@ def run_threads(groups: ReportGroups, record_ids: Sequence[int]) -> list[object]
     return results
 
 
-def outcome(result: object) -> object:
-    """A Generation without its latency (which varies), anything else as it is."""
+def outcome(result: Generation | Deferred) -> Generation | Deferred:
+    """A Generation with its outcome only (its latency varies), a Deferred as it is."""
     return Generation(result.outcome) if isinstance(result, Generation) else result
+
+
+def failed_with(
+    result: Generation | Deferred, error: type[BaseException] | tuple[type[BaseException], ...]
+) -> str:
+    """Assert the job FAILED with an error of this type; its text."""
+    assert isinstance(result, Generation), result
+    assert result.outcome is GenerationOutcome.FAILED, result
+    assert isinstance(result.error, error), result.error
+    assert result.detail == str(result.error)
+    return str(result.error)
 
 
 def assert_generated(session_factory: sessionmaker[Session], record_id: int) -> None:
@@ -101,8 +126,7 @@ def test_each_record_of_a_group_gets_its_own_outcome(
     results = generate_reports(uow, ids)
 
     assert [outcome(r) for r in results[:2]] == [GENERATED, SKIPPED]
-    assert isinstance(results[2], ServiceError)
-    assert "答案不完整" in results[2].message
+    assert "答案不完整" in failed_with(results[2], ServiceError)
     assert [outcome(r) for r in results[3:]] == [GENERATED, SKIPPED, SKIPPED, GENERATED, SKIPPED]
     for record_id in good:
         assert_generated(session_factory, record_id)
@@ -111,17 +135,6 @@ def test_each_record_of_a_group_gets_its_own_outcome(
     assert_untouched(session_factory, deleted)
     # Each record its own scores: the group did not mix them up.
     assert len({tuple(snapshot(session_factory, r)["results"]) for r in good}) == 3
-
-
-def settle_each(groups: ReportGroups, jobs: Sequence[Job]) -> list[object]:
-    """`run_group` of the jobs (a batch), then each job's `settle`: its Generation or its error."""
-    results: list[object] = []
-    for job, raw in zip(jobs, groups.run_group(jobs), strict=True):
-        try:
-            results.append(groups.settle(job, raw))
-        except Exception as exc:  # collected for the assertions
-            results.append(exc)
-    return results
 
 
 def test_a_batch_run_as_one_group_settles_each_job_on_its_own(
@@ -133,10 +146,11 @@ def test_a_batch_run_as_one_group_settles_each_job_on_its_own(
     groups = ReportGroups(lambda: UnitOfWork(session_factory), on_group=sizes.append)
     jobs = [Job(r, 1) for r in [good[0], 0, no_answers, good[1], good[2], good[0]]]
 
-    results = settle_each(groups, jobs)
+    results = outcomes(groups, jobs)
 
     assert [outcome(r) for r in results[:2]] == [GENERATED, SKIPPED]  # 0: not a valid id
-    assert isinstance(results[2], ServiceError)
+    assert results[1].detail == "not a valid record id"
+    failed_with(results[2], ServiceError)
     assert [outcome(r) for r in results[3:]] == [GENERATED, GENERATED, SKIPPED]  # the duplicate
     assert sizes == [5]  # one group: the valid ids, in one transaction
     for record_id in good:
@@ -145,29 +159,47 @@ def test_a_batch_run_as_one_group_settles_each_job_on_its_own(
 
 
 def test_a_batch_whose_group_fails_runs_each_record_alone(
-    session_factory: sessionmaker[Session], make_record: MakeRecord, refused_insert: int
+    session_factory: sessionmaker[Session],
+    make_record: MakeRecord,
+    refused_insert: int,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     bad = make_record(3, user_id=refused_insert, answers=varied_answers(1))
     others = [good_record(make_record, seed) for seed in (2, 3)]
-    groups = ReportGroups(lambda: UnitOfWork(session_factory))
+    sizes: list[int] = []
+    groups = ReportGroups(lambda: UnitOfWork(session_factory), on_group=sizes.append)
 
-    results = settle_each(groups, [Job(r, 1) for r in [others[0], bad, others[1]]])
+    results = outcomes(groups, [Job(r, 1) for r in [others[0], bad, others[1]]])
 
-    assert isinstance(results[1], psycopg.Error | DBAPIError)  # its own error, from its run alone
+    # Its own database error, from its run alone (raised at its commit, through SQLAlchemy).
+    assert "refused results of record" in failed_with(results[1], (psycopg.Error, DBAPIError))
     assert [outcome(results[0]), outcome(results[2])] == [GENERATED, GENERATED]
+    assert sizes == [3]  # one group; the runs alone are not groups
     for record_id in others:
         assert_generated(session_factory, record_id)
     assert_untouched(session_factory, bad)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("group of 3 reports failed" in m and "each runs again alone" in m for m in warnings)
 
 
-def test_a_batch_on_an_unreachable_database_is_database_unavailable_for_every_job() -> None:
+def test_an_unreachable_database_is_an_unknown_outcome_for_every_job() -> None:
+    """Nothing was done: no job's failure (UNKNOWN: back to the queue uncounted, the gate closed)."""
     engine = make_engine(CLOSED_DATABASE_URL, pool_size=1, connect_timeout_s=1)
     try:
         groups = ReportGroups(lambda: UnitOfWork(make_session_factory(engine)))
-        results = settle_each(groups, [Job(1, 1), Job(2, 1)])
+        batch = outcomes(groups, [Job(1, 1), Job(0, 1), Job(2, 1)])
+        alone = run_threads(groups, [[3], [4], [5]])
     finally:
         engine.dispose()
-    assert all(isinstance(r, DatabaseUnavailable) for r in results), results
+    assert [r.outcome for r in batch] == [
+        GenerationOutcome.UNKNOWN,
+        GenerationOutcome.SKIPPED,  # not a valid id: needs no database
+        GenerationOutcome.UNKNOWN,
+    ]
+    assert [r.outcome for [r] in alone] == [GenerationOutcome.UNKNOWN] * 3
+    for result in [batch[0], batch[2], *(r for [r] in alone)]:
+        assert result.error is None
+        assert "database unreachable" in result.detail
 
 
 def submit_at(engine: Engine, record_id: int, ago: str) -> None:
@@ -221,37 +253,45 @@ def test_a_group_reads_back_each_records_latency(
     assert 5 <= alone.latency_s < 5 + 600
 
 
-def test_an_empty_group_does_nothing(uow: UnitOfWork) -> None:
+def test_an_empty_group_does_nothing(uow: UnitOfWork, session_factory: sessionmaker[Session]) -> None:
     assert generate_reports(uow, []) == []
+    sizes: list[int] = []
+    groups = ReportGroups(lambda: UnitOfWork(session_factory), on_group=sizes.append)
+    assert list(groups.generate([])) == []
+    assert (
+        outcomes(groups, [Job(0, 1), Job(-1, 1)])
+        == [Generation(GenerationOutcome.SKIPPED, detail="not a valid record id")] * 2
+    )
+    assert sizes == []  # no group: nothing to generate
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     records=st.integers(min_value=1, max_value=12),
     picks=st.lists(st.integers(min_value=0, max_value=11), min_size=1, max_size=24),
-    max_group=st.integers(min_value=1, max_value=64),
+    threads=st.integers(min_value=1, max_value=8),
 )
 def test_many_threads_on_one_generator_generate_each_record_exactly_once(
     session_factory: sessionmaker[Session],
     make_record: MakeRecord,
     records: int,
     picks: list[int],
-    max_group: int,
+    threads: int,
 ) -> None:
+    """Batches of jobs on threads at once (a record may have several jobs, in one batch or in
+    several: redeliveries, a regeneration): each report is generated exactly once."""
     ids = [good_record(make_record, seed) for seed in range(records)]
-    jobs = [ids[p % records] for p in picks]  # a record may have several jobs (redeliveries)
-    groups = ReportGroups(lambda: UnitOfWork(session_factory), max_group=max_group)
-    results = run_threads(groups, jobs)
-    assert all(isinstance(r, Generation) for r in results), results
+    jobs = [ids[p % records] for p in picks]
+    batches = [jobs[i::threads] for i in range(threads) if jobs[i::threads]]
+    sizes: list[int] = []
+    groups = ReportGroups(lambda: UnitOfWork(session_factory), on_group=sizes.append)
+    results = [r for batch in run_threads(groups, batches) for r in batch]
+    ordered = [j for batch in batches for j in batch]
     for record_id in set(jobs):
-        outcomes = [outcome(r) for j, r in zip(jobs, results, strict=True) if j == record_id]
-        assert sorted(map(str, outcomes)) == sorted(
-            map(str, [GENERATED] + [SKIPPED] * (len(outcomes) - 1))
-        ), outcomes
+        mine = [outcome(r) for j, r in zip(ordered, results, strict=True) if j == record_id]
+        assert sorted(map(str, mine)) == sorted(map(str, [GENERATED] + [SKIPPED] * (len(mine) - 1))), mine
         assert_generated(session_factory, record_id)
-    stats = groups.stats
-    assert stats.requests == len(jobs)
-    assert stats.largest <= max_group
+    assert sorted(sizes) == sorted(len(batch) for batch in batches)  # one group per batch
 
 
 @pytest.fixture
@@ -283,75 +323,13 @@ def refused_insert(engine: Engine) -> Iterator[int]:
             conn.execute(text("DROP FUNCTION IF EXISTS mi_test_refuse()"))
 
 
-class HeldFirstGroup:
-    """A unit-of-work factory whose first call waits until released: the first group is held
-    in flight while the next jobs gather behind it (deterministic groups)."""
-
-    def __init__(self, session_factory: sessionmaker[Session]) -> None:
-        self.session_factory = session_factory
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        self.calls = 0
-
-    def __call__(self) -> UnitOfWork:
-        self.calls += 1
-        if self.calls == 1:
-            self.entered.set()
-            self.release.wait(30)
-        return UnitOfWork(self.session_factory)
-
-
-def gathered_behind_a_first_group(
-    groups: ReportGroups, held: HeldFirstGroup, first: int, rest: Sequence[int]
-) -> tuple[threading.Thread, list[object]]:
-    """Run `first` as a group of its own, then `rest` together as the next group; returns the
-    first job's thread and (once joined) the results of `rest`."""
-    leader = threading.Thread(target=groups.generate, args=(first,))
-    leader.start()
-    assert held.entered.wait(10)
-    results: list[object] = []
-    others = threading.Thread(target=lambda: results.extend(run_threads(groups, rest)))
-    others.start()
-    wait_until(lambda: groups.waiting == len(rest), timeout=30, what="the jobs waiting for the next group")
-    held.release.set()
-    leader.join(30)
-    others.join(60)
-    return leader, results
-
-
-def test_a_database_error_in_a_group_leaves_the_others_to_run_alone(
-    session_factory: sessionmaker[Session],
-    make_record: MakeRecord,
-    refused_insert: int,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    first = good_record(make_record, 0)
-    bad = make_record(3, user_id=refused_insert, answers=varied_answers(1))
-    others = [good_record(make_record, seed) for seed in (2, 3)]
-    held = HeldFirstGroup(session_factory)
-    groups = ReportGroups(held)
-    _, results = gathered_behind_a_first_group(groups, held, first, [bad, *others])
-
-    # Its own database error, from the single-record path (raised at its commit, through SQLAlchemy).
-    assert isinstance(results[0], psycopg.Error | DBAPIError)
-    assert "refused results of record" in str(results[0])
-    assert [outcome(r) for r in results[1:]] == [GENERATED, GENERATED]
-    assert groups.stats.groups == 2
-    assert groups.stats.largest == 3
-    for record_id in [first, *others]:
-        assert_generated(session_factory, record_id)
-    assert_untouched(session_factory, bad)
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("group of 3 reports failed" in m and "each runs again alone" in m for m in warnings)
-
-
 def generate_waiting_on_its_lock(
     groups: ReportGroups, record_id: int, database_url: str
-) -> tuple[threading.Thread, list[object]]:
-    """`groups.generate(record_id)` in a thread of its own, once it waits on the record's row
-    lock (held by the caller): the thread, and the list its result goes in."""
-    results: list[object] = []
-    alone = threading.Thread(target=lambda: results.append(groups.generate(record_id)))
+) -> tuple[threading.Thread, list[Generation]]:
+    """The record's job (a batch of one) in a thread of its own, once it waits on the record's
+    row lock (held by the caller): the thread, and the list its outcome goes in."""
+    results: list[Generation] = []
+    alone = threading.Thread(target=lambda: results.append(generate_one_job(groups, record_id)))
     alone.start()
     wait_until(
         lambda: sessions_waiting_for_a_lock(database_url) >= 1,
@@ -378,7 +356,7 @@ def test_a_record_locked_elsewhere_leaves_the_group_and_waits_alone(
         groups = ReportGroups(lambda: UnitOfWork(session_factory))
         alone, waiting = generate_waiting_on_its_lock(groups, locked, settings.database_url)
         later = good_record(make_record, 7)
-        assert groups.generate(later).outcome is GenerationOutcome.GENERATED
+        assert generate_one_job(groups, later).outcome is GenerationOutcome.GENERATED
         assert waiting == []
     alone.join(30)
     assert [outcome(r) for r in waiting] == [GENERATED]
@@ -386,33 +364,51 @@ def test_a_record_locked_elsewhere_leaves_the_group_and_waits_alone(
         assert_generated(session_factory, record_id)
 
 
-def test_an_unreachable_database_is_database_unavailable_for_every_job() -> None:
-    engine = make_engine(CLOSED_DATABASE_URL, pool_size=1, connect_timeout_s=1)
-    factory = make_session_factory(engine)
-    try:
-        groups = ReportGroups(lambda: UnitOfWork(factory))
-        results = run_threads(groups, [1, 2, 3])
-    finally:
-        engine.dispose()
-    assert all(isinstance(r, DatabaseUnavailable) for r in results), results
-    assert len({id(r) for r in results}) == 3  # each thread its own exception
+def test_a_batch_gives_its_other_outcomes_before_its_locked_record_waits(
+    settings: Settings, session_factory: sessionmaker[Session], make_record: MakeRecord
+) -> None:
+    """A record locked elsewhere must not hold the rest of its batch: their outcomes come
+    (committed) while the locked record's job still waits alone, on the lock."""
+    locked, *free = (good_record(make_record, seed) for seed in range(4))
+    groups = ReportGroups(lambda: UnitOfWork(session_factory))
+    jobs = [Job(free[0], 1), Job(locked, 1), Job(free[1], 1), Job(free[2], 1)]
+    generation = groups.generate(jobs)
+    with row_locked(settings.database_url, locked):
+        first = [next(generation) for _ in free]
+        assert [(index, outcome(r)) for index, r in first] == [(0, GENERATED), (2, GENERATED), (3, GENERATED)]
+        for record_id in free:
+            assert_generated(session_factory, record_id)
+        rest: list[tuple[int, Generation]] = []
+        waiting = threading.Thread(target=lambda: rest.extend(generation))
+        waiting.start()
+        wait_until(
+            lambda: sessions_waiting_for_a_lock(settings.database_url) >= 1,
+            timeout=30,
+            what="the locked record's job waiting on its lock",
+        )
+        assert rest == []
+    waiting.join(30)
+    assert [(index, outcome(r)) for index, r in rest] == [(1, GENERATED)]
+    assert_generated(session_factory, locked)
 
 
 def _generate_in_a_process(
     database_url: str, record_ids: list[int], threads: int, go: EventType, out: Any
 ) -> None:
-    """A worker process of its own: `threads` threads sharing one ReportGroups."""
+    """A worker process of its own: `threads` threads sharing one ReportGroups, each generating
+    its records in batches of a few (in the order given, so two processes' batches overlap)."""
     engine = make_engine(database_url, pool_size=threads)
     factory = make_session_factory(engine)
     groups = ReportGroups(lambda: UnitOfWork(factory))
-    outcomes: dict[int, list[str]] = {}
+    found: dict[int, list[str]] = {}
     lock = threading.Lock()
 
     def work(mine: list[int]) -> None:
-        for record_id in mine:
-            result = groups.generate(record_id).outcome
-            with lock:
-                outcomes.setdefault(record_id, []).append(str(result))
+        for start in range(0, len(mine), 3):
+            batch = mine[start : start + 3]
+            for index, generation in groups.generate([Job(r, None) for r in batch]):
+                with lock:
+                    found.setdefault(batch[index], []).append(str(generation.outcome))
 
     go.wait(60)
     workers = [threading.Thread(target=work, args=(record_ids[i::threads],)) for i in range(threads)]
@@ -421,7 +417,7 @@ def _generate_in_a_process(
     for t in workers:
         t.join()
     engine.dispose()
-    out.put(outcomes)
+    out.put(found)
 
 
 @pytest.mark.parametrize("order", ["same", "reversed"])
@@ -459,20 +455,17 @@ def test_drilled_records_of_a_group_fail_alone_and_are_not_touched(
         asked.append(sorted(record_ids))
         return {drilled} & set(record_ids)
 
-    held = HeldFirstGroup(session_factory)
-    groups = ReportGroups(held, drilled=in_drill)
-    first = good_record(make_record, 5)
-    _, results = gathered_behind_a_first_group(groups, held, first, [drilled, *free])
+    groups = ReportGroups(lambda: UnitOfWork(session_factory), drilled=in_drill)
+    results = outcomes(groups, [Job(r, 1) for r in [drilled, *free]])
 
-    # The drilled job raises the drill's failure in its own thread; the others are generated.
-    assert isinstance(results[0], FaultDrillFailure)
-    assert str(drilled) in str(results[0])
+    # The drilled job fails with the drill's failure, its own; the others are generated.
+    assert str(drilled) in failed_with(results[0], FaultDrillFailure)
     assert [outcome(r) for r in results[1:]] == [GENERATED, GENERATED]
     assert_untouched(session_factory, drilled)
-    for record_id in [first, *free]:
+    for record_id in free:
         assert_generated(session_factory, record_id)
-    # Asked once per group (the first group, then the three gathered behind it), not per job.
-    assert asked == [[first], sorted([drilled, *free])]
+    # Asked once per batch, not per job.
+    assert asked == [sorted([drilled, *free])]
 
 
 def test_a_drilled_failure_is_dated_before_the_drill_read_the_records_state(
@@ -489,15 +482,12 @@ def test_a_drilled_failure_is_dated_before_the_drill_read_the_records_state(
 
     groups = ReportGroups(lambda: UnitOfWork(session_factory), drilled=in_drill)
     before = datetime.now(UTC)
-    raw = groups.run_group([Job(drilled, 1), Job(free, 1)])
+    failure, generated = outcomes(groups, [Job(drilled, 1), Job(free, 1)])
 
-    failure = raw[0]
-    assert isinstance(failure, FaultDrillFailure)
-    assert failure.at is not None
-    assert before <= failure.at <= asked_at[0]  # decided before the drill and the status were read
-    with pytest.raises(FaultDrillFailure) as raised:
-        groups.settle(Job(drilled, 1), failure)
-    assert raised.value.at == failure.at
+    failed_with(failure, FaultDrillFailure)
+    assert failure.failed_at is not None
+    assert before <= failure.failed_at <= asked_at[0]  # decided before the drill and the status were read
+    assert outcome(generated) == GENERATED
 
 
 def test_a_drilled_record_of_a_failed_group_still_fails_by_the_drill(
@@ -515,16 +505,14 @@ def test_a_drilled_record_of_a_failed_group_still_fails_by_the_drill(
         asked.append(sorted(record_ids))
         return {drilled} if list(record_ids) == [drilled] else set()
 
-    held = HeldFirstGroup(session_factory)
-    groups = ReportGroups(held, drilled=in_drill)
-    first = good_record(make_record, 0)
-    _, results = gathered_behind_a_first_group(groups, held, first, [bad, drilled])
+    groups = ReportGroups(lambda: UnitOfWork(session_factory), drilled=in_drill)
+    results = outcomes(groups, [Job(r, 1) for r in [bad, drilled]])
 
-    assert isinstance(results[0], psycopg.Error | DBAPIError)
-    assert isinstance(results[1], FaultDrillFailure)
+    failed_with(results[0], (psycopg.Error, DBAPIError))
+    failed_with(results[1], FaultDrillFailure)
     assert_untouched(session_factory, bad)
     assert_untouched(session_factory, drilled)
-    assert sorted(asked) == sorted([[first], sorted([bad, drilled]), [bad], [drilled]])
+    assert sorted(asked) == sorted([sorted([bad, drilled]), [bad], [drilled]])
 
 
 def fail_once(
@@ -562,7 +550,7 @@ def test_a_group_whose_commit_landed_but_whose_reply_was_lost_reports_its_record
     lost = psycopg.OperationalError("cannot exit pipeline mode while busy")
     fail_once(monkeypatch, "write", lost, after_running=True)
     groups = ReportGroups(lambda: UnitOfWork(session_factory))
-    assert outcome(groups.generate(record_id, attempt=2)) == GENERATED
+    assert outcome(generate_one_job(groups, record_id, attempt=2)) == GENERATED
     assert_generated(session_factory, record_id)
     with session_factory() as session:
         events = session.execute(
@@ -577,7 +565,7 @@ def test_a_group_whose_connection_was_lost_twice_leaves_its_records_to_the_gate(
 ) -> None:
     """The group's COMMIT was in flight when the connection went, and the record's run alone
     lost its connection too (PostgreSQL restarting): whether the report exists is unknown, so
-    the job is DatabaseUnavailable (no attempt spent, the gate holds it), not a failed
+    the job's outcome is UNKNOWN (no attempt spent, the gate holds it), not a failed
     attempt. Found by the soak: such a job logged "attempt 1 failed" after the record's
     report, which its redelivery had already found committed."""
     record_id = good_record(make_record, 0)
@@ -589,10 +577,11 @@ def test_a_group_whose_connection_was_lost_twice_leaves_its_records_to_the_gate(
         then=lambda: fail_once(monkeypatch, "read", psycopg.OperationalError("the connection is closed")),
     )
     groups = ReportGroups(lambda: UnitOfWork(session_factory))
-    with pytest.raises(DatabaseUnavailable):
-        groups.generate(record_id)
+    unknown = generate_one_job(groups, record_id)
+    assert (unknown.outcome, unknown.error) == (GenerationOutcome.UNKNOWN, None)
+    assert unknown.detail.startswith("database lost twice, the outcome unknown")
     # The gate's next delivery finds the group's report.
-    again = groups.generate(record_id)
+    again = generate_one_job(groups, record_id)
     assert (again.outcome, again.detail) == (GenerationOutcome.SKIPPED, "record in status 4")
     assert again.report_at is not None
     assert_generated(session_factory, record_id)
@@ -611,8 +600,7 @@ def test_a_statement_error_alone_after_a_lost_group_is_still_the_records_failure
         then=lambda: fail_once(monkeypatch, "read", psycopg.errors.DataError("invalid input")),
     )
     groups = ReportGroups(lambda: UnitOfWork(session_factory))
-    with pytest.raises(psycopg.errors.DataError):
-        groups.generate(record_id)
+    failed_with(generate_one_job(groups, record_id), psycopg.errors.DataError)
     assert_untouched(session_factory, record_id)
 
 
@@ -637,7 +625,7 @@ def test_a_record_alone_whose_commit_landed_but_whose_reply_was_lost_is_generate
         ),
     )
     groups = ReportGroups(lambda: UnitOfWork(session_factory))
-    generation = groups.generate(record_id)
+    generation = generate_one_job(groups, record_id)
     assert (generation.outcome, generation.detail) == (GenerationOutcome.GENERATED, "committed, reply lost")
     assert generation.report_at is not None
     assert_generated(session_factory, record_id)
@@ -676,7 +664,7 @@ def test_a_record_alone_that_loses_its_connection_before_its_commit_generates_on
         then=lambda: fail_once(monkeypatch, "read", psycopg.OperationalError("the connection is closed")),
     )
     groups = ReportGroups(lambda: UnitOfWork(session_factory))
-    generation = groups.generate(record_id)
+    generation = generate_one_job(groups, record_id)
     assert (generation.outcome, generation.detail) == (GenerationOutcome.GENERATED, "")
     assert_generated(session_factory, record_id)
 
@@ -711,7 +699,7 @@ def test_a_pipeline_that_cannot_end_does_not_poison_the_pool(
     monkeypatch.setattr(report_sql, "write", write_and_fail_to_exit)
     try:
         groups = ReportGroups(lambda: UnitOfWork(factory))
-        generation = groups.generate(record_id)
+        generation = generate_one_job(groups, record_id)
         assert (generation.outcome, generation.detail) == (
             GenerationOutcome.GENERATED,
             "committed, reply lost",

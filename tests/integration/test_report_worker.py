@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import cast
@@ -9,10 +10,13 @@ from typing import cast
 import dramatiq
 import pytest
 import redis
-from listbroker import DELAYED_PREFIX_LEN, RedisListBroker
+from listbroker import DELAYED_PREFIX_LEN, AvailabilityGate, RedisListBroker
 from sqlalchemy.orm import Session, sessionmaker
 
+from actors import bootstrap
+from actors.report import generate_report
 from config.settings import Settings
+from redis_adapters.keyspace import EventLogKeys
 from redis_adapters.queue_figures import QueueFigures, queue_figures
 from redis_adapters.queues import (
     DEAD_LETTER_QUEUE_KEY,
@@ -23,12 +27,16 @@ from redis_adapters.queues import (
     REPORT_QUEUE_NAME,
     RETRY_DELAYS_MS,
 )
+from redis_adapters.report_codec import ReportCodec
 from redis_adapters.report_message import ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.status import RecordStatus
+from tests.support.actors import declare_actor
+from tests.support.broker_fixtures import FAST_BROKER
 from tests.support.processes import row_locked, sessions_waiting_for_a_lock, wait_until
 from tests.support.record_state import report_rows, status_of, wait_for_status
 from tests.support.retry_clock import RetryClock, assert_schedule
+from tests.support.urls import CLOSED_DATABASE_URL
 
 MakeRecord = Callable[..., int]
 
@@ -174,6 +182,53 @@ def test_a_record_locked_elsewhere_waits_alone_while_the_rest_of_its_batch_is_ge
     assert status_of(session_factory, locked) == RecordStatus.COMPLETED
     assert report_rows(session_factory, locked) == (8, 1)
     assert redis_client.zcard(REPORT_DELAYED_KEY) == 0  # no attempt failed
+
+
+def test_a_batch_that_finds_the_database_down_goes_back_uncounted_and_closes_the_gate(
+    redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every job of the batch finds PostgreSQL unreachable: nothing is any record's failure, so
+    the batch's jobs go back to the queue uncounted, in one step, and the availability gate
+    closes (its probe says the database is still down); no retry, dead letter or failure event."""
+    caplog.set_level(logging.INFO)
+    services = bootstrap.build_services(Settings.from_env().with_overrides(database_url=CLOSED_DATABASE_URL))
+    bootstrap.install_services(services)
+    broker = RedisListBroker(
+        client=redis.Redis.from_url(redis_url, socket_timeout=10),
+        middleware=bootstrap.default_middleware(lambda: False),
+        codecs={REPORT_QUEUE_NAME: ReportCodec(REPORT_QUEUE_NAME, generate_report.actor_name)},
+        **FAST_BROKER,  # type: ignore[arg-type]
+    )
+    declare_actor(
+        generate_report.fn,
+        broker,
+        actor_name=generate_report.actor_name,
+        queue_name=generate_report.queue_name,
+        **generate_report.options,
+    )
+    [gate] = [m for m in broker.middleware if isinstance(m, AvailabilityGate)]
+    # One LPUSH before the worker starts: its first fetch takes both (one thread: a prefetch
+    # of two), one batch.
+    redis_client.lpush(REPORT_QUEUE_KEY, *(ReportQueueMessage.new(r).encode() for r in (1, 2)))
+    worker = dramatiq.Worker(broker, worker_threads=1, worker_timeout=100)
+    worker.start()
+
+    def given_back() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "returned to the queue uncounted" in r.getMessage()]
+
+    try:
+        wait_until(lambda: gate.closings >= 1, timeout=30, what="the gate to close")
+        wait_until(lambda: bool(given_back()), timeout=10, what="the batch given back")
+        assert "; 2 message(s) returned to the queue uncounted" in given_back()[0]  # in one step
+        figures = queue_figures(redis_client)
+        assert (figures.pending, figures.delayed, figures.dead) == (2, 0, 0)
+        assert redis_client.llen(EventLogKeys().queue) == 0  # no failed attempt to log
+        assert not gate.is_open
+    finally:
+        worker.stop(timeout=10_000)
+        broker.close()
+        bootstrap.install_services(None)
+        services.session_factory.kw["bind"].dispose()
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from tests.system.process_logs import error_lines, errors_outside
 from tests.system.topologies import CLUSTER_TAKEOVER, SWITCH_MASTER, first_after
 
 PROCESS_LOG = """\
-2026-12-01 15:22:16,285 INFO [worker 15095] services.usecases.report_groups: report of record 12 generated
+2026-12-01 15:22:16,285 INFO [worker 15095] actors.report: report of record 12 generated
 2026-12-01 15:22:16,289 CRITICAL [worker 15095] dramatiq.worker.ConsumerThread(report): connection error
 2026-12-01 15:22:16,328 WARNING [worker 15095] listbroker.maintenance: housekeeping failed
 2026-12-01 15:31:21,779 ERROR [hotpath 14616] hotpath: retention: cycle failed; retrying every cycle
