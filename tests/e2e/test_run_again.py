@@ -30,7 +30,7 @@ from sqlalchemy import Engine
 from config.settings import Settings
 from scripts import run_stack
 from tests.support.processes import RunStack, wait_until
-from tests.support.stack import STACK_SETTINGS, reset
+from tests.support.stack import ADMIN_TOKEN, STACK_SETTINGS, reset
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -43,13 +43,13 @@ def environment(settings: Settings, redis_url: str, engine: Engine) -> dict[str,
     reset(engine, client)
     client.close()
     env = {k: v for k, v in os.environ.items() if k != "PORT"}
-    # Credentials as `make run` makes them (long enough: shorter ones are a warning at start).
+    # Credentials as strong as `make run` makes them (it refuses a weaker admin token).
     env.update(
         STACK_SETTINGS,
         DATABASE_URL=settings.database_url,
         REDIS_URL=redis_url,
         SECRET_KEY="k" * 43,
-        ADMIN_TOKENS="adm_" + "t" * 32,
+        ADMIN_TOKENS=ADMIN_TOKEN,
     )
     return env
 

@@ -23,6 +23,7 @@ from web.console.display import (
     local_time,
     until_words,
 )
+from web.console.signin import signin_alarm
 from web.deps import current
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,10 @@ def alarms() -> list[Alarm]:
     if g.get("console_admin") is None:
         return []
     health = pipeline_health()
-    return [REDIS_DOWN_ALARM] if health is None else health.alarms
+    if health is None:
+        return [REDIS_DOWN_ALARM]
+    guessing = signin_alarm()
+    return health.alarms + ([guessing] if guessing else [])
 
 
 @bp.context_processor

@@ -286,11 +286,6 @@ def sign_in() -> ResponseReturnValue:
     return redirect(next_url)
 
 
-@bp.context_processor
-def signin_context() -> dict[str, object]:
-    return {"signin_alarm": signin_alarm}
-
-
 @bp.post("/logout")
 def sign_out() -> WerkzeugResponse:
     session_id = session.get(SESSION_ID)
