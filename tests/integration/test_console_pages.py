@@ -324,7 +324,7 @@ def test_a_batch_action_redirects_to_its_outcome_and_a_reload_repeats_nothing(
         assert f'data-outcome-id="{done}" data-outcome="skipped"' in html
     assert redis_client.llen(REPORT_QUEUE_KEY) == 1  # one job: the action ran once
     entries = list_audit(UnitOfWork(session_factory), actor="console:王五").items
-    assert [e.action for e in entries if e.action != "signin"] == ["batch_regenerate"]  # the sign-in is kept too
+    assert [e.action for e in entries if e.action != "signin"] == ["batch_regenerate"]  # beside the sign-in
     # Another session cannot read it, nor can an id that was never kept.
     other = client.application.test_client()
     assert sign_in(other, name="赵六") == 302
