@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from services.domain.errors import ParamError
+from services.domain.errors import DatabaseUnavailable, ParamError
 from services.domain.opsmodel import AdminActor, AuditEntry, AuditHandle
 from services.domain.status import RecordStatus
 from services.persistence.uow import UnitOfWork
@@ -85,7 +85,7 @@ class OutcomeLost(DatabaseAuditLog):
     """The database goes away between the entry and its outcome."""
 
     def finish(self, handle: AuditHandle, entry: AuditEntry) -> None:
-        raise ConnectionError("the database went away")
+        raise DatabaseUnavailable("audit entry not completed: the database went away")
 
 
 def test_an_outcome_that_cannot_be_recorded_leaves_the_entry_started(

@@ -25,8 +25,8 @@ from services.domain.questionnaire import load_questionnaire
 from services.persistence.models import AssessmentRecord, EventLogEntry
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin, assessment, reconcile, reports
-from tests.conftest import default_answer
 from tests.support.fakes import EnqueuesAlone, FailingQueue, RecordingQueue
+from tests.support.records import default_answer
 
 #: A whole submission: every active question answered.
 ANSWERS = [(q.id, default_answer(q.id)) for q in load_questionnaire().questions]

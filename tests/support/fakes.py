@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+from services.domain.errors import QueueUnavailable
 from services.domain.prepared import CallAlone
 
 
@@ -33,15 +34,15 @@ class RecordingQueue(EnqueuesAlone):
 
 
 class FailingQueue(EnqueuesAlone):
-    """A `ReportQueue` whose every call fails, like a Redis that is down."""
+    """A `ReportQueue` whose every call fails as `RedisReportQueue`'s do when Redis is down:
+    with `QueueUnavailable`."""
 
     def __init__(self) -> None:
         self.calls = 0
 
     def enqueue(self, record_id: int) -> None:
-        self.calls += 1
-        raise ConnectionError("redis is down (test)")
+        self.enqueue_many([record_id])
 
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
         self.calls += 1
-        raise ConnectionError("redis is down (test)")
+        raise QueueUnavailable(f"could not enqueue {len(record_ids)} report job(s): redis is down (test)")
