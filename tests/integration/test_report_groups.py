@@ -49,7 +49,7 @@ def good_record(make_record: MakeRecord, seed: int) -> int:
 def run_threads(groups: ReportGroups, record_ids: Sequence[int]) -> list[object]:
     """`groups.generate` of each id on a thread of its own, all at once; results in order."""
     results: list[object] = [None] * len(record_ids)
-    barrier = threading.Barrier(len(record_ids))
+    barrier = threading.Barrier(len(record_ids), timeout=60)
 
     def one(index: int) -> None:
         barrier.wait()
@@ -58,11 +58,12 @@ def run_threads(groups: ReportGroups, record_ids: Sequence[int]) -> list[object]
         except Exception as exc:  # collected for the assertions
             results[index] = exc
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(record_ids))]
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(record_ids))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
+    assert not any(t.is_alive() for t in threads), "a generation never returned"
     return results
 
 
@@ -194,6 +195,10 @@ def test_a_group_reads_back_each_records_latency(
         conn.execute(
             text("UPDATE assessment_records SET updated_at = now() - interval '5 seconds' WHERE id = :id"),
             {"id": regenerated},
+        )
+        # In 3 without a submission time (rows the product did not write: an import, a hand edit).
+        conn.execute(
+            text("UPDATE assessment_records SET submitted_at = NULL WHERE id = :id"), {"id": unsubmitted}
         )
     first, second, third = generate_reports(uow, [submitted, unsubmitted, regenerated])
     assert isinstance(first, Generation)
@@ -415,11 +420,13 @@ def _generate_in_a_process(
                 outcomes.setdefault(record_id, []).append(str(result))
 
     go.wait(60)
-    workers = [threading.Thread(target=work, args=(record_ids[i::threads],)) for i in range(threads)]
+    workers = [
+        threading.Thread(target=work, args=(record_ids[i::threads],), daemon=True) for i in range(threads)
+    ]
     for t in workers:
         t.start()
     for t in workers:
-        t.join()
+        t.join(120)  # a thread still running: its outcomes are missing, which the test asserts
     engine.dispose()
     out.put(outcomes)
 
@@ -433,7 +440,9 @@ def test_two_processes_racing_on_the_same_records_write_each_report_once(
     go, out = ctx.Event(), ctx.Queue()
     second = ids if order == "same" else ids[::-1]
     processes = [
-        ctx.Process(target=_generate_in_a_process, args=(settings.database_url, job_ids, 8, go, out))
+        ctx.Process(
+            target=_generate_in_a_process, args=(settings.database_url, job_ids, 8, go, out), daemon=True
+        )
         for job_ids in (ids, second)
     ]
     for p in processes:
