@@ -46,7 +46,7 @@ lifeline.attach()
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytest_plugins = ("tests.support.broker_fixtures", "tests.support.browser")
+pytest_plugins = ("tests.support.broker_fixtures", "tests.support.browser", "pytester")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
