@@ -33,8 +33,7 @@ status start stop restart:
 	@$(PY) -m scripts.stack_ctl $@ $(PROCESS)
 
 # The bench extra too: the suite runs a smoke test of every benchmark (RQ is a peer there).
-# The suite runs as three shards at once (scripts/test_shards.py): the slow tests, in two parts
-# of about equal time, beside the rest.
+# The suite runs as parts at once, the broker library's suite beside them (scripts/test_shards.py).
 test: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/ruff check $(SOURCES)
 	$(VENV)/bin/ruff format --check $(SOURCES)
@@ -42,8 +41,7 @@ test: $(VENV)/.stamp-test+dev+embedded+bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy deploy/container/entrypoint.py
 	cd broker && ../$(VENV)/bin/mypy
-	$(PY) -m scripts.with_test_services -- $(PY) -m scripts.broker_suite
-	$(PY) -m scripts.test_shards $(PYTEST_ARGS)
+	$(PY) -m scripts.test_shards --broker-suite $(PYTEST_ARGS)
 
 # The lock files (requirements.txt, requirements/*.txt) from requirements/*.in and the ranges
 # of setup.cfg and broker/pyproject.toml; versions already locked are kept where they still

@@ -1,17 +1,18 @@
-"""Run the test suite as three shards at once, each with servers of its own.
+"""Run the test suite as parts at once, each with servers of its own.
 
-    python -m scripts.test_shards [pytest arguments]
+    python -m scripts.test_shards [--broker-suite] [--parts N] [pytest arguments]
 
-The tests marked `slow` spend most of their time waiting (the real 10/30/60 s retry
-schedule, outages held for seconds, processes killed and restarted), so they run beside
-the rest instead of after it, as two parts of about equal time (tests/support/slow_parts.py):
-the suite takes about the time of its longest shard. Each
-shard runs under `scripts.with_test_services`, which claims a test database and a Redis
-db index of its own, so the shards share no data. Each output line is prefixed with its
-shard's name, and the failed tests of every shard are named again at the end (pytest's
-`FAILED`/`ERROR` summary lines), where a CI log's tail shows them; the exit status is
-the first failing shard's (0 when all pass; a shard to which a narrow selection leaves no
-test passes).
+The suite's files are split into PARTS parts (or N) of about equal time (tests/support/parts.py),
+run at once: many tests mostly wait (the real 10/30/60 s retry schedule, outages held for
+seconds, processes killed and restarted, the soak's three minutes), so the parts overlap
+their waits with the others' work and the suite takes about the time of its longest part.
+`--broker-suite` runs the broker library's own suite (scripts/broker_suite.py) beside them,
+as `make test` does. Each shard runs under `scripts.with_test_services`, which claims a test
+database and a Redis db index of its own, so the shards share no data. Each output line is
+prefixed with its shard's name, and the failed tests of every shard are named again at the
+end (pytest's `FAILED`/`ERROR` summary lines), where a CI log's tail shows them; the exit
+status is the first failing shard's (0 when all pass; a part to which a narrow selection
+leaves no test passes).
 
 The shards, and what they start, end when this process ends, however it ends (killed
 included): scripts/lifeline.py.
@@ -34,17 +35,15 @@ from typing import IO
 
 from scripts import lifeline
 
-#: Name, marker expression and pytest options of each shard; together they select every test
-#: once. The slow tests (they mostly wait) run as two parts of about equal time beside the
-#: CPU-bound rest (tests/support/slow_parts.py).
-SLOW_PARTS = ("-p", "tests.support.slow_parts", "--slow-part")
-SHARDS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    # The chaos soak's 3-minute run is a gate; its run on Redis Sentinel (`make soak-sentinel`,
-    # 6 minutes more) is not (RELIABILITY.md, "Soak on Redis Sentinel").
-    ("slow-1", "slow and not sentinel_soak", (*SLOW_PARTS, "1/2")),
-    ("slow-2", "slow and not sentinel_soak", (*SLOW_PARTS, "2/2")),
-    ("rest", "not slow", ()),
-)
+#: How many parts the suite runs as, at once (tests/support/parts.py balances them).
+PARTS = 5
+#: Every test but the chaos soak on Redis Sentinel: the soak's 3-minute run is a gate, its run
+#: on Sentinel (`make soak-sentinel`, 6 minutes more) is not (RELIABILITY.md).
+SELECTION = "not sentinel_soak"
+#: The option asking for the broker library's suite beside the parts, and the one setting
+#: how many parts there are.
+BROKER_SUITE = "--broker-suite"
+PARTS_OPTION = "--parts"
 #: pytest's exit status when a run selects no test (a shard's share of a narrow selection).
 NO_TESTS_COLLECTED = 5
 
@@ -60,7 +59,7 @@ def _pytest(
 ) -> list[str]:
     selection = ["-m", marker] if marker else []
     # Each shard's temporary folders apart: pytest's shared /tmp/pytest-of-USER keeps only the
-    # last three runs' folders, so a run starting elsewhere (the other shard, a nested run of
+    # last three runs' folders, so a run starting elsewhere (another shard, a nested run of
     # the fresh-machine tests, another checkout) could remove a folder a slow test still uses.
     temp = ["--basetemp", str(basetemp)] if basetemp is not None else []
     return [
@@ -80,32 +79,59 @@ def _pytest(
     ]
 
 
-def _relay(name: str, stream: IO[str], failures: list[str]) -> None:
+def shards(
+    args: list[str], temp_root: Path | None, *, broker_suite: bool, parts: int = PARTS
+) -> list[tuple[str, list[str]]]:
+    """(name, command) of each shard: the parts, and the broker library's suite if asked."""
+    found = [
+        (
+            f"part-{k}",
+            _pytest(
+                SELECTION,
+                args,
+                temp_root / f"part-{k}" if temp_root else None,
+                ("-p", "tests.support.parts", "--part", f"{k}/{parts}"),
+            ),
+        )
+        for k in range(1, parts + 1)
+    ]
+    if broker_suite:
+        runner = [sys.executable, "-m", "scripts.broker_suite"]
+        found.append(("broker", [sys.executable, "-m", "scripts.with_test_services", "--", *runner]))
+    return found
+
+
+def _relay(name: str, stream: IO[str], failures: list[str], ended: dict[str, float] | None = None) -> None:
+    """Print the shard's lines prefixed with its name, keep its failures; at the end of its
+    output (the shard's end), note when."""
     for line in stream:
         if line.startswith(FAILURE_PREFIXES):
             failures.append(f"[{name}] {line}")
         with _print_lock:
             sys.stdout.write(f"[{name}] {line}")
             sys.stdout.flush()
+    if ended is not None:
+        ended[name] = time.monotonic()
 
 
-def run_shards(args: list[str]) -> int:
+def run_shards(args: list[str], *, broker_suite: bool = False, parts: int = PARTS) -> int:
     """Start every shard, relay their output line by line, wait for all of them."""
     started = time.monotonic()
     own_temp = not any(arg.startswith("--basetemp") for arg in args)
     temp_root = Path(tempfile.mkdtemp(prefix="mi-pytest-")) if own_temp else None
     running: list[tuple[str, subprocess.Popen[str], threading.Thread]] = []
     failures: list[str] = []
-    for name, marker, options in SHARDS:
+    ended: dict[str, float] = {}
+    for name, command in shards(args, temp_root, broker_suite=broker_suite, parts=parts):
         process = subprocess.Popen(
-            _pytest(marker, args, temp_root / name if temp_root else None, options),
+            command,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             bufsize=1,
         )
         assert process.stdout is not None
-        relay = threading.Thread(target=_relay, args=(name, process.stdout, failures), daemon=True)
+        relay = threading.Thread(target=_relay, args=(name, process.stdout, failures, ended), daemon=True)
         relay.start()
         running.append((name, process, relay))
     outcome = 0
@@ -115,8 +141,8 @@ def run_shards(args: list[str]) -> int:
             code = process.wait()
             relay.join()
             if code == NO_TESTS_COLLECTED:
-                code = 0  # nothing of a narrow selection fell to this shard
-            summary.append(f"shard {name}: exit {code}")
+                code = 0  # nothing of a narrow selection fell to this part
+            summary.append(f"shard {name}: exit {code}, {ended.get(name, time.monotonic()) - started:.0f} s")
             if code and not outcome:
                 outcome = code
     except KeyboardInterrupt:
@@ -136,9 +162,19 @@ def run_shards(args: list[str]) -> int:
 
 def main(args: list[str]) -> int:
     lifeline.attach()
+    broker_suite = BROKER_SUITE in args
+    args = [arg for arg in args if arg != BROKER_SUITE]
+    parts = PARTS
+    if PARTS_OPTION in args:
+        at = args.index(PARTS_OPTION)
+        parts = int(args[at + 1])
+        del args[at : at + 2]
     if os.environ.get("TEST_DATABASE_URL") or os.environ.get("TEST_REDIS_URL"):
-        return subprocess.call(_pytest(None, args))
-    return run_shards(args)
+        code = subprocess.call(_pytest(None, args))
+        if broker_suite:
+            code = code or subprocess.call([sys.executable, "-m", "scripts.broker_suite"])
+        return code
+    return run_shards(args, broker_suite=broker_suite, parts=parts)
 
 
 if __name__ == "__main__":

@@ -39,10 +39,15 @@ DB_BASENAME = "mi_assessment_test"
 PRIVATE = os.environ.get("MI_TEST_PRIVATE_SERVERS") == "1"
 
 
+#: Test databases a server holds at most: room for several `make test` at once, each running
+#: its parts and the broker suite at once (scripts/test_shards.py), one database each.
+MAX_DATABASES = 24
+
+
 def claim_database(admin_url: str, stack: contextlib.ExitStack) -> str | None:
     """A test database of our own on the server of `admin_url`, or None when every one is in use."""
     base = admin_url.rsplit("/", 1)[0]
-    for suffix in ["", *[f"_{n}" for n in range(2, 10)]]:
+    for suffix in ["", *[f"_{n}" for n in range(2, MAX_DATABASES + 1)]]:
         name = DB_BASENAME + suffix
         servers.ensure_database(admin_url, name)
         url = f"{base}/{name}"

@@ -25,7 +25,7 @@ from scripts import lifeline
 from services.persistence.db import make_engine, make_session_factory
 from services.persistence.uow import UnitOfWork
 from tests.support.fakes import FailingQueue, RecordingQueue
-from tests.support.records import RecordSpec, insert_records
+from tests.support.records import RecordSpec, clear_records, insert_records
 from tests.support.redis_keys import REDIS_OWNER_KEY, clean_redis
 
 TEST_DATABASE_URL = os.environ.get(
@@ -46,7 +46,7 @@ lifeline.attach()
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytest_plugins = ("tests.support.broker_fixtures", "tests.support.browser")
+pytest_plugins = ("tests.support.broker_fixtures", "tests.support.browser", "pytester")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -106,19 +106,11 @@ def engine(settings: Settings) -> Iterator[Engine]:
     eng.dispose()
 
 
-def truncate_records(engine: Engine) -> None:
-    """Remove every record (answers, results and summaries cascade) and the event log (record ids
-    start again at 1, and submissions and regenerations write their events in their own
-    transactions); keep the questionnaire."""
-    with engine.begin() as conn:
-        conn.execute(text("TRUNCATE assessment_records, event_log RESTART IDENTITY CASCADE"))
-
-
 @pytest.fixture
 def session_factory(engine: Engine) -> Iterator[sessionmaker[Session]]:
-    truncate_records(engine)
+    clear_records(engine)
     yield make_session_factory(engine)
-    truncate_records(engine)
+    clear_records(engine)
 
 
 @pytest.fixture
@@ -165,22 +157,19 @@ def failing_queue() -> FailingQueue:
     return FailingQueue()
 
 
-def default_answer(question_id: int) -> int:
-    """A fixed, varied answer per question (1..5), for records made by `make_record`."""
-    return question_id * 7 % 5 + 1
-
-
 @pytest.fixture
 def make_record(engine: Engine, session_factory: sessionmaker[Session]) -> Callable[..., int]:
-    """Insert a record directly (no service rules) and return its id.
+    """Insert a record directly (no service rules), as the product leaves it in its status
+    (tests/support/records.py), and return its id.
 
-    ``make_record(status=1, user_id=1, answers=None, deleted=False)``: `answers` is a
-    {question id: value} mapping; by default records in status >= 3 get a full set of
-    answers (`default_answer`) to the active questions and the others none.
+    ``make_record(status=1, user_id=1, answers=None, deleted=False)``: `answers` is the
+    {question id: value} sheet instead of the default one (`default_answer` to every active
+    question) of a record in status >= 3; ``{}`` plants one whose answers were lost. Given for a
+    record in 1 or 2, they are the answers it saved while in progress.
     """
-    from sqlalchemy import insert, select
+    from sqlalchemy import insert
 
-    from services.persistence.models import Answer, Question
+    from services.persistence.models import Answer
 
     def make(
         status: int = 1,
@@ -189,19 +178,16 @@ def make_record(engine: Engine, session_factory: sessionmaker[Session]) -> Calla
         answers: Mapping[int, int] | None = None,
         deleted: bool = False,
     ) -> int:
-        (record_id,) = insert_records(
-            engine, [RecordSpec(status, user_id, deleted=deleted, timestamps=False)]
-        )
-        with session_factory() as session:
-            if answers is None and status >= 3:
-                ids = session.scalars(select(Question.id).where(Question.is_active)).all()
-                answers = {qid: default_answer(qid) for qid in ids}
-            if answers:
+        lost = answers is not None and not answers
+        spec = RecordSpec(status, user_id, deleted=deleted, answers=not lost)
+        (record_id,) = insert_records(engine, [spec], answers=answers or None)
+        if answers and not spec.has_answers:
+            with session_factory() as session:
                 session.execute(
                     insert(Answer),
                     [{"record_id": record_id, "question_id": q, "value": v} for q, v in answers.items()],
                 )
-            session.commit()
+                session.commit()
         return record_id
 
     return make

@@ -10,22 +10,19 @@ screenshot under build/artifacts/screenshots/console-*.png for a reviewer to loo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import redis
 import requests
 from playwright.sync_api import Dialog, Locator, Page, expect
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
-from config.settings import Settings
 from observability.throughput import last_hour
 from redis_adapters.queues import INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.status import RecordStatus
 from tests.support.browser import screenshot
 from tests.support.records import RecordSpec, insert_records
-from tests.support.stack import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
+from tests.support.stack import ADMIN_TOKEN, Stack, StackOptions, add_answers, db_status, insert_record
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -34,21 +31,8 @@ SHORT_SCHEDULE = "300,300,300"
 
 
 @pytest.fixture(scope="module")
-def stack(
-    settings: Settings,
-    engine: Engine,
-    redis_url: str,
-    redis_conn: redis.Redis,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Stack]:
-    logs = tmp_path_factory.mktemp("console-stack")
-    # The audit lives in event_log, which the stack's reset keeps: start from an empty log so
-    # the audit page shows this test's actions only (earlier tests of the session audit theirs).
-    with engine.begin() as conn:
-        conn.execute(text("TRUNCATE event_log"))
-    extra = {"REPORT_RETRY_DELAYS_MS": SHORT_SCHEDULE}
-    with running_stack(settings, engine, redis_url, redis_conn, logs, extra=extra) as stack:
-        yield stack
+def stack_options() -> StackOptions:
+    return StackOptions(extra={"REPORT_RETRY_DELAYS_MS": SHORT_SCHEDULE})
 
 
 def sign_in(page: Page, stack: Stack, *, name: str = "值班管理员") -> None:
@@ -149,8 +133,6 @@ def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
             RecordSpec(status=RecordStatus.FAILED, user_id=32),
         ],
     )
-    for record_id in (failed_a, failed_b, single):
-        add_answers(engine, record_id)
     page.goto(f"{stack.base_url}/admin/records?user=32")
     page.locator(f'tr[data-record="{single}"]').get_by_role("button", name="重新生成").click()
     expect(page.locator(".flash.ok")).to_contain_text(f"记录 {single} 已重新加入生成队列")
@@ -184,8 +166,6 @@ def test_an_admin_follows_a_failure_requeues_it_regenerates_and_signs_out(
     # Every failed record at once: one task in the worker, its progress on a page of its own
     # that reloads itself until the task is done.
     failed_all = insert_records(engine, [RecordSpec(status=RecordStatus.FAILED, user_id=33)] * 3)
-    for record_id in failed_all:
-        add_answers(engine, record_id)
     page.get_by_role("link", name="测评记录").click()
     asked: list[str] = []  # a bulk action asks first, as the other bulk actions do
 

@@ -126,7 +126,7 @@ def submit_patiently(base: str, token: str, record_id: int, answers: list[dict[s
 
 def insert_records(engine: Engine, count: int) -> list[int]:
     """`count` assessments under way (status 2, started) of the test's user."""
-    return records.insert_records(engine, [RecordSpec(2, USER_ID, timestamps=False, started=True)] * count)
+    return records.insert_records(engine, [RecordSpec(2, USER_ID)] * count)
 
 
 def all_answers(engine: Engine) -> list[dict[str, int]]:
@@ -155,7 +155,7 @@ def burst(
             done.acquire()
         fault()
 
-    fault_thread = threading.Thread(target=fault_after_submissions)
+    fault_thread = threading.Thread(target=fault_after_submissions, daemon=True)
     fault_thread.start()
 
     def one(record_id: int) -> dict[str, Any]:
@@ -167,6 +167,7 @@ def burst(
     with ThreadPoolExecutor(8) as pool:
         replies = list(pool.map(one, ids))
     fault_thread.join(timeout=120)
+    assert not fault_thread.is_alive(), f"the fault did not run after {at} submissions"
     return replies
 
 

@@ -44,15 +44,14 @@ import redis
 import requests
 from itsdangerous import TimestampSigner
 from playwright.sync_api import Browser, Page, expect
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
-from config.settings import Settings
 from redis_adapters.queue_figures import queue_figures
 from redis_adapters.queues import INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
 from scripts import servers
 from services.domain.status import RecordStatus
 from tests.support.browser import ARTIFACTS_DIR, ROOT, screenshot
-from tests.support.stack import ADMIN_TOKEN, Stack, db_status, running_stack
+from tests.support.stack import ADMIN_TOKEN, Stack, StackOptions, db_status
 from tests.support.urls import CLOSED_DATABASE_URL
 from web.report_page import LINK_MAX_AGE_S
 
@@ -70,20 +69,10 @@ ADMIN_PATH = "/api/admin"
 
 
 @pytest.fixture(scope="module")
-def stack(
-    settings: Settings,
-    engine: Engine,
-    redis_url: str,
-    redis_conn: redis.Redis,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Stack]:
-    logs = tmp_path_factory.mktemp("operator-stack")
-    # The audit lives in event_log, which the stack's reset keeps: this module's actions only.
-    with engine.begin() as conn:
-        conn.execute(text("TRUNCATE event_log"))
-    extra = {"REPORT_RETRY_DELAYS_MS": LONG_SCHEDULE, "ALARM_OLDEST_JOB_S": str(ALARM_AFTER_S)}
-    with running_stack(settings, engine, redis_url, redis_conn, logs, extra=extra) as stack:
-        yield stack
+def stack_options() -> StackOptions:
+    return StackOptions(
+        extra={"REPORT_RETRY_DELAYS_MS": LONG_SCHEDULE, "ALARM_OLDEST_JOB_S": str(ALARM_AFTER_S)}
+    )
 
 
 # -- the product's own paths ---------------------------------------------------------------------

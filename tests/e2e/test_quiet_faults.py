@@ -24,15 +24,13 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
-import redis
-from sqlalchemy import Engine
 
 from config.settings import Settings
 from scripts.faults import FaultProxy
 from services.domain.status import RecordStatus
 from tests.support.proc_stats import tree_cpu_s
 from tests.support.processes import sessions_waiting_for_a_lock
-from tests.support.stack import Stack, running_stack
+from tests.support.stack import Stack, StackOptions
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -115,19 +113,8 @@ def proxies(settings: Settings, redis_url: str) -> Iterator[dict[str, FaultProxy
 
 
 @pytest.fixture(scope="module")
-def stack(
-    settings: Settings,
-    engine: Engine,
-    redis_conn: redis.Redis,
-    proxies: dict[str, FaultProxy],
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Stack]:
-    logs = tmp_path_factory.mktemp("quiet")
-    through = dataclasses.replace(settings, database_url=proxies["postgres"].url)
-    with running_stack(through, engine, proxies["redis"].url, redis_conn, logs, extra=EXTRA) as stack:
-        # `make run` polls /readyz until it says so: those requests are not the processes' own.
-        stack.wait_until(lambda: "ready: " in stack.current.output(), timeout=120, what="make run's ready")
-        yield stack
+def stack_options(proxies: dict[str, FaultProxy]) -> StackOptions:
+    return StackOptions(extra=EXTRA, database_url=proxies["postgres"].url, redis_url=proxies["redis"].url)
 
 
 def submit(stack: Stack, user_id: int) -> tuple[str, int, dict[str, object]]:

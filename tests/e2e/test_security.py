@@ -35,6 +35,7 @@ from bench.web_edge import procfile_web_line, start_web
 from config.settings import Settings
 from observability.liveness import BEATS_KEY
 from redis_adapters.keyspace import Keyspace
+from tests.support.records import clear_records
 from tests.support.redis_keys import clean_redis
 from tests.support.stack import reset
 from web.console.limits import FREE_ATTEMPTS, MAX_WAIT_MS
@@ -89,10 +90,9 @@ def web(
 
 @pytest.fixture
 def clean(web: Web, redis_conn: redis.Redis, engine: Engine) -> Web:
-    """No sign-in counts, sessions or tasks of an earlier test; no records."""
+    """No sign-in counts, sessions or tasks of an earlier test; no records or events."""
     clean_redis(redis_conn)
-    with engine.begin() as conn:
-        conn.execute(text("TRUNCATE assessment_records RESTART IDENTITY CASCADE"))
+    clear_records(engine)
     return web
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, func, select
 
-from config.settings import Settings
 from redis_adapters.queue_figures import queue_figures
 from redis_adapters.queues import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
 from redis_adapters.report_message import ReportQueueMessage
@@ -32,7 +30,7 @@ from services.domain.status import RecordStatus
 from services.persistence.models import DimensionResult, ReportSummary
 from tests.support.processes import procfile, row_locked, sessions_waiting_for_a_lock
 from tests.support.redis_keys import bytes_list
-from tests.support.stack import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record, running_stack
+from tests.support.stack import ADMIN_TOKEN, Stack, add_answers, db_status, insert_record
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -43,22 +41,6 @@ NET_ENQUEUE_TIME = "2025-01-15T10:30:00.1234567+08:00"
 def net_job(record_id: int, retry_count: int = 0) -> str:
     """A job exactly as the original .NET producer LPUSHes it."""
     return f'{{"RecordId":{record_id},"RetryCount":{retry_count},"EnqueueTime":"{NET_ENQUEUE_TIME}"}}'
-
-
-# -- the stack ---------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def stack(
-    settings: Settings,
-    engine: Engine,
-    redis_url: str,
-    redis_conn: redis.Redis,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Stack]:
-    logs = tmp_path_factory.mktemp("stack")
-    with running_stack(settings, engine, redis_url, redis_conn, logs) as stack:
-        yield stack
 
 
 # -- database checks ---------------------------------------------------------------------------

@@ -26,11 +26,10 @@ import redis
 import requests
 from sqlalchemy import Engine
 
-from config.settings import Settings
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.status import RecordStatus
 from tests.support.processes import wait_until
-from tests.support.stack import ROOT, Stack, db_status, insert_record, running_stack
+from tests.support.stack import Stack, StackOptions, db_status, insert_record
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -47,27 +46,21 @@ RESTART_TOLERANCE_S = 2.5
 
 
 @pytest.fixture(scope="module")
-def stack(
-    settings: Settings,
-    engine: Engine,
-    redis_url: str,
-    redis_conn: redis.Redis,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Stack]:
-    logs = tmp_path_factory.mktemp("supervise")
-    procfile = logs / "Procfile"
-    procfile.write_text((ROOT / "Procfile").read_text().rstrip("\n") + f"\n{CRASHER_LINE}\n")
-    with running_stack(settings, engine, redis_url, redis_conn, logs, procfile_path=procfile) as stack:
-        # Up past START_SECONDS: a crash from now on is one of a running process (restarted
-        # at once), not a failed start (restarted after a backoff).
-        stack.wait_until(
-            lambda: all(
-                stack.current.info(name)["statename"] == "RUNNING" for name in ("web", "worker", "hotpath")
-            ),
-            timeout=20,
-            what="web, worker and hotpath to be RUNNING",
-        )
-        yield stack
+def stack_options() -> StackOptions:
+    return StackOptions(procfile_lines=(CRASHER_LINE,))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def running(stack: Stack) -> None:
+    """Up past START_SECONDS: a crash from now on is one of a running process (restarted at
+    once), not a failed start (restarted after a backoff)."""
+    stack.wait_until(
+        lambda: all(
+            stack.current.info(name)["statename"] == "RUNNING" for name in ("web", "worker", "hotpath")
+        ),
+        timeout=20,
+        what="web, worker and hotpath to be RUNNING",
+    )
 
 
 class HealthPoller:

@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from config.settings import Settings
-from tests.support.hotpath import truncate_event_log
+from tests.support.records import clear_event_log
 from tests.support.urls import CLOSED_REDIS_URL
 from tests.support.web_app import ADMIN_TOKEN, Records
 from web import create_app, issue_user_token
@@ -62,6 +62,6 @@ def records(engine: Engine, session_factory: sessionmaker[Session]) -> Records:
 @pytest.fixture
 def event_log(engine: Engine) -> Iterator[Engine]:
     """An empty event_log table before and after the test (records do not cascade to it)."""
-    truncate_event_log(engine)
+    clear_event_log(engine)
     yield engine
-    truncate_event_log(engine)
+    clear_event_log(engine)

@@ -218,12 +218,21 @@ def test_bad_answers_save_nothing(
 def test_submit_in_a_later_status_is_refused(
     uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int], status: int
 ) -> None:
-    record_id = make_record(status, user_id=42, answers={101: 2})
+    record_id = make_record(status, user_id=42)
+    with session_factory() as s:
+        sheet = dict(
+            s.execute(select(Answer.question_id, Answer.value).where(Answer.record_id == record_id)).all()
+        )
     queue = RecordingQueue()
     with pytest.raises(InvalidOperation, match="当前状态不允许提交答案") as info:
         assessment.submit_answers(uow, queue, 42, record_id, full_answers())
     assert info.value.code == 2005
-    assert state(session_factory, record_id) == (status, 1, False)
+    assert state(session_factory, record_id) == (status, len(QUESTION_IDS), True)
+    with session_factory() as s:  # the submission's sheet, not the refused one
+        kept = dict(
+            s.execute(select(Answer.question_id, Answer.value).where(Answer.record_id == record_id)).all()
+        )
+    assert kept == sheet != dict(full_answers())
     assert queue.enqueued == []
 
 
@@ -433,8 +442,12 @@ def test_full_flow_to_the_report(uow: UnitOfWork, make_record: Callable[..., int
 
 
 def test_completed_record_without_report_rows_is_an_error(
-    uow: UnitOfWork, make_record: Callable[..., int]
+    uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int]
 ) -> None:
     record_id = make_record(4, user_id=42)
+    with session_factory() as s:  # damaged data: the report's rows deleted by hand
+        s.execute(text("DELETE FROM dimension_results WHERE record_id = :id"), {"id": record_id})
+        s.execute(text("DELETE FROM report_summaries WHERE record_id = :id"), {"id": record_id})
+        s.commit()
     with pytest.raises(ServiceError, match="报告数据缺失"):
         assessment.get_report(uow, 42, record_id)

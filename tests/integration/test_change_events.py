@@ -26,8 +26,8 @@ from services.persistence.models import AssessmentRecord, EventLogEntry
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin, assessment, reconcile, reports
 from services.usecases.change_events import log_change
-from tests.conftest import default_answer
 from tests.support.fakes import FailingQueue, RecordingQueue
+from tests.support.records import default_answer
 
 #: A whole submission: every active question answered.
 ANSWERS = [(q.id, default_answer(q.id)) for q in load_questionnaire().questions]

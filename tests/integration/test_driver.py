@@ -18,7 +18,7 @@ from services.domain.saved_answers import MergedAnswers
 from services.persistence import driver
 from services.persistence.models import Answer, AssessmentRecord
 from services.persistence.uow import UnitOfWork
-from tests.conftest import default_answer
+from tests.support.records import default_answer
 
 
 def answers_of(session_factory: sessionmaker[Session], record_id: int) -> int:

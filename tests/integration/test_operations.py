@@ -38,14 +38,16 @@ from services.persistence.models import EventLogEntry
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin, operations
 from services.usecases.audit import DatabaseAuditLog
-from tests.support.operations import ACTOR, MakeRecord, add_answers, dead_letter_by_worker
+from tests.support.operations import (
+    ACTOR,
+    MakeRecord,
+    add_answers,
+    bare_dead_letter,
+    dead_letter,
+    dead_letter_by_worker,
+)
 from tests.support.record_state import status_of, wait_for_status
 from tests.support.urls import CLOSED_DATABASE_URL
-
-
-def dead_entry(record_id: int) -> str:
-    """A dead letter as the broker wrote them before they carried their error."""
-    return ReportQueueMessage(record_id, 3, "2025-01-15T10:30:00").encode()
 
 
 @pytest.fixture
@@ -124,7 +126,7 @@ def test_requeue_swaps_the_entry_for_a_fresh_job_in_one_step(
     """No worker: the queue holds the fresh job (RetryCount 0), the index counts it (the
     reconciler's `dead` mark replaced), the record is back in 3 with no results."""
     record_id = make_record(RecordStatus.FAILED)
-    dead = dead_entry(record_id)
+    dead = dead_letter(record_id)
     redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead)
     redis_client.hset(REPORT_JOBS_KEY, str(record_id), "dead")
 
@@ -163,7 +165,7 @@ def test_requeue_skips_with_a_code_and_reason_per_entry(
     deleted = make_record(RecordStatus.FAILED, deleted=True)
     failed = make_record(RecordStatus.FAILED)
     for record_id in (completed, deleted, 999_999, failed):
-        redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_entry(record_id))
+        redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_letter(record_id))
     redis_client.lpush(DEAD_LETTER_QUEUE_KEY, b'{"RecordId":"x"}')
     letters = operations.list_dead_letters(ops).items
     handles = [letter.message_id for letter in letters]
@@ -192,7 +194,7 @@ def test_delete_dead_letters(
     audit: DatabaseAuditLog,
 ) -> None:
     record_id = make_record(RecordStatus.FAILED)
-    same = dead_entry(record_id)
+    same = dead_letter(record_id)
     redis_client.lpush(DEAD_LETTER_QUEUE_KEY, same, same, b"other")
     other, first, second = (letter.message_id for letter in operations.list_dead_letters(ops).items)
     assert second == first + ".2"  # repeats of the same bytes get their own handles
@@ -200,7 +202,7 @@ def test_delete_dead_letters(
     outcomes = operations.delete_dead_letters(ops, audit, ACTOR, [other, first, "feedfacefeedface"])
 
     assert [o.outcome for o in outcomes] == ["deleted", "deleted", SKIPPED]
-    assert redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1) == [same.encode()]
+    assert redis_client.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1) == [same]
     assert status_of(session_factory, record_id) == RecordStatus.FAILED
     [entry] = operations.list_audit(uow, action="delete_dead").items
     assert entry.ids == [other, first, "feedfacefeedface"]
@@ -214,8 +216,9 @@ def test_regenerate_drops_the_records_dead_letters(
     audit: DatabaseAuditLog,
 ) -> None:
     one, two, kept = (make_record(RecordStatus.FAILED) for _ in range(3))
-    for record_id in (one, two, two, kept):
-        redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_entry(record_id))
+    for record_id in (one, two, kept):
+        redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_letter(record_id))
+    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, bare_dead_letter(two))  # its record's too, whatever its form
     queue = RedisReportQueue(redis_client)
 
     admin.regenerate_report(uow, queue, one, actor=ACTOR, audit=audit, dead_letters=ops)
@@ -338,7 +341,7 @@ def test_no_action_without_its_audit(
     """The database down: the action is refused before it touches Redis or the record."""
     down = DatabaseAuditLog(make_session_factory(make_engine(CLOSED_DATABASE_URL)))
     record_id = make_record(RecordStatus.FAILED)
-    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_entry(record_id))
+    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_letter(record_id))
     redis_client.lpush(INVALID_QUEUE_KEY, b"junk")
     with pytest.raises(DatabaseUnavailable):
         operations.requeue_dead_letters(uow, ops, down, ACTOR, None)

@@ -25,6 +25,7 @@ from redis_adapters.queues import (
 )
 from redis_adapters.report_message import ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
+from services.domain.errors import DatabaseUnavailable
 from services.persistence.uow import UnitOfWork
 from services.usecases import reconcile
 from tests.support.actors import declare_actor
@@ -149,7 +150,7 @@ def test_a_job_dead_lettered_while_the_database_is_down_ends_in_status_5(
     and the reconciler sets status 5 once the database answers."""
 
     def database_down(message: dramatiq.Message[Any]) -> None:
-        raise OSError("database unreachable")
+        raise DatabaseUnavailable("database unreachable")  # as the real hook's unit of work raises it
 
     def generate(record_id: int) -> None:
         raise RuntimeError("generation failed")

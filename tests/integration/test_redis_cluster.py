@@ -42,9 +42,10 @@ from services.domain.status import RecordStatus
 from tests.support.actors import declare_actor
 from tests.support.broker_fixtures import FAST_BROKER, WorkerFactory
 from tests.support.envelope import data
-from tests.support.hotpath import QUESTION_IDS, stored_answers, truncate_event_log
+from tests.support.hotpath import QUESTION_IDS, stored_answers
 from tests.support.processes import WorkerProcess, wait_until
 from tests.support.record_state import status_of
+from tests.support.records import clear_event_log
 from tests.support.redis_keys import as_bytes
 from tests.support.web_app import USER_PATH
 from web import create_app, issue_user_token
@@ -274,7 +275,7 @@ def test_submit_to_report_with_autosave_and_event_log_on_the_cluster(
     session_factory: sessionmaker[Session],
     processes: Callable[[str], SessionProcess],
 ) -> None:
-    truncate_event_log(engine)
+    clear_event_log(engine)
     app = create_app(cluster_settings)  # the web tier's own (guarded) cluster client
     web = app.test_client()
     alice = {"Authorization": f"Bearer {issue_user_token(cluster_settings.secret_key, ALICE)}"}

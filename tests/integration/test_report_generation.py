@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from services.domain.errors import ServiceError
 from services.domain.questionnaire import load_questionnaire
 from services.domain.scoring import DimensionSpec, QuestionSpec, score_answers
+from services.domain.status import RecordStatus
 from services.persistence.models import Answer, AssessmentRecord, DimensionResult, ReportSummary
 from services.persistence.uow import UnitOfWork
 from services.usecases.reports import GenerationOutcome, generate_report, mark_generation_failed
@@ -129,13 +130,12 @@ def test_other_statuses_are_skipped(
     uow: UnitOfWork, session_factory: sessionmaker[Session], make_record: Callable[..., int], status: int
 ) -> None:
     record_id = make_record(status, answers={q.id: 3 for q in load_questionnaire().questions})
+    before = snapshot(session_factory, record_id)
+    completed = status == RecordStatus.COMPLETED  # its own report, made before
+    assert (before["status"], before["completed"]) == (status, completed)
+    assert (bool(before["results"]), bool(before["summaries"])) == (completed, completed)
     assert generate_report(uow, record_id) == SKIPPED
-    assert snapshot(session_factory, record_id) == {
-        "status": status,
-        "completed": False,
-        "results": [],
-        "summaries": [],
-    }
+    assert snapshot(session_factory, record_id) == before
 
 
 def test_missing_and_deleted_records_are_skipped(
@@ -175,7 +175,7 @@ def _race(
 ) -> list[object]:
     outcomes: list[object] = []
     guard = threading.Lock()
-    barrier = threading.Barrier(workers)
+    barrier = threading.Barrier(workers, timeout=60)
 
     def run() -> None:
         barrier.wait()
@@ -186,7 +186,7 @@ def _race(
         with guard:
             outcomes.append(outcome)
 
-    threads = [threading.Thread(target=run) for _ in range(workers)]
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(workers)]
     if hold_lock:
         # All workers queue up on the row lock, then are released together.
         with session_factory() as holder:
@@ -215,6 +215,7 @@ def _race(
             t.start()
     for t in threads:
         t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads), "a generation never returned"
     return outcomes
 
 

@@ -66,17 +66,18 @@ def generate_one_job(groups: ReportGroups, record_id: int, attempt: int | None =
 def run_threads(groups: ReportGroups, batches: Sequence[Sequence[int]]) -> list[list[Generation]]:
     """Each batch of record ids generated on a thread of its own, all at once; outcomes in order."""
     results: list[list[Generation]] = [[] for _ in batches]
-    barrier = threading.Barrier(len(batches))
+    barrier = threading.Barrier(len(batches), timeout=60)
 
     def run(index: int) -> None:
         barrier.wait()
         results[index] = outcomes(groups, [Job(r, None) for r in batches[index]])
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(batches))]
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(batches))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
+    assert not any(t.is_alive() for t in threads), "a generation never returned"
     return results
 
 
@@ -226,6 +227,10 @@ def test_a_group_reads_back_each_records_latency(
         conn.execute(
             text("UPDATE assessment_records SET updated_at = now() - interval '5 seconds' WHERE id = :id"),
             {"id": regenerated},
+        )
+        # In 3 without a submission time (rows the product did not write: an import, a hand edit).
+        conn.execute(
+            text("UPDATE assessment_records SET submitted_at = NULL WHERE id = :id"), {"id": unsubmitted}
         )
     first, second, third = generate_reports(uow, [submitted, unsubmitted, regenerated])
     assert isinstance(first, Generation)
@@ -411,11 +416,13 @@ def _generate_in_a_process(
                     found.setdefault(batch[index], []).append(str(generation.outcome))
 
     go.wait(60)
-    workers = [threading.Thread(target=work, args=(record_ids[i::threads],)) for i in range(threads)]
+    workers = [
+        threading.Thread(target=work, args=(record_ids[i::threads],), daemon=True) for i in range(threads)
+    ]
     for t in workers:
         t.start()
     for t in workers:
-        t.join()
+        t.join(120)  # a thread still running: its outcomes are missing, which the test asserts
     engine.dispose()
     out.put(found)
 
@@ -429,7 +436,9 @@ def test_two_processes_racing_on_the_same_records_write_each_report_once(
     go, out = ctx.Event(), ctx.Queue()
     second = ids if order == "same" else ids[::-1]
     processes = [
-        ctx.Process(target=_generate_in_a_process, args=(settings.database_url, job_ids, 8, go, out))
+        ctx.Process(
+            target=_generate_in_a_process, args=(settings.database_url, job_ids, 8, go, out), daemon=True
+        )
         for job_ids in (ids, second)
     ]
     for p in processes:

@@ -54,7 +54,8 @@ def live_url(app: Flask) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
-        thread.join()
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "the test server did not stop"
 
 
 def generated_report(client: FlaskClient, headers: dict[str, str], uow: UnitOfWork) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from services.domain.status import RecordStatus
 from tests.support.actors import declare_actor
 from tests.support.broker_fixtures import FAST_BROKER
 from tests.support.processes import row_locked, sessions_waiting_for_a_lock, wait_until
-from tests.support.record_state import report_rows, status_of, wait_for_status
+from tests.support.record_state import report_rows, report_state, status_of, wait_for_status
 from tests.support.retry_clock import RetryClock, assert_schedule
 from tests.support.urls import CLOSED_DATABASE_URL
 
@@ -84,10 +84,13 @@ def test_record_not_generating_is_acknowledged_and_skipped(
     status: RecordStatus,
 ) -> None:
     record_id = make_record(status)
+    before = report_state(session_factory, record_id)
+    assert before[:2] == ((8, 1) if status == RecordStatus.COMPLETED else (0, 0))
     RedisReportQueue(redis_client).enqueue(record_id)
     report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
     assert status_of(session_factory, record_id) == status
-    assert report_rows(session_factory, record_id) == (0, 0)
+    # Untouched: no report made, or the one it had kept (its rows and moment).
+    assert report_state(session_factory, record_id) == before
     assert redis_client.llen(DEAD_LETTER_QUEUE_KEY) == 0
 
 

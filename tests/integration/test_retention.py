@@ -99,16 +99,6 @@ def test_partitions_past_retention_are_dropped_newer_kept_under_the_lease(
     owner.close()
 
 
-def _report(session_factory: sessionmaker[Session], record_id: int) -> None:
-    with session_factory() as session, session.begin():
-        session.add(
-            DimensionResult(
-                record_id=record_id, dimension_id=1, raw_score=10, score=50.0, rank=1, level="中等"
-            )
-        )
-        session.add(ReportSummary(record_id=record_id, top_dimensions=["linguistic"], summary="s"))
-
-
 def _counts(session_factory: sessionmaker[Session], record_id: int) -> tuple[int, int, int]:
     with session_factory() as session:
         return tuple(  # type: ignore[return-value]
@@ -121,8 +111,6 @@ def test_data_of_records_deleted_long_ago_is_purged(
     make_record: Callable[..., int], session_factory: sessionmaker[Session], redis_client: redis.Redis
 ) -> None:
     old_deleted, new_deleted, old_live = (make_record(RecordStatus.COMPLETED) for _ in range(3))
-    for record_id in (old_deleted, new_deleted, old_live):
-        _report(session_factory, record_id)
     with session_factory() as session, session.begin():
         for record_id, deleted, age in (
             (old_deleted, True, 40),
@@ -136,7 +124,8 @@ def test_data_of_records_deleted_long_ago_is_purged(
             )
     full = _counts(session_factory, old_live)
     assert full[0] > 0
-    assert full[1:] == (1, 1)
+    assert full[1] > 0
+    assert full[2] == 1
 
     report = job(redis_client, session_factory, Settings(deleted_record_purge_days=30)).run_once(
         lock_ttl_ms=TTL_MS, now=NOW

@@ -38,6 +38,7 @@ from redis_adapters.queues import (
 )
 from redis_adapters.report_message import MAX_RECORD_ID, ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
+from services.domain.errors import DatabaseUnavailable
 from tests.support.actors import declare_actor
 from tests.support.broker_fixtures import WorkerFactory
 from tests.support.redis_keys import as_bytes
@@ -178,7 +179,7 @@ def test_failing_dead_letter_hook_still_dead_letters(
     broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
 ) -> None:
     def broken_hook(message: dramatiq.Message[Any]) -> None:
-        raise ConnectionError("database down while setting status 5")
+        raise DatabaseUnavailable("database down while setting status 5")  # as the real hook raises it
 
     def always_fails(record_id: int) -> None:
         raise RuntimeError("boom")

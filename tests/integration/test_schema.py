@@ -90,15 +90,10 @@ def test_constraints_reject_bad_rows(
 def test_deleting_a_record_cascades(
     session_factory: sessionmaker[Session], make_record: Callable[..., int]
 ) -> None:
-    record_id = make_record(3)
+    record_id = make_record(4)  # its answers, results and summary
     with session_factory() as s:
-        s.add(
-            DimensionResult(
-                record_id=record_id, dimension_id=1, raw_score=5, score=0.0, rank=1, level="待发展"
-            )
-        )
-        s.add(ReportSummary(record_id=record_id, top_dimensions=["linguistic"], summary="x"))
-        s.commit()
+        for model in (Answer, DimensionResult, ReportSummary):
+            assert s.scalar(select(func.count()).select_from(model).where(model.record_id == record_id))
         s.execute(text("DELETE FROM assessment_records WHERE id = :id"), {"id": record_id})
         s.commit()
         for model in (Answer, DimensionResult, ReportSummary):

@@ -26,7 +26,7 @@ def test_concurrent_runs_create_a_missing_database_once_and_all_succeed(settings
     admin = _admin_url(settings)
     name = f"mi_race_{secrets.token_hex(4)}"
     errors: list[BaseException] = []
-    start = threading.Barrier(6)
+    start = threading.Barrier(6, timeout=60)
 
     def create() -> None:
         try:
@@ -35,12 +35,13 @@ def test_concurrent_runs_create_a_missing_database_once_and_all_succeed(settings
         except BaseException as exc:  # reported by the assertion below
             errors.append(exc)
 
-    threads = [threading.Thread(target=create) for _ in range(6)]
+    threads = [threading.Thread(target=create, daemon=True) for _ in range(6)]
     try:
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join()
+            thread.join(timeout=120)
+        assert not any(thread.is_alive() for thread in threads), "a creation never returned"
         assert errors == []
         with psycopg.connect(admin, autocommit=True) as conn:
             row = conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (name,)).fetchone()

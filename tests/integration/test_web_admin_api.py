@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,7 +21,9 @@ from redis_adapters.queues import (
     REPORT_DELAYED_KEY,
     REPORT_QUEUE_KEY,
 )
+from redis_adapters.report_queue import RedisReportQueue
 from tests.support.envelope import data, error, json_body
+from tests.support.operations import dead_letter, delayed_retry
 from tests.support.records import RecordSpec
 from tests.support.urls import CLOSED_DATABASE_URL
 from tests.support.web_app import ADMIN_PATH, USER_PATH, Records
@@ -204,9 +207,9 @@ def test_queue_stats(client: FlaskClient, admin_headers: dict[str, str], redis_c
         **empty,
         "queues": {"report": empty, "admin": empty},
     }
-    redis_client.lpush(REPORT_QUEUE_KEY, "a", "b", "c")
-    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, "d", "e")
-    redis_client.zadd(REPORT_DELAYED_KEY, {"f": 1})
+    RedisReportQueue(redis_client).enqueue_many([1, 2, 3])
+    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_letter(4), dead_letter(5))
+    redis_client.zadd(REPORT_DELAYED_KEY, delayed_retry(6, 1, int(time.time() * 1000) + 10_000))
     redis_client.lpush(INVALID_QUEUE_KEY, "g")
     redis_client.lpush(Keyspace.of().admin.queue, "h")
     stats = data(client.get(f"{ADMIN_PATH}/queue/stats", headers=admin_headers))

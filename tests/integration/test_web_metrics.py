@@ -14,6 +14,7 @@ from config.settings import Settings
 from redis_adapters.keyspace import AutosaveKeys, EventLogKeys
 from redis_adapters.queues import DEAD_LETTER_QUEUE_KEY
 from redis_adapters.report_queue import RedisReportQueue
+from tests.support.operations import dead_letter
 from tests.support.urls import CLOSED_REDIS_URL
 from web import create_app
 
@@ -94,8 +95,7 @@ def test_queue_and_hotpath_gauges_are_read_at_scrape_time(
     queue = RedisReportQueue(redis_client)
     for record_id in (1, 2, 3):
         queue.enqueue(record_id)
-    dead = b'{"RecordId":9,"RetryCount":3,"EnqueueTime":"2026-01-01T00:00:00"}'
-    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead)
+    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_letter(9))
     autosave, events = AutosaveKeys.default(), EventLogKeys()
     redis_client.sadd(autosave.answers.dirty, 1, 2)
     redis_client.sadd(autosave.progress.dirty, 1)

@@ -14,8 +14,8 @@ from sqlalchemy import Engine, text
 
 from config.settings import Settings
 from redis_adapters.queues import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_JOBS_KEY, REPORT_QUEUE_KEY
-from redis_adapters.report_message import ReportQueueMessage
 from tests.support.envelope import data, error
+from tests.support.operations import dead_letter
 from tests.support.records import RecordSpec
 from tests.support.urls import CLOSED_DATABASE_URL
 from tests.support.web_app import ADMIN_PATH, ADMIN_TOKEN, Records
@@ -24,10 +24,6 @@ from web.auth import token_fingerprint
 
 QUEUE = ADMIN_PATH + "/queue"
 ADMIN = f"admin:{token_fingerprint(ADMIN_TOKEN)}"
-
-
-def dead_entry(record_id: int) -> bytes:
-    return ReportQueueMessage(record_id, 3, "2025-01-15T10:30:00").encode().encode()
 
 
 @pytest.fixture
@@ -44,7 +40,7 @@ def test_dead_letters_list_requeue_and_delete(
     audited: Engine,
 ) -> None:
     failed, completed = records.insert(RecordSpec(status=5, results=True), RecordSpec(status=4, results=True))
-    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_entry(completed), dead_entry(failed))
+    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_letter(completed), dead_letter(failed))
     listed = data(client.get(f"{QUEUE}/dead?limit=10", headers=admin_headers))
     assert (listed["total"], listed["offset"], listed["limit"]) == (2, 0, 10)
     assert [d["recordId"] for d in listed["items"]] == [failed, completed]
@@ -125,7 +121,7 @@ def test_batch_regenerate_answers_each_ids_outcome_and_drops_dead_letters(
     audited: Engine,
 ) -> None:
     failed, completed = records.insert(RecordSpec(status=5, results=True), RecordSpec(status=4, results=True))
-    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_entry(failed))
+    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_letter(failed))
     answer = data(
         client.post(
             f"{ADMIN_PATH}/assessmentRecord/batchRegenerateReport",
@@ -169,7 +165,7 @@ def test_actions_are_refused_when_their_audit_cannot_be_written(
     app = create_app(settings.with_overrides(database_url=CLOSED_DATABASE_URL), redis_client=redis_client)
     client = app.test_client()
     redis_client.lpush(INVALID_QUEUE_KEY, b"junk")
-    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_entry(1))
+    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_letter(1))
     error(client.post(f"{QUEUE}/invalid/purge", json={}, headers=admin_headers), 503, 5003)
     error(client.post(f"{QUEUE}/dead/requeue", json={"all": True}, headers=admin_headers), 503, 5003)
     assert (redis_client.llen(INVALID_QUEUE_KEY), redis_client.llen(DEAD_LETTER_QUEUE_KEY)) == (1, 1)
@@ -184,7 +180,7 @@ def test_cli_queue_commands(
 ) -> None:
     runner = app.test_cli_runner()
     (failed,) = records.insert(RecordSpec(status=5, results=True))
-    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_entry(failed), b"{unreadable")
+    redis_client.lpush(DEAD_LETTER_QUEUE_KEY, dead_letter(failed), b"{unreadable")
     redis_client.lpush(INVALID_QUEUE_KEY, b"junk")
 
     stats = runner.invoke(args=["queue", "stats"])

@@ -19,7 +19,7 @@ from services.domain.questionnaire import LEVELS, load_questionnaire
 from services.domain.scoring import level_for
 from tests.support.envelope import data, error
 from tests.support.records import RecordSpec
-from tests.support.reports import insert_report, levelled_scores
+from tests.support.reports import levelled_record, levelled_scores
 from tests.support.web_app import ADMIN_TOKEN, USER_PATH, Records
 from web import create_app
 from web.report_page import LINK_MAX_AGE_S
@@ -29,9 +29,7 @@ ALICE, BOB = 1001, 2002
 
 
 def completed_record(records: Records, engine: Engine, shift: int = 0, user_id: int = ALICE) -> int:
-    (record_id,) = records.insert(RecordSpec(status=4, user_id=user_id))
-    insert_report(engine, record_id, *levelled_scores(shift))
-    return record_id
+    return levelled_record(engine, user_id, shift)
 
 
 def get_report(client: FlaskClient, headers: dict[str, str], record_id: int) -> dict[str, object]:
@@ -379,9 +377,6 @@ def test_the_page_shows_times_in_the_display_time_zone(
         settings if zone is None else settings.with_overrides(display_timezone=zone),
         redis_client=redis_client,
     )
-    (record_id,) = records.insert(RecordSpec(status=4, user_id=ALICE))
-    insert_report(
-        engine, record_id, *levelled_scores(1), completed_at=datetime(2026, 1, 1, 0, 30, tzinfo=UTC)
-    )
+    record_id = levelled_record(engine, ALICE, 1, completed_at=datetime(2026, 1, 1, 0, 30, tzinfo=UTC))
     page = app.test_client().get(f"/reports/{record_id}", headers=user_headers(ALICE)).get_data(as_text=True)
     assert shown in page

@@ -24,14 +24,14 @@ class RecordingQueue:
 
 
 class FailingQueue:
-    """A `ReportQueue` whose every call fails, like a Redis that is down."""
+    """A `ReportQueue` whose every call fails as `RedisReportQueue`'s do when Redis is down:
+    with `QueueUnavailable`."""
 
     def __init__(self) -> None:
         self.calls = 0
 
     def enqueue(self, record_id: int) -> None:
-        self.calls += 1
-        raise QueueUnavailable("could not enqueue 1 report job(s): redis is down (test)")
+        self.enqueue_many([record_id])
 
     def enqueue_many(self, record_ids: Sequence[int]) -> None:
         self.calls += 1

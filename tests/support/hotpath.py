@@ -14,8 +14,8 @@ QUESTION_IDS = [q.id for q in load_questionnaire().questions]
 
 
 def insert_records(engine: Engine, count: int, *, status: int = 2, user_id: int = 1) -> list[int]:
-    """`count` records of one user in one status, without timestamps or answers."""
-    return records.insert_records(engine, [RecordSpec(status, user_id, timestamps=False)] * count)
+    """`count` records of one user in one status (2: started, no answers saved yet)."""
+    return records.insert_records(engine, [RecordSpec(status, user_id)] * count)
 
 
 def stored_answers(engine: Engine, record_ids: list[int]) -> dict[int, dict[int, int]]:
@@ -41,8 +41,3 @@ def progress_row(
             {"id": record_id},
         ).one()
     return row[0], row[1], row[2], row[3]
-
-
-def truncate_event_log(engine: Engine) -> None:
-    with engine.begin() as conn:
-        conn.execute(text("TRUNCATE event_log"))

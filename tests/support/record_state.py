@@ -24,6 +24,13 @@ def report_rows(session_factory: sessionmaker[Session], record_id: int) -> tuple
         return int(results or 0), int(summaries or 0)
 
 
+def report_state(session_factory: sessionmaker[Session], record_id: int) -> tuple[int, int, datetime | None]:
+    """(dimension result rows, summary rows, completed_at) of a record."""
+    with session_factory() as session:
+        moment = session.scalar(select(AssessmentRecord.completed_at).where(AssessmentRecord.id == record_id))
+    return (*report_rows(session_factory, record_id), moment)
+
+
 def completed_at(session_factory: sessionmaker[Session], record_id: int) -> datetime:
     """When the database set the record's report complete (its own clock)."""
     with session_factory() as session:

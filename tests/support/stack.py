@@ -1,14 +1,15 @@
 """The stack of the end-to-end tests: scripts/run_stack.py (`make run`) on the test servers.
 
-Shared by tests/e2e/test_stack.py (the API and the stop of the whole stack) and
-tests/e2e/test_supervise.py (a crash is contained).
+tests/e2e/conftest.py's module-scoped `stack` fixture starts it once per module; a module
+says how its stack differs from the default (`STACK_SETTINGS`) by overriding the
+`stack_options` fixture with a `StackOptions`.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,13 +17,13 @@ from typing import Any
 
 import redis
 import requests
-from sqlalchemy import Engine, insert, select, text
+from sqlalchemy import Engine, insert, select
 
 from config.settings import Settings
 from services.domain.status import RecordStatus
 from services.persistence.models import Answer, AssessmentRecord, Question
 from tests.support.processes import RunStack, procfile, wait_until
-from tests.support.records import RecordSpec, insert_records
+from tests.support.records import RecordSpec, clear_records, default_answer, insert_records
 from tests.support.redis_keys import clean_redis
 from web import issue_user_token
 
@@ -64,6 +65,8 @@ class Stack:
         run = RunStack(env=self.env, state=self.logs / "state", log_path=log_path, procfile=self.procfile)
         self.runs.append(run)
         self.wait_until(self.ready, timeout=120, what="the web process to answer /readyz")
+        # `make run` polls /readyz itself until it says so: its requests end before a test starts.
+        self.wait_until(lambda: "ready: " in run.output(), timeout=120, what="make run's ready line")
 
     def stop(self) -> int:
         return self.current.stop(signal.SIGTERM)
@@ -111,10 +114,23 @@ class Stack:
         )
 
 
+@dataclass(frozen=True)
+class StackOptions:
+    """How a module's stack differs from the default one."""
+
+    #: Settings on top of `STACK_SETTINGS` (a retry schedule, more workers, ...).
+    extra: Mapping[str, str] = field(default_factory=dict)
+    #: Process types of the test's own, added to a copy of the Procfile.
+    procfile_lines: tuple[str, ...] = ()
+    #: Where the stack reaches the test servers, when not directly (a `FaultProxy`'s URL).
+    database_url: str | None = None
+    redis_url: str | None = None
+
+
 def reset(engine: Engine, client: redis.Redis) -> None:
-    """Empty records (keep the questionnaire) and our own Redis db index (keep its markers)."""
-    with engine.begin() as conn:
-        conn.execute(text("TRUNCATE assessment_records RESTART IDENTITY CASCADE"))
+    """Empty records and the event log, so a module's audit and timelines are its own (keep the
+    questionnaire), and our own Redis db index (keep its markers)."""
+    clear_records(engine)
     clean_redis(client)
 
 
@@ -125,26 +141,31 @@ def running_stack(
     redis_url: str,
     redis_conn: redis.Redis,
     logs: Path,
-    *,
-    procfile_path: Path | None = None,
-    extra: dict[str, str] | None = None,
+    options: StackOptions | None = None,
 ) -> Iterator[Stack]:
     """`make run` on the test servers, started and, at the end, stopped; nothing may be left."""
     from scripts import servers
 
-    assert {"release", "web", "worker"} <= procfile(
-        procfile_path or Path(__file__).parents[2] / "Procfile"
-    ).keys()
+    options = options or StackOptions()
+    procfile_path = None
+    if options.procfile_lines:
+        procfile_path = logs / "Procfile"
+        procfile_path.write_text(
+            (ROOT / "Procfile").read_text().rstrip("\n")
+            + "".join(f"\n{line}" for line in options.procfile_lines)
+            + "\n"
+        )
+    assert {"release", "web", "worker"} <= procfile(procfile_path or ROOT / "Procfile").keys()
     reset(engine, redis_conn)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("dramatiq_", "HONCHO_", "MI_"))}
     env.update(
         STACK_SETTINGS,
-        DATABASE_URL=settings.database_url,
-        REDIS_URL=redis_url,
+        DATABASE_URL=options.database_url or settings.database_url,
+        REDIS_URL=options.redis_url or redis_url,
         SECRET_KEY=settings.secret_key,
         ADMIN_TOKENS=ADMIN_TOKEN,
         PORT=str(servers.free_port()),
-        **(extra or {}),
+        **options.extra,
     )
     stack = Stack(env=env, logs=logs, settings=settings, procfile=procfile_path)
     try:
@@ -159,18 +180,19 @@ def running_stack(
 
 
 def insert_record(engine: Engine, user_id: int, *, answers: bool = True) -> int:
-    """A record in status 3 (submitted), with a full answer sheet unless `answers` is False."""
-    (record_id,) = insert_records(engine, [RecordSpec(RecordStatus.GENERATING, user_id)])
-    if answers:
-        add_answers(engine, record_id)
+    """A record in status 3 (submitted), with a full answer sheet unless `answers` is False
+    (lost: every attempt to generate its report fails)."""
+    (record_id,) = insert_records(engine, [RecordSpec(RecordStatus.GENERATING, user_id, answers=answers)])
     return record_id
 
 
 def add_answers(engine: Engine, record_id: int) -> None:
+    """Give a record whose answers were lost its answer sheet back (its next attempt succeeds)."""
     with engine.begin() as conn:
         ids = conn.execute(select(Question.id).where(Question.is_active)).scalars().all()
         conn.execute(
-            insert(Answer), [{"record_id": record_id, "question_id": q, "value": q % 5 + 1} for q in ids]
+            insert(Answer),
+            [{"record_id": record_id, "question_id": q, "value": default_answer(q)} for q in ids],
         )
 
 

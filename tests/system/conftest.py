@@ -7,13 +7,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from config.settings import Settings
 from scripts import servers
 from scripts.cluster import RedisClusterServers, cluster_servers
 from scripts.sentinel_group import SentinelGroup
 from tests.support.pgbouncer import PgBouncer
+from tests.support.records import clear_records
 from tests.system.shipped import ShippedStack
 from tests.system.topologies import stack_env
 
@@ -27,13 +28,9 @@ StartStack = Callable[[dict[str, str]], ShippedStack]
 def test_database(settings: Settings, engine: Engine) -> Iterator[str]:
     """The test database (migrated, questionnaire seeded), emptied of records before and after."""
 
-    def empty() -> None:
-        with engine.begin() as conn:
-            conn.execute(text("TRUNCATE assessment_records, event_log RESTART IDENTITY CASCADE"))
-
-    empty()
+    clear_records(engine)
     yield settings.database_url
-    empty()
+    clear_records(engine)
 
 
 @pytest.fixture
