@@ -155,9 +155,9 @@ def database_available() -> bool:
 #: Dramatiq default middleware for options no actor of ours takes (`max_age`,
 #: `notify_shutdown`, `on_success`/`on_failure`, `pipe_target`): left out of the worker, as each
 #: costs every message its hooks. Declaring an actor with one of those options fails loudly
-#: (Dramatiq refuses an option no middleware knows) instead of being ignored. Measured (issue
-#: 24, BENCHMARKS.md benchmark 12): a no-op message at 8 threads 69-91 µs of CPU without them
-#: in 9 runs of 9, 92-281 µs with them (fast in 2 runs of 10).
+#: (Dramatiq refuses an option no middleware knows) instead of being ignored. Measured
+#: (`bench.throughput --child --system ours`, alternating with and without them): a no-op
+#: message at 8 threads 69-91 µs of CPU without them in 9 runs of 9, 92-281 µs with them.
 UNUSED_MIDDLEWARE: tuple[type[Middleware], ...] = (AgeLimit, ShutdownNotifications, Callbacks, Pipelines)
 
 

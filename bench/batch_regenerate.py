@@ -1,4 +1,4 @@
-"""Benchmark 6: regenerating 10,000 reports in batches vs one call per record, over HTTP.
+"""Regenerating 10,000 reports in batches vs one call per record, over HTTP.
 
     python -m bench.batch_regenerate [--n 10000] [--batch 1000] [--no-single] [--end-to-end] [--one-call]
                                      [--quick]
@@ -14,7 +14,7 @@ status 5 (生成失败) are regenerated:
 Each mode is checked: every record back in status 3 and N jobs in `report:queue` (no
 worker runs; the queue is deleted afterwards). Target: batched >= 20 x faster.
 
-`--end-to-end` (issue 15) adds a run with the Procfile's worker (WORKER_PROCESSES ×
+`--end-to-end` adds a run with the Procfile's worker (WORKER_PROCESSES ×
 WORKER_THREADS, 2 × 8 by default) started beforehand: the same batched calls, timed until
 the last call returns and until every record is in status 4. `--no-single` skips the
 one-call-per-record mode (100,000 single calls take long).

@@ -1,4 +1,4 @@
-"""Benchmark 3: end-to-end reports/s with the real generator, real PostgreSQL and Redis.
+"""End-to-end reports/s with the real generator, real PostgreSQL and Redis.
 
     python -m bench.e2e_reports [--n 2000] [--processes 1 2] [--threads 8] [--runs 2] [--quick]
 

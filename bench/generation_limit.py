@@ -1,4 +1,4 @@
-"""Benchmark 8: report generation against the database's own limit (issue 15).
+"""Report generation against the database's own limit: the worker beside lean psycopg loops.
 
     python -m bench.generation_limit [--n 2000] [--runs 3] [--processes 2] [--threads 8]
                                      [--modes pipeline sql sql100] [--batch 100]

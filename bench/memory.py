@@ -1,4 +1,4 @@
-"""Benchmark 7: worker RSS at 0, 50k and 100k processed messages, our broker.
+"""Worker RSS at 0, 50k and 100k processed messages, our broker.
 
     python -m bench.memory [--n 100000] [--step 50000] [--quick]
 

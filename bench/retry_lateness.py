@@ -1,4 +1,4 @@
-"""Benchmark 5: lateness of the 10 s retry step when 1,000 messages fail at once.
+"""Lateness of the 10 s retry step when 1,000 messages fail at once.
 
     python -m bench.retry_lateness [--n 1000] [--quick]
 

@@ -1,4 +1,4 @@
-"""Benchmark 2: Redis round trips and commands per processed message, for each system.
+"""Redis round trips and commands per processed message, for each system.
 
     python -m bench.roundtrips [--n 5000] [--threads 1 8] [--quick] [--redis-url URL]
 

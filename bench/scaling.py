@@ -1,4 +1,4 @@
-"""Benchmark 11: the scaling curve, 1 to 8 worker processes, and what saturates (issue 16).
+"""The scaling curve, 1 to 8 worker processes, and what saturates.
 
     python -m bench.scaling [--processes 1 2 4 8] [--threads 8] [--noop-n 20000]
                             [--reports-n 1000] [--runs 2] [--netns] [--postgres test|private]

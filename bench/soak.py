@@ -1,4 +1,4 @@
-"""Chaos soak (issue 23): the whole stack as `make run` runs it, a steady mixed load, seeded
+"""Chaos soak: the whole stack as `make run` runs it, a steady mixed load, seeded
 overlapping faults for minutes or hours, then a checker of every promise per submission.
 
     python -m bench.soak --seed 23 --minutes 3 --report soak.json

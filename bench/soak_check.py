@@ -5,7 +5,7 @@ admin API, what the load's clients were answered, the fault windows, /proc sampl
 says which promise was broken where. tests/unit/test_soak_check.py feeds it planted
 violations, so each check is shown to fail.
 
-The promises (issue 23):
+The promises:
 - an accepted submission (HTTP 200, or an answer lost after the commit) ends in status 4
   with exactly one report (8 dimension results), or in 5 only if its record was in the
   fault drill; its stored answers are the ones submitted;

@@ -2,8 +2,8 @@
 
     python -m bench.sql_generate      (reads its task as one JSON line on stdin)
 
-The floor the pipeline is compared with (issue 24: the leanest straightforward code a careful
-engineer would write by hand for exactly the product's writes). Per transaction:
+The floor the pipeline is compared with: the leanest straightforward code a careful engineer
+would write by hand for exactly the product's writes. Per transaction:
 
 - round trip 1, pipelined: lock the records in status 3 and read their answers in one
   statement (the lock in a CTE, so each record is locked once, not once per answer row: a

@@ -1,4 +1,4 @@
-"""Benchmark 4: submitAnswers latency under concurrent load, fast generation vs 5 s generation.
+"""submitAnswers latency under concurrent load, fast generation vs 5 s generation.
 
     python -m bench.submit_latency [--rate 20] [--duration 60] [--runs 2] [--quick]
 
@@ -17,7 +17,7 @@ own (status 2, a bench user's token), open-loop at `--rate` requests/s from up t
 
 Each run first sends `--slow-seconds` + 2 s of warm-up requests (not measured), so the
 slow worker is generating when the measured requests start. The product's promise is
-that the user no longer waits for the report: p50 and p99 must be within 5 % between
+that the user does not wait for the report: p50 and p99 must be within 5 % between
 fast and slow.
 """
 

@@ -1,4 +1,4 @@
-"""Benchmark 1: broker throughput with a no-op actor, ours against its peers.
+"""Broker throughput with a no-op actor, ours against its peers.
 
     python -m bench.throughput [--n 20000] [--runs 3] [--threads 1 8] [--quick]
 

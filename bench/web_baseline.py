@@ -1,4 +1,4 @@
-"""The web tier's lean baseline (issue 24, deliverable 3): a minimal WSGI app doing a submission's
+"""The web tier's lean baseline: a minimal WSGI app doing a submission's
 work by hand, to measure the product's web line against (bench/web_tier.py).
 
     gunicorn bench.web_baseline:app --worker-class gthread --threads 64 ...
@@ -16,10 +16,9 @@ envelope, the record's fields), and the same writes:
   (RETURNING submitted_at) and the `answers.submitted` row inserted into `event_log` (the product
   writes it in the submission's transaction too); then the job's LPUSH in the .NET wire format.
 
-Until 2026-12-03 the single statements ran in a transaction of their own and the submission's
-lock and COMMIT had a round trip each (BEGIN, statement, COMMIT: 3 round trips for a create or a
-start, 4 for a submission; the product needs 1, 1 and 2): that heavier baseline flattered the
-product (BENCHMARKS.md benchmark 13, round fifteen).
+Its round trips are the product's (1, 1 and 2): a baseline that ran each single statement in a
+transaction of its own and gave the submission's lock and COMMIT a round trip each (3, 3 and 4)
+would flatter the product.
 
 Users are authenticated as the product does (the same signed tokens, checked with
 `web.auth.verify_user_token`), each body is validated (40 answers to the active questions,

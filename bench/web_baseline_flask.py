@@ -1,5 +1,5 @@
 """The lean baseline's work under Flask: what a Flask app pays before any of the product's code
-(issue 24, deliverable 3; `bench.web_tier --flask-floor`).
+(`bench.web_tier --flask-floor`).
 
     gunicorn bench.web_baseline_flask:app --worker-class gthread --threads 64 ...
 

@@ -1,4 +1,4 @@
-"""The web tier under slow clients and a hung Redis (issue 11), on the Procfile's web line.
+"""The web tier under slow clients and a hung Redis, on the Procfile's web line.
 
     python -m bench.web_edge [--line 'gunicorn ...'] [--slow 50] [--probes 60] [--submissions 20]
 

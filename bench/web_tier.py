@@ -1,4 +1,4 @@
-"""Benchmark 13 (issue 24, deliverable 3): the web tier against a lean baseline, per submission.
+"""The web tier against a lean baseline, per submission.
 
     python -m bench.web_tier [--clients 16] [--duration 30] [--rounds 3] [--base DIR] [--flask-floor]
                              [--quick]

@@ -4,7 +4,7 @@ CPython runs a generation-0 pass of its cycle collector every 700 container allo
 net of frees. A report's generation or a request allocates thousands of containers (rows,
 tuples, dicts, models) that reference counting frees anyway, so the passes run many times
 per batch of reports, each walking what is young at that moment. Measured (BENCHMARKS.md,
-benchmark 12, "Round nine"; `python -m bench.generation_core --threads 4 --collectors spaced
+"Generation without the queue"; `python -m bench.generation_core --threads 4 --collectors spaced
 default`): with CPython's default the collector took 22-40 µs per report (10-15 % of the
 generation's CPU), at a threshold of 10,000 under 0.5 µs. Freezing what the process built at
 boot (`gc.freeze`) made no difference (full passes are rare), so it is not done.

@@ -64,7 +64,7 @@ DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS = 60_000
 #: broker/src/listbroker/batches.py); each job keeps its own outcome. 1: one job per call and
 #: per transaction. 100 is what a process holds at most (the broker's MAX_ADAPTIVE_PREFETCH),
 #: so at the Procfile's 2 × 32 one call takes all of it: ~94 records per transaction against
-#: ~30 with 32 at 2 × 64, and 1.4 × the reports/s (BENCHMARKS.md, benchmark 12, round eleven).
+#: ~30 with 32 at 2 × 64, and 1.4 × the reports/s (BENCHMARKS.md, "Generation vs the batched limit").
 DEFAULT_REPORT_BATCH_SIZE = 100
 #: The reconciler: pause between passes, grace of a record in status 3, records per page.
 DEFAULT_RECONCILE_INTERVAL_MS = 10_000

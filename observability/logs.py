@@ -127,7 +127,7 @@ def inherited_stderr() -> TextIO:
     """File descriptor 2 as this process inherited it, whatever `sys.stderr` was replaced with.
 
     A Dramatiq worker process's `sys.stderr` is a pipe its main process reads and writes out
-    again, a record at a time: ~0.05 ms of the main process's CPU per report line (issue 24).
+    again, a record at a time: ~0.05 ms of the main process's CPU per report line.
     Its lines can go to the same place directly instead. Each record is one write (the
     handler flushes it whole), and a write of up to PIPE_BUF bytes (4,096 on Linux) to a
     pipe is never interleaved with another process's, so lines do not mingle; a longer

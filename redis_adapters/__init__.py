@@ -8,8 +8,9 @@ operators need, on any redis-py client, building no broker:
   `report_queue` (its producer, `ReportQueue`), `queue_figures` (a queue's counts and its
   oldest job's wait: the one reading of /metrics, the console, its alarm, the admin API and
   the CLI), `queue_ops` (`QueueOperations`: dead letters, delayed retries, quarantine);
-- the hot path's writers: `autosave_store` (`AutosaveStore`), `event_sink` (`EventSink`, with
-  its PostgreSQL fallback and `event_spool`), `round_trip` (several scripts in one round trip);
+- the hot path's writers: `autosave_store` (`AutosaveStore`; a submission's release and its
+  report job in one round trip), `event_sink` (`EventSink`, with its PostgreSQL fallback and
+  `event_spool`);
 - `task_store` (`TaskStore`), `drill_store` (`FaultDrill`);
 - `lock`: the lease of the leased loops (background/leased_loop.py);
 - `keyspace`: every key family (`Keyspace`), in the layout REDIS_HASH_TAGS chooses;

@@ -23,7 +23,7 @@ def message_id_of(payload: bytes) -> str:
     """`str(uuid.uuid5(REPORT_MESSAGE_NAMESPACE, payload.decode("latin-1")))`, the payload's
     message id, without building a UUID object: RFC 4122's name-based SHA-1 id (the hash's
     first 16 bytes, version 5 in byte 6, the variant in byte 8), 1.3 µs instead of 3.7 for
-    every message a worker decodes (issue 24)."""
+    every message a worker decodes."""
     # SHA-1 is what RFC 4122 names for version 5 ids, not a security measure.
     sha1 = hashlib.sha1(_NAMESPACE_BYTES + payload.decode("latin-1").encode(), usedforsecurity=False)
     digest = bytearray(sha1.digest()[:16])

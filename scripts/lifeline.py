@@ -1,6 +1,6 @@
 """What a test run (or a benchmark) starts ends when the run ends, however it ends.
 
-Issue 19: a worker started by a `make test` that was killed ran on for 46 minutes. The
+Without it, a worker started by a `make test` that is killed runs on unattended. The
 processes tests start live in sessions of their own (so a signal reaches their
 children), which also takes them out of reach of whatever stops the test runner.
 

@@ -41,7 +41,7 @@ os.environ["DATABASE_URL"] = TEST_DATABASE_URL
 os.environ["REDIS_URL"] = TEST_REDIS_URL
 
 # Every process a test starts (workers, stacks, servers, CLIs) ends when this pytest ends,
-# however it ends, SIGKILL included (issue 19: an orphaned worker ran for 46 minutes).
+# however it ends, SIGKILL included (an orphaned worker would run on unattended).
 lifeline.attach()
 
 ROOT = Path(__file__).resolve().parent.parent

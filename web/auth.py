@@ -48,7 +48,7 @@ MSG_USER_ON_ADMIN_API = "用户凭证不能用于管理接口"
 
 @functools.lru_cache(maxsize=4)
 def _serializer(secret_key: str) -> URLSafeTimedSerializer:
-    # One per secret: built on every request it was a measurable share of a user call's CPU.
+    # One per secret: built on every request it would be a measurable share of a user call's CPU.
     # It holds no per-call state (its signers are made per call), so threads may share it.
     return URLSafeTimedSerializer(secret_key, salt=USER_TOKEN_SALT)
 
@@ -79,7 +79,7 @@ def verify_user_token(secret_key: str, token: str) -> int | None:
 
 #: Signature checks remembered per process (the last ones used): a user's calls carry the same
 #: token, whose HMAC check, base64 and JSON cost ~3 % of a web worker's CPU under submissions
-#: (BENCHMARKS.md, benchmark 13, round nine). Bounded, so a flood of forged tokens only evicts.
+#: (py-spy, `python -m bench.profile_web`). Bounded, so a flood of forged tokens only evicts.
 VERIFIED_TOKENS_KEPT = 4096
 #: Longer than any token `issue_user_token` signs (~80 characters for the largest user id):
 #: refused before its signature is checked, so what the cache keeps stays small (~1 MB).

@@ -65,7 +65,7 @@ def redacted(url: str) -> str:
 
 def _running(pid: object) -> bool:
     if not isinstance(pid, int) or pid <= 0:
-        return True  # an older stack.json without a pid: trusted as before
+        return True  # a stack.json without a pid cannot be checked: trusted
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

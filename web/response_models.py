@@ -466,9 +466,3 @@ class Processes(Out):
     hotpath: ProcessCount
     reconciler: ProcessCount
     web: ProcessCount
-
-
-class Home(Out):
-    service: str
-    links: dict[str, str]
-    """Path: what it is."""

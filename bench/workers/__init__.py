@@ -1,8 +1,8 @@
-"""Worker modules for the benchmarks: `dramatiq bench.workers.slow` / `bench.workers.fail_once`.
+"""Worker modules for the benchmarks: `dramatiq bench.workers.slow`, `.fail_once`, `.noop`.
 
 Each imports `actors.worker` (which installs the RedisListBroker and declares the real report
-actor with its exact retry schedule) and then redeclares the report actor, under the
-same name, queue and options, with a body of its own:
+actor with its exact retry schedule); `slow` and `fail_once` then redeclare the report actor,
+under the same name, queue and options, with a body of its own:
 
 - `slow`: sleeps BENCH_SLOW_SECONDS (default 5), then runs the real generator; the
   user's submission must not notice (bench.submit_latency).

@@ -2,8 +2,8 @@
 when the connection's own socket can tell.
 
 SQLAlchemy's `pool_pre_ping` sends ``SELECT 1`` before every checkout: one round trip per
-unit of work, 3 of a submission's 10 and ~3 % of a web worker's CPU under load (benchmark 13,
-round ten). What it protects against is a connection the server ended while it sat in the pool:
+unit of work, 3 of a submission's 10 and ~3 % of a web worker's CPU under load (py-spy,
+`bench.profile_web`). What it protects against is a connection the server ended while it sat in the pool:
 PostgreSQL restarted, the backend terminated, a proxy closing idle connections. Each of those
 closes the server's end of the socket (after a FATAL message), which makes the client's socket
 *readable*: a zero-timeout `poll` sees it at the cost of a system call. So at checkout:

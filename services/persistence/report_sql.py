@@ -2,8 +2,8 @@
 and the reads of a finished report (`ReportRepository`, `uow.reports`).
 
 Every generation, of one record or of a group, runs these statements on psycopg directly,
-inside the unit of work's transaction, in two pipelined round trips (issue 15: the ORM path
-made 12 and spent most of a report's CPU building statements): `read` (lock the records,
+inside the unit of work's transaction, in two pipelined round trips (an ORM path
+makes 12 and spends most of a report's CPU building statements): `read` (lock the records,
 read the questionnaire and the answers), then `write` (replace results and summaries, set
 status 4, commit). A single record is the set of one id. Each text is the same for any
 number of records (arrays and JSON documents, not lists of placeholders), so psycopg
@@ -58,7 +58,7 @@ PRESENT = "SELECT id FROM assessment_records WHERE id = ANY(%s)"
 ACTIVE_QUESTIONS_SQL = "SELECT id, dimension_id, reverse_scored FROM questions WHERE is_active"
 DIMENSIONS_SQL = "SELECT id, code, name, sort_order, description FROM dimensions ORDER BY sort_order, id"
 # A record's answers as two arrays (one row per record, not per answer): psycopg's C loaders
-# build the lists; a row per answer cost the worker ~0.02 ms per report in Python (issue 24).
+# build the lists; a row per answer costs the worker ~0.02 ms per report in Python.
 ANSWERS = (
     "SELECT record_id, array_agg(question_id), array_agg(value) FROM answers"
     " WHERE record_id = ANY(%s) GROUP BY record_id"
@@ -66,10 +66,10 @@ ANSWERS = (
 DELETE_RESULTS = "DELETE FROM dimension_results WHERE record_id = ANY(%s)"
 DELETE_SUMMARIES = "DELETE FROM report_summaries WHERE record_id = ANY(%s)"
 # The group's rows go as one JSON document each (json.dumps is C; psycopg adapts an array
-# element by element in Python, which was the largest part of a group's parameters, issue 24).
+# element by element in Python, the largest part of a group's parameters as arrays).
 # Each JSON number is read back as the column's type exactly (a float's repr round-trips).
 # Each row a JSON array, not an object: encoding 240 objects (a group of 30 records) cost the
-# worker ~0.9 ms, the same rows as arrays ~0.35 ms (issue 24).
+# worker ~0.9 ms, the same rows as arrays ~0.35 ms.
 INSERT_RESULTS = (
     "INSERT INTO dimension_results (record_id, dimension_id, raw_score, score, rank, level)"
     " SELECT (x->>0)::bigint, (x->>1)::smallint, (x->>2)::integer, (x->>3)::float8,"
@@ -131,8 +131,8 @@ def read(work: Transactional, record_ids: Sequence[int], *, wait_for_locks: bool
     existing = set(locked) if present is None else {int(rid) for (rid,) in present.fetchall()}
     question_rows = [tuple(r) for r in questions.fetchall()]
     dimension_rows = [tuple(r) for r in dimensions.fetchall()]
-    # dict(zip(...)) builds each record's answers in C: a comprehension of pairs cost ~4 % of a
-    # worker's samples (issue 24). A record's question ids are unique (the table's key).
+    # dict(zip(...)) builds each record's answers in C: a comprehension of pairs costs ~4 % of a
+    # worker's samples. A record's question ids are unique (the table's key).
     by_record = {
         int(rid): dict(zip(qids, values, strict=True)) for rid, qids, values in answer_rows.fetchall()
     }

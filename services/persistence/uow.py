@@ -75,7 +75,7 @@ class UnitOfWork:
         Most units of work never make one: a user's calls and a report's generation run plain
         statements on psycopg (services/persistence/driver.py), and a Session's construction,
         transaction bookkeeping and close cost about three times the pool's checkout (50 µs per
-        unit of work, BENCHMARKS.md round fourteen). It takes the transaction as its own
+        unit of work, measured in a loop of thread CPU). It takes the transaction as its own
         (`control_fully`): its commit and rollback are the unit of work's."""
         if self._session is None:
             self._session = self._session_factory(

@@ -3,9 +3,9 @@
 
 An event that records a database change (a submission, a regeneration, a deletion) is written
 by the transaction that makes the change: it is stored if and only if the change commits, with
-the change's time, whatever happens to the process afterwards. Logged after the commit, it was
+the change's time, whatever happens to the process afterwards. Logged after the commit, it would be
 lost with a process killed between the two, or stamped seconds after the change when Redis was
-slow to take it (its job's attempts then seemed to precede the submission).
+slow to take it (its job's attempts would then seem to precede the submission).
 
 What is learnt after the commit (that the queue refused the job) is merged into the stored
 event's data by `note_not_enqueued`.

@@ -215,8 +215,8 @@ def test_the_files_holding_secrets_are_readable_by_their_owner_only(stacks: list
 
 
 def test_the_process_logs_are_the_accounts_own_and_keep_no_signed_link(stacks: list[Run]) -> None:
-    """Issue 20: the access log named every signed report link (a week-long bearer
-    credential), in 0644 files of a 0755 folder that any local account could read."""
+    """The access log must name no signed report link (a week-long bearer credential), and
+    the logs must not be readable by any local account (0644 files in a 0755 folder)."""
     for run in stacks:
         base_url = run.info()["base_url"]
         signed = "eyJ1aWQiOjEsInJpZCI6MX0.aw7l9A.SIGNATURE-THAT-MUST-NOT-BE-LOGGED"

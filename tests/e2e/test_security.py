@@ -1,4 +1,4 @@
-"""The attacks of issue 20, each against the Procfile's web line under gunicorn on the real
+"""The attacks of docs/security.md, each against the Procfile's web line under gunicorn on the real
 PostgreSQL and Redis (no worker: records stay where the web tier puts them).
 
 Each test is an attack as an outsider makes it, over HTTP, and what the product must answer:

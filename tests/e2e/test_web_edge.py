@@ -1,4 +1,4 @@
-"""The web tier at its edge (issue 11), on a real gunicorn run from the Procfile's web line.
+"""The web tier at its edge, on a real gunicorn run from the Procfile's web line.
 
 Loopback only, every wait bounded. The test PostgreSQL and Redis are reached through
 `FaultProxy`s, so a test can stop or hang them without touching the machine's servers.

@@ -1,4 +1,4 @@
-"""An admin action never runs without its audit entry (issue 20, finding 2), on the real
+"""An admin action never runs without its audit entry (docs/security.md), on the real
 PostgreSQL: the entry is in the table, "started", at the moment the action acts; an actor the
 audit cannot hold is refused before anything is done; an outcome that cannot be recorded
 leaves the entry "started", never no entry at all."""

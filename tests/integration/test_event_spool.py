@@ -1,8 +1,8 @@
 """Held events on disk (redis_adapters/event_spool.py): a process killed while neither Redis
 nor PostgreSQL took its events loses none; the next process started takes them over.
 
-Found by the soak (issue 23): web processes SIGKILLed while holding events lost 8 of them
-in an hour. The killed process here is a real one, killed with SIGKILL by itself."""
+Found by the soak (bench/soak.py): web processes SIGKILLed while holding events lost them.
+The killed process here is a real one, killed with SIGKILL by itself."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Event-log entries survive a Redis outage (issue 10): the sink writes them to PostgreSQL.
+"""Event-log entries survive a Redis outage: the sink writes them to PostgreSQL.
 
 Seen on main: events emitted while Redis was down were dropped, uncounted. Now the sink
 falls back to the consumer's idempotent insert (into the month's partition), and when

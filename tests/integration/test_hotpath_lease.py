@@ -1,4 +1,4 @@
-"""Leases fit the work (issue 10): a batch never outlives its lease; settings must fit together.
+"""Leases fit the work: a batch never outlives its lease; settings must fit together.
 
 Seen on main: `lock_ttl_ms 3000` with `answers_batch 5000` (each accepted alone) and a
 5,000-record backlog: the chunk took longer than the lease, the flusher lost it before

@@ -1,4 +1,4 @@
-"""No input stops a hot-path loop (issue 10): garbage is set aside verbatim, the rest is stored.
+"""No input stops a hot-path loop: garbage is set aside verbatim, the rest is stored.
 
 Garbage (Hypothesis-generated and hand-picked) is pushed into `eventlog:queue` and into the
 answers and progress hashes; one cycle later the valid item pushed after it is stored and

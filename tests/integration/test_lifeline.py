@@ -1,6 +1,6 @@
 """What tests start ends when the test runner ends, however it ends (scripts/lifeline.py).
 
-Issue 19: a worker started by a `make test` that was killed ran on for 46 minutes. Here a
+Without it, a worker started by a `make test` that is killed runs on unattended. Here a
 real pytest (with the project's conftest) starts a worker from the Procfile's line and a
 private Redis server, each in a session of its own, and is SIGKILLed; then
 `scripts.with_test_services`, having started its private PostgreSQL and Redis and the

@@ -1,4 +1,4 @@
-"""Issue 14 on the real PostgreSQL and Redis: the report worth reading, resume, paging, the page."""
+"""The user's side on the real PostgreSQL and Redis: the report worth reading, resume, paging, the page."""
 
 from __future__ import annotations
 

@@ -279,7 +279,7 @@ def test_a_worker_process_writes_its_lines_itself_not_through_its_main_process(
     session_factory: sessionmaker[Session],
 ) -> None:
     """Dramatiq pipes a worker process's stderr to its main process, which writes each line out
-    again (~0.05 ms of its CPU per report line, issue 24). The job lines go straight to the
+    again (~0.05 ms of its CPU per report line). The job lines go straight to the
     stderr the worker process inherited: they arrive while the main process is stopped."""
     worker = start_worker(threads=1)
     wait_until(consuming(redis_client), timeout=60, what="the worker to start consuming")

@@ -1,4 +1,4 @@
-"""Texts that must show as what they are (issue 20, findings 1, 5, 9): admin names, the
+"""Texts that must show as what they are (docs/security.md): admin names, the
 CLI's cells, the access log's redaction, the metrics' method label."""
 
 from __future__ import annotations

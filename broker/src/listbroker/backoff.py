@@ -7,11 +7,11 @@ retries a failing step through a `Backoff`:
 
 - it waits `first_s` after the first failure, twice as long after each next one, at most
   `max_s`, so an outage of any length costs a loop a few wake-ups a minute, never a busy
-  loop (issue 19: a worker whose Redis was gone ran 46 minutes at a core);
+  loop (which would hold a core for as long as Redis is gone);
 - it logs the first failure (WARNING, the error on one line), then `still failing after N
   attempts / T s` every `summary_s` while the failure lasts, then `recovered after N failed
   attempts / T s` at the first success: a few lines per outage, never one per attempt
-  (the same worker wrote 8.2 million lines).
+  (a line per attempt is millions of lines in an outage of an hour).
 
 Thread-safe: some loops share one (the hot path's settings are read by every loop).
 Part of the broker library (standard library only), so the broker uses it and the rest of

@@ -56,7 +56,7 @@ MAX_FETCH_BATCH = 256
 
 #: Prefetch follows the actor's speed: beyond Dramatiq's prefetch (2 × threads), a consumer
 #: may hold as many messages as it finishes in this many seconds at its recent pace. A fast
-#: actor with one thread is otherwise bound by a fetch round trip per 2 messages (issue 15);
+#: actor with one thread is otherwise bound by a fetch round trip per 2 messages;
 #: a slow one (a report generated alone, a few ms) keeps Dramatiq's prefetch.
 PREFETCH_HOLD_SECONDS = 0.05
 
@@ -67,10 +67,10 @@ MAX_ADAPTIVE_PREFETCH = 100
 
 #: A consumer of an actor that takes batches (batches.py) holds this many times the pace's
 #: hold, as Dramatiq's prefetch (2 × threads) holds a message waiting for each one running:
-#: a batch takes all that is held, so holding one batch's worth left each worker process
+#: a batch takes all that is held, so holding one batch's worth leaves each worker process
 #: alternating between generating a batch and fetching the next (at the report actor's pace
 #: a batch of 100 is the whole hold): 0.79 × the lean loop's reports/s, 0.91–0.99 × holding two
-#: (BENCHMARKS.md, benchmark 12, round eleven). A slow actor keeps Dramatiq's prefetch.
+#: (`bench.generation_limit`). A slow actor keeps Dramatiq's prefetch.
 BATCHES_HELD = 2
 
 #: Weight of the newest interval between two finished messages in the pace's moving average.

@@ -136,8 +136,8 @@ class Maintenance(threading.Thread):
     def run(self) -> None:
         interval = self.broker.heartbeat_interval_ms / 1000
         # A failing pass waits with backoff, up to one heartbeat interval, so beats resume
-        # within an interval of Redis coming back (issue 19: a failure left the next beat and
-        # reap due in the past, the wait became 0, and the thread spun for 46 minutes).
+        # within an interval of Redis coming back (without it, a failure leaves the next beat and
+        # reap due in the past, the wait becomes 0, and the thread spins as long as Redis is gone).
         backoff = Backoff(
             "Broker housekeeping", logger, first_s=min(ERROR_BACKOFF_SECONDS, interval), max_s=interval
         )
