@@ -51,7 +51,7 @@ VARIABLES: tuple[Variable, ...] = (
             "`redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…]/SERVICE_NAME[/DB][?sentinel_password=…]` "  # noqa: E501
             "— the Sentinels (port 26379 when left out), the master's name in their configuration, the "
             "master's password (redis-py's `Sentinel` conventions); every process follows a failover (see "
-            "[SCALING.md](SCALING.md#redis-sentinel)). A malformed URL is refused at start-up"
+            "[scaling](scaling.md#redis-sentinel)). A malformed URL is refused at start-up"
         ),
         field="redis_url",
     ),
@@ -63,7 +63,7 @@ VARIABLES: tuple[Variable, ...] = (
             "a Redis Cluster: `redis+cluster://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT…]` (some of its "
             "masters; the client finds the rest and follows slot moves; database 0 only). Every process "
             "then uses redis-py's `RedisCluster`, and `REDIS_HASH_TAGS` is on. See "
-            "[docs/cluster.md](docs/cluster.md)"
+            "[cluster](cluster.md)"
         ),
     ),
     Variable(
@@ -113,7 +113,7 @@ VARIABLES: tuple[Variable, ...] = (
             "`X-Forwarded-Proto`: Werkzeug's `ProxyFix(x_for=N, x_proto=N)` then takes the client address "
             "(what the console's sign-in limit counts) and the scheme from them. `0`: the headers are "
             "ignored. Set it only when the web port is reachable through the proxy alone "
-            "([SECURITY.md](SECURITY.md))"
+            "([security](security.md))"
         ),
         field="trusted_proxies",
     ),
@@ -154,7 +154,7 @@ VARIABLES: tuple[Variable, ...] = (
         (
             "SQLAlchemy pool size per process (`DB_MAX_OVERFLOW` more under load); web threads beyond "
             "both wait for a connection. Connections a deployment needs: see "
-            "[SCALING.md](SCALING.md#postgresql-connections-and-pgbouncer)"
+            "[scaling](scaling.md#postgresql-connections-and-pgbouncer)"
         ),
         field="db_pool_size",
     ),
@@ -251,7 +251,7 @@ VARIABLES: tuple[Variable, ...] = (
         "`64`",
         "web",
         (
-            "threads per gunicorn worker process (`gthread`, see [Processes](#processes-procfile)): each "
+            "threads per gunicorn worker process (`gthread`, see [Processes](deploying.md#processes-procfile)): each "
             "request in progress, and each client still sending its request line and headers, holds one"
         ),
     ),
@@ -271,7 +271,7 @@ VARIABLES: tuple[Variable, ...] = (
         (
             "`dramatiq --processes`; 2 × 8 measured best of 2×8, 2×4, 2×2, 4×2, 4×1 on 2 cores before "
             "group commit, 2 × 16 after it, 2 × 64 with issue 24's group commit, 2 × 32 with its batches of "
-            "100 (BENCHMARKS.md, benchmarks 8 and 12)"
+            "100 (../BENCHMARKS.md, benchmarks 8 and 12)"
         ),
     ),
     Variable(
@@ -317,7 +317,7 @@ VARIABLES: tuple[Variable, ...] = (
             "most report jobs a worker thread takes in one call and generates in one transaction (of those "
             "its process holds: a trickle runs one by one, with no wait for a batch to fill); each job is "
             "still acknowledged, retried on its own schedule and dead-lettered alone. `1`: one job per "
-            "call and per transaction (for tests and diagnosis: 0.44 × the rate, BENCHMARKS.md benchmark 12)"
+            "call and per transaction (for tests and diagnosis: 0.44 × the rate, ../BENCHMARKS.md benchmark 12)"
         ),
         field="report_batch_size",
     ),
@@ -366,7 +366,7 @@ VARIABLES: tuple[Variable, ...] = (
         "CLI",
         (
             "the `stack.json` (or state folder) of the `make run` the CLI is to talk to "
-            "([Operations](#the-cli-and-the-api))"
+            "([Operations](operations.md#the-cli-and-the-api))"
         ),
     ),
     Variable(
@@ -374,7 +374,7 @@ VARIABLES: tuple[Variable, ...] = (
         "`text`",
         "all",
         (
-            "`json`: one JSON object per line (see [Logs](#logs)); `text`: plain lines for a terminal; "
+            "`json`: one JSON object per line (see [Logs](operations.md#logs)); `text`: plain lines for a terminal; "
             "anything else is refused"
         ),
         field="log_format",
@@ -402,7 +402,7 @@ VARIABLES: tuple[Variable, ...] = (
         "web, worker",
         (
             "folder where this host's processes keep their metric values, summed by `/metrics`; one per "
-            "host, emptied before the processes start (see [Metrics](#metrics))"
+            "host, emptied before the processes start (see [Metrics](operations.md#metrics))"
         ),
         field="prometheus_multiproc_dir",
     ),
@@ -414,7 +414,7 @@ VARIABLES: tuple[Variable, ...] = (
             "folder where this host's processes keep on disk the events neither Redis nor PostgreSQL "
             "takes (held in memory and handed over again), so that the next process started takes over "
             "those of a process killed meanwhile; one per host and stack, never shared by two stacks. "
-            "Unset, such events are in memory only (see [Hot path](#hot-path-redis-first))"
+            "Unset, such events are in memory only (see [the hot path](hotpath.md))"
         ),
         field="event_spool_dir",
     ),

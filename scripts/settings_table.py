@@ -13,8 +13,8 @@ from pathlib import Path
 
 from config.variables import configuration_table
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-SECTION = "## Configuration"
+README = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+SECTION = "# Configuration"
 HEADER = "| variable | default | used by | meaning |"
 
 
