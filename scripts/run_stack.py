@@ -392,7 +392,7 @@ def print_banner(
     admin_token = env["ADMIN_TOKENS"].split(",")[0].strip()
     user_token = issue_user_token(env["SECRET_KEY"], 1)
     redis_cli = redis_cli_command(env["REDIS_URL"])
-    redis_line = f'\n    {redis_cli}   (the queue\'s keys: docs/queue.md)' if redis_cli else ""
+    redis_line = f"\n    {redis_cli}   (the queue's keys: docs/queue.md)" if redis_cli else ""
     note_line = f"\n  NOTE         {port_note}\n" if port_note else ""
     restart = make_command("restart PROCESS=worker")
     print(
