@@ -5,6 +5,7 @@
 tests/unit/test_docs.py runs the same checks in `make test`, and asks the CLI's `--help` of
 every `flask --app web …` command a document shows (that needs the app; this script does not).
 
+- **Code blocks.** Every fenced block is closed.
 - **Links.** Every relative link or image `[text](target)` of a Markdown file (outside code)
   names a file or folder of the repository, and its `#anchor`, if any, a heading of the
   Markdown file it names, slugged as GitHub slugs headings (`heading_anchors`).
@@ -109,6 +110,22 @@ def links(text: str) -> Iterator[tuple[int, str]]:
             yield number, target
 
 
+def fence_problems(path: Path) -> Iterator[Problem]:
+    """A code block never closed: everything after it would render as code."""
+    fence, opened = "", 0
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        match = _FENCE.match(line)
+        if not match:
+            continue
+        marker = match.group(1)
+        if not fence:
+            fence, opened = marker, number
+        elif marker.startswith(fence[0]) and len(marker) >= len(fence):
+            fence = ""
+    if fence:
+        yield Problem(path, opened, "a code block opened here is never closed")
+
+
 def link_problems(path: Path) -> Iterator[Problem]:
     text = path.read_text(encoding="utf-8")
     for number, target in links(text):
@@ -207,6 +224,7 @@ def problems() -> list[Problem]:
     targets = make_targets()
     found: list[Problem] = []
     for path in markdown_files():
+        found.extend(fence_problems(path))
         found.extend(link_problems(path))
         found.extend(command_problems(path, targets))
     return found

@@ -22,6 +22,11 @@ def test_the_check_reads_every_document() -> None:
     assert not any(".venv" in name for name in found)
 
 
+def test_every_code_block_is_closed() -> None:
+    problems = [str(p) for path in docs_check.markdown_files() for p in docs_check.fence_problems(path)]
+    assert problems == [], "\n".join(problems)
+
+
 def test_every_relative_link_and_anchor_resolves() -> None:
     problems = [str(p) for path in docs_check.markdown_files() for p in docs_check.link_problems(path)]
     assert problems == [], "\n".join(problems)
@@ -97,8 +102,17 @@ def test_a_broken_link_anchor_or_command_is_reported(tmp_path: Path) -> None:
     )
     links = [p.what for p in docs_check.link_problems(page)]
     assert links == ["link to a missing file: missing.md", "link to a missing anchor: #nowhere"]
+    assert list(docs_check.fence_problems(page)) == []
     commands = [p.what for p in docs_check.command_problems(page, {"run"})]
     assert commands == [
         "no Makefile target no-such-target: make no-such-target",
         "no module no_such_module: python -m no_such_module --flag",
+    ]
+
+
+def test_a_code_block_left_open_is_reported(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("# Page\n\n```\ndiagram\n\n## Not a heading while the block is open\n", encoding="utf-8")
+    assert [(p.line, p.what) for p in docs_check.fence_problems(page)] == [
+        (3, "a code block opened here is never closed")
     ]
