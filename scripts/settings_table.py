@@ -28,7 +28,7 @@ which processes read it and what it means. Every process reads its variables onc
 start-up, into the settings object (`config/settings.py`), and refuses to start on a
 malformed value. This page is generated from that object (`python -m scripts.settings_table`;
 a test keeps them equal): to add a variable, add a field with its documentation there. The
-hot path's run-time settings, changed while it runs, are in [hotpath.md](hotpath.md).
+hot path's run-time settings, changed while it runs, are in [hotpath.md](hotpath.md#run-time-settings).
 
 ## Read by the processes
 
