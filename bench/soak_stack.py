@@ -82,7 +82,7 @@ class SoakStack:
         # replicas, and a master refuses writes unless both are connected. With 1 (either
         # replica enough) the soak lost ~1 s of writes per switch-over: the old master kept
         # the other replica until the Sentinels reconfigured it, so it took writes the
-        # promoted one never saw (docs/reliability.md, "Soak on Redis Sentinel").
+        # promoted one never saw (docs/reliability.md, "On Redis Sentinel").
         self.sentinels = (
             SentinelGroup(folder / "sentinel", replicas=2, min_replicas_to_write=2)
             if redis_topology == "sentinel"

@@ -4,7 +4,7 @@ promise per submission. It passes only when the checker found nothing, the pipel
 and the load was answered in the end; the JSON report, with every violation, is kept in the
 test's folder and its figures printed.
 
-Reproduce (docs/reliability.md, "Soak"): `python -m bench.soak --seed 23 --minutes 3`.
+Reproduce (docs/reliability.md, "The chaos soak"): `python -m bench.soak --seed 23 --minutes 3`.
 
 Run by `make soak` and by `make test`: every kind of violation it found is fixed with a test
 of its own (docs/reliability.md, "What the soak found"). The run on Redis Sentinel (`make
