@@ -2,7 +2,7 @@
 default worker shape) on a private Redis and PostgreSQL, each reached through a FaultProxy;
 or (`redis="sentinel"`) on a private Redis Sentinel deployment (scripts/sentinel_group.py:
 a master, two replicas, three Sentinels, `min-replicas-to-write 2`; REDIS_URL the
-`redis+sentinel://` URL the README documents), which no proxy can stand in front of:
+`redis+sentinel://` URL docs/configuration.md documents), which no proxy can stand in front of:
 Sentinel hands out the servers' own addresses, so Redis's faults are then the servers'
 (failover, master killed or hung).
 
@@ -35,7 +35,7 @@ from scripts.sentinel_group import SentinelGroup
 REDIS_TOPOLOGIES = ("single", "sentinel")
 
 DATABASE = "mi_soak"
-#: Documented settings (README, Configuration) that make a lost job heal in seconds rather than
+#: Documented settings (docs/configuration.md) that make a lost job heal in seconds rather than
 #: in 40 s; the Procfile's shape (web 2 workers, worker 2 x 32) is left as it ships.
 SETTINGS = {
     "RECONCILE_GRACE_MS": "5000",
