@@ -2,7 +2,7 @@
 #   make run    start the whole stack (web + worker + services of the Procfile); one per state folder
 #   make test   lint, check formatting and imports, type-check, then the broker's suite and the test
 #               suite against real PostgreSQL and Redis, the chaos soak's 3-minute run included
-#               (34 minutes on a shared 2-core machine; README, "The two commands")
+#               (about 11 minutes on a shared 2-core machine, 640 s in CI; README, "The two commands")
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -71,13 +71,13 @@ test-broker: $(VENV)/.stamp-test+dev+embedded+bench
 pytest: $(VENV)/.stamp-test+dev+embedded+bench
 	$(PY) -m scripts.with_test_services -- $(PY) -m pytest $(PYTEST_ARGS)
 
-# The chaos soak's seeded 3-minute run (tests/e2e/test_soak.py; RELIABILITY.md, "Soak"), about
+# The chaos soak's seeded 3-minute run (tests/e2e/test_soak.py; docs/reliability.md, "The chaos soak"), about
 # 5 minutes; `make test` runs it too.
 soak: $(VENV)/.stamp-test+dev+embedded+bench
 	$(PY) -m scripts.with_test_services -- $(PY) -m pytest -m "soak and not sentinel_soak" tests/e2e/test_soak.py $(PYTEST_ARGS)
 
 # The same on Redis Sentinel (switch-overs, the master killed or hung), about 6 minutes; not in
-# `make test` for its length (RELIABILITY.md, "Soak on Redis Sentinel").
+# `make test` for its length (docs/reliability.md, "On Redis Sentinel").
 soak-sentinel: $(VENV)/.stamp-test+dev+embedded+bench
 	$(PY) -m scripts.with_test_services -- $(PY) -m pytest -m sentinel_soak tests/e2e/test_soak.py $(PYTEST_ARGS)
 

@@ -92,7 +92,7 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> bool:
     Only its last job decides: while another job of the record is alive (an admin regenerated
     it while this one was retrying), this dead letter leaves the status alone and returns
     False; should that job end first after all, the index's `dead` mark has the reconciler
-    set 5 (README, "The reconciler"). The same when the index cannot be read (Redis failing):
+    set 5 (docs/queue.md, "The reconciler"). The same when the index cannot be read (Redis failing):
     guessing "none alive" set 5 under a regenerated job with attempts left (found by the
     seeded soak), while leaving it costs only the reconciler's delay when this job was the
     last after all."""

@@ -1,7 +1,7 @@
 """What the soak's checker reads: only what the product stores.
 
 PostgreSQL (the records, their answers, reports and dimension results, the event log), the
-Redis keys the README documents (`report:queue:jobs`, `eventlog:queue`), the admin API
+Redis keys docs/queue.md and docs/hotpath.md document (`report:queue:jobs`, `eventlog:queue`), the admin API
 (`/api/admin/queue/stats`) and the user API (`GET /api/assessment/record`, what resuming
 shows), all after settling: every record owed a report has its final status, the queues
 and the event log's list are empty. Plus the processes' RSS and open fds from /proc.

@@ -2,7 +2,7 @@
 default worker shape) on a private Redis and PostgreSQL, each reached through a FaultProxy;
 or (`redis="sentinel"`) on a private Redis Sentinel deployment (scripts/sentinel_group.py:
 a master, two replicas, three Sentinels, `min-replicas-to-write 2`; REDIS_URL the
-`redis+sentinel://` URL the README documents), which no proxy can stand in front of:
+`redis+sentinel://` URL docs/configuration.md documents), which no proxy can stand in front of:
 Sentinel hands out the servers' own addresses, so Redis's faults are then the servers'
 (failover, master killed or hung).
 
@@ -35,7 +35,7 @@ from scripts.sentinel_group import SentinelGroup
 REDIS_TOPOLOGIES = ("single", "sentinel")
 
 DATABASE = "mi_soak"
-#: Documented settings (README, Configuration) that make a lost job heal in seconds rather than
+#: Documented settings (docs/configuration.md) that make a lost job heal in seconds rather than
 #: in 40 s; the Procfile's shape (web 2 workers, worker 2 x 32) is left as it ships.
 SETTINGS = {
     "RECONCILE_GRACE_MS": "5000",
@@ -78,11 +78,11 @@ class SoakStack:
         self.state = folder / "state"
         self.topology = redis_topology
         self.redis = servers.RedisServer(folder / "redis", appendonly=True)
-        # The deployment SCALING.md recommends where no acknowledged write may be lost: two
+        # The deployment docs/scaling.md recommends where no acknowledged write may be lost: two
         # replicas, and a master refuses writes unless both are connected. With 1 (either
         # replica enough) the soak lost ~1 s of writes per switch-over: the old master kept
         # the other replica until the Sentinels reconfigured it, so it took writes the
-        # promoted one never saw (RELIABILITY.md, "Soak on Redis Sentinel").
+        # promoted one never saw (docs/reliability.md, "On Redis Sentinel").
         self.sentinels = (
             SentinelGroup(folder / "sentinel", replicas=2, min_replicas_to_write=2)
             if redis_topology == "sentinel"

@@ -1,8 +1,8 @@
 """Configuration, the lowest layer: it imports nothing of ours, and every layer may import it.
 
-- `settings`: the one `Settings` object, every variable the project reads, and the only
-  module that reads the environment; `variables`: each variable documented (the documents'
-  configuration table is generated from it: `python -m scripts.settings_table`);
+- `settings`: the one `Settings` object, every variable the application reads, each field
+  documented (docs/configuration.md is generated from them), and the only module that reads
+  the environment;
 - `retries`: the report job's retry schedule (the .NET system's), the default of its setting;
 - `redis_urls`: `redis+sentinel://` URLs parsed;
 - `collector`: the spacing of Python's cycle collector in the worker and web processes;

@@ -9,7 +9,7 @@ every DEFAULT_SENTINEL_FOLLOW_S when a connection is taken, dropping its idle co
 (and each busy one when it is given back) once the master moved. Without that, open
 connections kept writing to the old master until the Sentinels demoted it, about 11 s
 after a switch-over, and the resync discarded those writes (found by the soak on
-Sentinel, RELIABILITY.md). Callers pass the connection settings they would give `from_url`
+Sentinel, docs/reliability.md). Callers pass the connection settings they would give `from_url`
 (timeouts, keepalive); the Sentinels themselves get the same timeouts, so a dead
 Sentinel costs one connect timeout before the next one is asked.
 """

@@ -136,7 +136,7 @@ def load_secrets(env: dict[str, str], stored: dict[str, str]) -> dict[str, str]:
 def admin_token_problem(env: dict[str, str], stored: dict[str, str]) -> str | None:
     """Why the admin tokens the stack would run with are refused, or None: each must be able
     to carry MIN_TOKEN_BITS of randomness (web/auth.py), the barrier against guessing them
-    (SECURITY.md). The message names the variable and where it was set, never a token."""
+    (docs/security.md). The message names the variable and where it was set, never a token."""
     from web.auth import MIN_TOKEN_BITS, weak_tokens
 
     configured = env.get("ADMIN_TOKENS")
@@ -355,7 +355,7 @@ def redis_cli_command(url: str) -> str | None:
 
 
 def export_line(env: dict[str, str], sources: dict[str, str]) -> str:
-    """What another shell needs for the README's walkthrough, `make demo` and the CLI: the venv's
+    """What another shell needs for docs/api.md's walkthrough, `make demo` and the CLI: the venv's
     commands on PATH, the web URL, tokens, and the stack's servers (the CLI then talks to this
     stack, never to another server it might find; web/cli_stack.py)."""
     admin_token = env["ADMIN_TOKENS"].split(",")[0].strip()
@@ -392,14 +392,14 @@ def print_banner(
     admin_token = env["ADMIN_TOKENS"].split(",")[0].strip()
     user_token = issue_user_token(env["SECRET_KEY"], 1)
     redis_cli = redis_cli_command(env["REDIS_URL"])
-    redis_line = f'\n    {redis_cli}   (the queue\'s keys: README, "The report queue")' if redis_cli else ""
+    redis_line = f"\n    {redis_cli}   (the queue's keys: docs/queue.md)" if redis_cli else ""
     note_line = f"\n  NOTE         {port_note}\n" if port_note else ""
     restart = make_command("restart PROCESS=worker")
     print(
         f"""
   mi-assessment is starting ({", ".join(types)})
 {note_line}
-  web          {base_url}/   (what it serves; API: README, OpenAPI: /openapi.json)
+  web          {base_url}/   (what it serves; API: docs/api.md, OpenAPI: /openapi.json)
   console      {base_url}/admin/   (sign in with the admin token)
   admin token  {admin_token}
   user token   {user_token}   (user 1)
@@ -409,7 +409,7 @@ def print_banner(
 
   in another shell, from any folder:
     {export_line(env, sources)}
-    then the README's curl walkthrough, `make demo`, the CLI (it says which servers it uses):
+    then docs/api.md's curl walkthrough, `make demo`, the CLI (it says which servers it uses):
     flask --app web queue stats
     flask --app web issue-user-token USER_ID{redis_line}
   in another shell, in {ROOT} (nothing to export):

@@ -51,7 +51,7 @@ class SentinelGroup:
     """`replicas` replicas ("replica", "replica-2", …); `min_replicas_to_write` is each server's
     `min-replicas-to-write`: a master with fewer replicas connected refuses writes, so one cut
     off by a failover (its replicas gone to the promoted one) refuses them instead of taking
-    writes a resync will discard (SCALING.md, "Redis Sentinel")."""
+    writes a resync will discard (docs/scaling.md, "Redis Sentinel")."""
 
     directory: Path
     replicas: int = 1

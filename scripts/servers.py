@@ -79,7 +79,7 @@ def apt_install(*packages: str) -> None:
     if not is_root():
         raise SystemExit(
             f"{', '.join(packages)} not found and not running as root: install them, or set the URLs"
-            " (see README, Configuration)."
+            " (see docs/configuration.md)."
         )
     APT_LOCK.parent.mkdir(parents=True, exist_ok=True)
     with APT_LOCK.open("a") as lock:

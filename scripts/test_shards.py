@@ -38,7 +38,7 @@ from scripts import lifeline
 #: How many parts the suite runs as, at once (tests/support/parts.py balances them).
 PARTS = 5
 #: Every test but the chaos soak on Redis Sentinel: the soak's 3-minute run is a gate, its run
-#: on Sentinel (`make soak-sentinel`, 6 minutes more) is not (RELIABILITY.md).
+#: on Sentinel (`make soak-sentinel`, 6 minutes more) is not (docs/reliability.md).
 SELECTION = "not sentinel_soak"
 #: The option asking for the broker library's suite beside the parts, and the one setting
 #: how many parts there are.

@@ -111,7 +111,7 @@ def is_admin_token(admin_tokens: Sequence[str], token: str) -> bool:
 
 
 #: Least randomness of an admin token, in bits: the barrier against guessing is this, not the
-#: sign-in limit (SECURITY.md): 2^128 guesses are out of reach at any rate.
+#: sign-in limit (docs/security.md): 2^128 guesses are out of reach at any rate.
 MIN_TOKEN_BITS = 128
 #: The usual alphabets of generated tokens, smallest first: a token is judged by the
 #: smallest one that holds all its characters.

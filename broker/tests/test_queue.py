@@ -189,7 +189,7 @@ def test_reaper_returns_messages_of_a_dead_consumer(
     timeout_s = survivor.heartbeat_timeout_ms / 1000
     while processing_len(redis_client, consumer) and time.monotonic() - died_at < timeout_s + 10:
         time.sleep(0.05)
-    # Returned within timeout + 10 s (README, "Nothing lost"): the loop above waits no longer.
+    # Returned within timeout + 10 s (the reaper's promise): the loop above waits no longer.
     assert processing_len(redis_client, consumer) == 0
     # Back at the head of the queue in their original order, each with one lost delivery.
     taker = survivor.consume(RAW_QUEUE, prefetch=4, timeout=500)

@@ -105,7 +105,7 @@ def check_settings(type_: str, env: dict[str, str]) -> None:
 
 
 def empty_metrics(env: dict[str, str]) -> None:
-    """prometheus_client's multiprocess folder holds this run's values only (README, Metrics):
+    """prometheus_client's multiprocess folder holds this run's values only (docs/operations.md, Metrics):
     a restarted container keeps its file system, so the last run's files go first."""
     folder = env.get("PROMETHEUS_MULTIPROC_DIR", "")
     if folder:
@@ -172,7 +172,7 @@ def probe_web(ready: bool, env: dict[str, str]) -> int:
 
 
 def probe_beats(kind: str) -> int:
-    """This container's processes of `kind` beat (README, Liveness): healthy while every one that
+    """This container's processes of `kind` beat (docs/operations.md, Liveness): healthy while every one that
     began in this container beats. Not judged while Redis does not answer: the processes ride
     out a Redis outage by themselves, and a restart would not bring Redis back."""
     import redis

@@ -1,6 +1,6 @@
 """The container files agree with the Procfile, the settings and each other (no engine needed).
 
-The stop timeouts that let jobs in flight finish, the probes the README describes, the image's
+The stop timeouts that let jobs in flight finish, the probes docs/operations.md describes, the image's
 version label, the entrypoint's refusal of a missing setting, and the readers of the Compose
 file and the kustomization that the container tests run them through.
 """

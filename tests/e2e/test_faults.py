@@ -6,7 +6,7 @@ server off without stopping a server it does not own. Patient clients submit a b
 fault hits in the middle; every submitted record must end in status 4 (never lost, never
 wrongly 5) within the heal time after the fault.
 
-`MI_FAULT_RECORDS` sets the burst size (default 120; RELIABILITY.md used more),
+`MI_FAULT_RECORDS` sets the burst size (default 120; docs/reliability.md used more),
 `MI_FAULT_REDIS_OUTAGE_S` / `MI_FAULT_DATABASE_OUTAGE_S` the outages (8 s / 12 s), and
 `MI_FAULT_DEFAULT_RECONCILER=1` runs the reconciler with its default timings.
 """

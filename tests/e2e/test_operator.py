@@ -7,7 +7,7 @@ in a real headless Chromium, from a shell, and with supervisorctl.
 - The delayed-retries table shows the retries the broker really writes, made by real
   failing attempts (the fault drill): the record, its attempts, the due time, the last
   error; "retry now" runs the next attempt at once and "delete" ends the job (status 5).
-- With the worker stopped (`make stop PROCESS=worker`, as the README says), every page
+- With the worker stopped (`make stop PROCESS=worker`, as the README and docs/operations.md say), every page
   raises the alarm (no worker; then the oldest job waiting too long), the worker shows as
   stopped, not lost, and `/healthz/workers` does not count it gone; the command the alarm
   prints, run as printed in a fresh shell in the checkout, starts it again and the alarm goes.
@@ -62,7 +62,7 @@ LONG_SCHEDULE = "600000,600000,600000"
 #: The alarm on a queue's oldest job, short for the test (the default is two minutes).
 ALARM_AFTER_S = 3
 PHONE, DESKTOP = 390, 1366
-#: Where the screenshots of every page at both widths are kept for readers of the README.
+#: Where the screenshots of every page at both widths are kept for readers of docs/operations.md.
 DOCS = ROOT / "docs" / "console"
 USER_PATH = "/api/assessment"
 ADMIN_PATH = "/api/admin"
@@ -186,7 +186,7 @@ def assert_fits(page: Page, width: int, what: str) -> None:
 def shoot(page: Page, name: str, width: int) -> None:
     assert_fits(page, width, name)
     path = screenshot(page, f"operator-{name}-{width}")
-    if os.environ.get("MI_DOCS_SCREENSHOTS") == "1":  # refresh the README's pictures
+    if os.environ.get("MI_DOCS_SCREENSHOTS") == "1":  # refresh docs/operations.md's pictures
         DOCS.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, DOCS / f"{name}-{width}.png")
 
@@ -567,7 +567,7 @@ def test_the_cli_in_another_shell_talks_to_this_stack_never_to_another_redis(
             assert other.llen(INVALID_QUEUE_KEY) == 7  # the other Redis untouched
             assert other.llen(REPORT_QUEUE_KEY) == 5
 
-            # ISO 8601 with or without seconds and offset, as the README writes them.
+            # ISO 8601 with or without seconds and offset, as docs/operations.md writes them.
             for since in ("2025-01-15T08:00", "2025-01-15 08:00:30", "2025-01-15T08:00+08:00", "2025-01-15"):
                 audit = shell(
                     f"{export_line(stack)}; {cli} audit --since '{since}' --action purge_invalid", tmp_path

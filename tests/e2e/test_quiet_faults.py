@@ -12,7 +12,7 @@ hold on a loaded machine. Afterwards the stack recovers: a submission made durin
 outage and one made after it both reach status 4.
 
 Issue 19: a worker whose Redis was gone ran 46 minutes at a core and wrote 8.2 million lines.
-`MI_QUIET_OUTAGE_S` sets the outage (default 25 s); the figures are printed for RELIABILITY.md.
+`MI_QUIET_OUTAGE_S` sets the outage (default 25 s); the figures are printed for docs/reliability.md.
 """
 
 from __future__ import annotations

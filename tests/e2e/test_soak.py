@@ -4,11 +4,11 @@ promise per submission. It passes only when the checker found nothing, the pipel
 and the load was answered in the end; the JSON report, with every violation, is kept in the
 test's folder and its figures printed.
 
-Reproduce (RELIABILITY.md, "Soak"): `python -m bench.soak --seed 23 --minutes 3`.
+Reproduce (docs/reliability.md, "The chaos soak"): `python -m bench.soak --seed 23 --minutes 3`.
 
 Run by `make soak` and by `make test`: every kind of violation it found is fixed with a test
-of its own (RELIABILITY.md, "What the soak found"). The run on Redis Sentinel (`make
-soak-sentinel`, `--redis sentinel`) is not in `make test`, for its length (RELIABILITY.md,
+of its own (docs/reliability.md, "What the soak found"). The run on Redis Sentinel (`make
+soak-sentinel`, `--redis sentinel`) is not in `make test`, for its length (docs/reliability.md,
 "Soak on Redis Sentinel"); the topology tests run `make run` on Sentinel there. MI_SOAK_SEED and
 MI_SOAK_MINUTES run another seed or length.
 """
@@ -42,7 +42,7 @@ def test_a_seeded_soak_keeps_every_promise(tmp_path: Path) -> None:
 @pytest.mark.sentinel_soak
 @needs(sentinel_binary(), "redis-sentinel")
 def test_a_seeded_soak_on_redis_sentinel_keeps_every_promise(tmp_path: Path) -> None:
-    """Redis Sentinel (failovers, the master SIGKILLed or SIGSTOPped), as the README promises."""
+    """Redis Sentinel (failovers, the master SIGKILLed or SIGSTOPped), as docs/reliability.md promises."""
     soak(tmp_path, "sentinel")
 
 

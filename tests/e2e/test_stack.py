@@ -217,7 +217,7 @@ def test_sigterm_to_the_stack_loses_nothing(stack: Stack, engine: Engine, redis_
     with contextlib.ExitStack() as quick_lock, row_locked(url, stuck):
         quick_lock.enter_context(row_locked(url, quick))
         # One at a time, each once the one before is taken: the worker hands out what it holds
-        # as one batch (README, "Batches"), so `quick` and `stuck` are each a batch of their own
+        # as one batch (docs/queue.md, "Batches"), so `quick` and `stuck` are each a batch of their own
         # on one of its two threads, and `prefetched` a third that no thread is free to start.
         queue = RedisReportQueue(redis_conn)
         queue.enqueue(quick)

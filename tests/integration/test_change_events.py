@@ -2,7 +2,7 @@
 real PostgreSQL: stored when the change commits, whatever happens to the process next, never
 when it does not, and stamped with the change's time.
 
-Found by the 60-minute soak of round four (RELIABILITY.md): a regeneration task's worker killed
+Found by the 60-minute soak of round four (docs/reliability.md): a regeneration task's worker killed
 between a page's commit and its events left four records regenerated with no
 `report.regenerated`, and a submission whose web was slow to reach a hung Redis logged
 `answers.submitted` ten seconds after its commit, after its job's first attempts.

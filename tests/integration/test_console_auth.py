@@ -244,7 +244,7 @@ def test_without_secret_key_or_admin_tokens_the_console_is_closed(
 
 
 def test_with_redis_down_the_console_answers_503_and_changes_nothing(settings: Settings) -> None:
-    """RELIABILITY.md row 17: no session store, no sign-in limit: 503, never a page served unchecked."""
+    """docs/reliability.md row 17: no session store, no sign-in limit: 503, never a page served unchecked."""
     from tests.support.urls import CLOSED_REDIS_URL
 
     down = create_app(settings.with_overrides(redis_url=CLOSED_REDIS_URL, admin_tokens=(ADMIN_TOKEN,)))

@@ -29,7 +29,7 @@ from listbroker import DELAYED_PREFIX_LEN, ExactRetries, ListBatchProxy
 from redis_adapters.queues import REPORT_DELAYED_KEY
 from redis_adapters.report_message import ReportQueueMessage
 
-#: The documented lateness of a retry (README, "Exact retries").
+#: The documented lateness of a retry (docs/queue.md, "Exact retries").
 LATENESS_S = 0.25
 #: Redis's clock and the worker's are read in whole milliseconds.
 ROUNDING_MS = 2

@@ -1,4 +1,4 @@
-"""The topology matrix: `make run` on every Redis and PostgreSQL topology the README names.
+"""The topology matrix: `make run` on every Redis and PostgreSQL topology docs/development.md names.
 
 In each: the stack comes up (every Procfile process, web included), a burst of users
 submit over HTTP and every record reaches status 4 with its report, the console's

@@ -1,4 +1,4 @@
-"""The servers of each topology the README names, and the moments their logs record.
+"""The servers of each topology docs/development.md names, and the moments their logs record.
 
 Each topology is the environment `make run` is given (REDIS_URL, DATABASE_URL and what
 goes with them) and, for the two that fail over, the server to kill and the log line
@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
-#: Settings the system tests give every stack, all documented in the README. They shorten
+#: Settings the system tests give every stack, all documented in docs/configuration.md. They shorten
 #: what would otherwise make a test wait for minutes, and change nothing else:
 SYSTEM_SETTINGS = {
     # a record whose job a failover lost is queued again within seconds, not 40 s;

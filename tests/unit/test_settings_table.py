@@ -1,12 +1,11 @@
-"""One settings object documents every variable, and README's table is generated from it."""
+"""One settings object documents every variable, and docs/configuration.md is generated from it."""
 
 from __future__ import annotations
 
 import re
 
-from config.settings import Settings
-from config.variables import VARIABLES, configuration_table
-from scripts.settings_table import README, current_table
+from config.settings import HOTPATH_RUNTIME_FIELDS, SETTINGS_FIELDS, Settings, documented
+from scripts.settings_table import PAGE, page
 from tests.support.packages import APPLICATION_PACKAGES
 from tests.support.source_files import grep, python_files
 
@@ -14,13 +13,31 @@ from tests.support.source_files import grep, python_files
 PACKAGES = tuple(p for p in APPLICATION_PACKAGES if p != "config")
 
 
-def test_the_readme_table_is_the_generated_one() -> None:
-    assert current_table(README.read_text(encoding="utf-8")) == configuration_table()
+def test_the_configuration_page_is_the_generated_one() -> None:
+    assert PAGE.read_text(encoding="utf-8") == page(), "rewrite it: python -m scripts.settings_table"
 
 
 def test_every_field_of_the_settings_is_documented() -> None:
-    documented = {v.field for v in VARIABLES if v.field}
-    assert documented == set(Settings.__dataclass_fields__)
+    undocumented = [name for name in SETTINGS_FIELDS if not documented(name)]
+    assert undocumented == [], "declare each with setting(default, Variable(...))"
+    assert set(SETTINGS_FIELDS) == set(Settings.__dataclass_fields__)
+
+
+def test_each_documented_variable_is_read_by_the_settings() -> None:
+    """A name the table gives for a field is one config/ reads (outside the documentation
+    itself): renaming a variable in the code without its documentation fails here."""
+    config = PAGE.parents[1] / "config"
+    settings = (config / "settings.py").read_text(encoding="utf-8")
+    declarations = settings[settings.index("class Settings:") : settings.index("def from_env")]
+    code = settings.replace(declarations, "") + (config / "retries.py").read_text(encoding="utf-8")
+    for name in SETTINGS_FIELDS:
+        for variable in documented(name):
+            for each in variable.names.split(","):
+                env = each.strip().split("=")[0]
+                if name == "hotpath_overrides":
+                    assert env.removeprefix("HOTPATH_").lower() in HOTPATH_RUNTIME_FIELDS, env
+                    continue  # read by prefix: HOTPATH_ENV_PREFIX + the field's name
+                assert f'"{env}"' in code, f"{env} (field {name}) is read nowhere in config/"
 
 
 def test_no_package_reads_the_environment_itself() -> None:

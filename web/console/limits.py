@@ -8,7 +8,7 @@ each one answered 401 makes the next wait twice as long, 1 s, 2 s, 4 s ... up to
 `MAX_WAIT_MS`; a wrong token sent while its address waits is answered 429 with
 Retry-After. An address left alone `FORGET_AFTER_MS` is forgotten.
 
-What this is for, and what it is not (SECURITY.md, "The sign-in"): it cannot stop a guesser
+What this is for, and what it is not (docs/security.md, "The sign-in"): it cannot stop a guesser
 who ignores Retry-After from learning that each guess is wrong (a right token would have
 signed in), and must not stop the admin; the barrier is the token's randomness (at least
 128 bits: no rate of guessing finds it). The limit makes guessing visible (each wrong token
@@ -109,5 +109,5 @@ class SigninLimiter:
                 last_address=raw.get(b"last_address", b"").decode("utf-8", "replace"),
                 last_ms=int(raw.get(b"last_ms", b"0")),
             )
-        except ValueError:  # an odd entry (SECURITY.md: Redis entries are data) still alarms
+        except ValueError:  # an odd entry (docs/security.md: Redis entries are data) still alarms
             return Guessing(wrong=ALARM_WRONG_TOKENS, refused=0, last_address="?", last_ms=0)

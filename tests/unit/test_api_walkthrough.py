@@ -1,4 +1,4 @@
-"""The README's curl walkthrough reads answers with its `ok` helper, run here as printed: a
+"""The API page's curl walkthrough (docs/api.md) reads answers with its `ok` helper, run here as printed: a
 success gives its field, a refusal (a 409 while a task runs, a 404) says its code and message
 and fails the command, never with a Python traceback."""
 
@@ -13,13 +13,13 @@ import pytest
 
 from services.domain.errors import InvalidOperation, RecordNotFound
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+API_PAGE = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
 
 def helper() -> str:
-    """The `ok` function as the README defines it."""
-    match = re.search(r"^ok\(\) \{.*?; \}$", README.read_text(), re.MULTILINE | re.DOTALL)
-    assert match, "the README's walkthrough defines ok()"
+    """The `ok` function as the API page defines it."""
+    match = re.search(r"^ok\(\) \{.*?; \}$", API_PAGE.read_text(), re.MULTILINE | re.DOTALL)
+    assert match, "the API page's walkthrough defines ok()"
     return match.group(0)
 
 
@@ -62,7 +62,7 @@ def test_a_refusal_says_its_code_and_message_and_fails(refusal: dict[str, object
 
 def test_every_answer_the_walkthrough_reads_goes_through_ok() -> None:
     """No `python3 -c` reading `["data"]` straight from curl is left: each would print a traceback."""
-    text = README.read_text()
-    walkthrough = text.split("## HTTP API", 1)[1].split("| method | path |", 1)[0]
+    text = API_PAGE.read_text()
+    walkthrough = text.split("```sh", 1)[1].split("| method | path |", 1)[0]
     assert 'json.load(sys.stdin)["data"]' not in walkthrough
     assert walkthrough.count("| ok") >= 4  # the record, its page, the questions, the task
