@@ -10,6 +10,16 @@ from tests.containers import engine
 from tests.support.binaries import REQUIRE_SERVICES
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that is first to need the images waits for their build: on a fresh machine under
+    load debootstrap and the wheels take longer than the suite's 300 s per test, so the tests
+    here get the build's own deadline on top of it."""
+    here = os.path.dirname(__file__)
+    for item in items:
+        if str(item.path).startswith(here):
+            item.add_marker(pytest.mark.timeout(engine.BUILD_TIMEOUT_S + 300))
+
+
 @pytest.fixture(scope="session")
 def images() -> dict[str, float]:
     """Every image the container tests run, by tag, with the seconds its build took (0: the
