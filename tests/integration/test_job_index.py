@@ -8,7 +8,7 @@ that record found in the queue, the processing lists and the delayed set.
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections import Counter, deque
 
 import pytest
 import redis
@@ -218,3 +218,95 @@ def test_no_payload_stops_the_report_consumer(
     finally:
         consumer.close()
         broker.close()
+
+
+# -- every producer's jobs are counted; one reading of RecordId --------------------------------
+
+
+def dotnet_job(record_id: int | str, retry_count: int = 0) -> bytes:
+    """A job as the .NET producer (or redis-cli) LPUSHes it: not counted when pushed."""
+    return f'{{"RecordId": {record_id}, "RetryCount": {retry_count}, "EnqueueTime": "2025-01-15T10:30:00"}}'.encode()
+
+
+def test_a_dying_job_of_another_producer_is_not_the_last_while_the_records_own_job_retries(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    """The record's own job is retrying when a job LPUSHed by another producer dies at RetryCount
+    3: the dead-letter hook must hear that another job is alive, and the own job stays counted."""
+    queue = RedisReportQueue(redis_client)
+    queue.enqueue(77)
+    redis_client.lpush(REPORT_QUEUE_KEY, dotnet_job(77, retry_count=3))
+    consumer = report_consumer(broker)
+    own, other = take(consumer), take(consumer)
+    assert own.options["retry_count"] == 0 and other.options["retry_count"] == 3
+    own.retry_later(own._message.copy(options={**own.options, "retry_count": 1}), 60_000)
+    assert queue.jobs_alive(77) == 2  # what mark_record_failed asks: not the last job
+    other.dead_letter()
+    assert index(redis_client) == {77: "1"}  # the retrying job is still counted
+    consumer.close()
+
+
+def test_a_job_of_another_producer_waiting_in_the_queue_counts_for_the_last_job_question(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    queue = RedisReportQueue(redis_client)
+    queue.enqueue(78)
+    consumer = report_consumer(broker)
+    own = take(consumer)
+    redis_client.lpush(REPORT_QUEUE_KEY, dotnet_job(78))  # not fetched yet
+    assert queue.jobs_alive(78) == 2
+    own.dead_letter()
+    assert index(redis_client) == {78: "1"}
+    consumer.close()
+
+
+def test_a_nested_record_id_touches_no_other_records_entry(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    """`{"Meta":{"RecordId":X},"RecordId":Y,...}` is a job of Y (the decoder's reading): its
+    death must not end X's count, or the reconciler queues a duplicate for X."""
+    RedisReportQueue(redis_client).enqueue(31)
+    nested = b'{"Meta":{"RecordId":31},"RecordId":32,"RetryCount":3,"EnqueueTime":"2025-01-15T10:30:00"}'
+    redis_client.lpush(REPORT_QUEUE_KEY, nested)
+    consumer = report_consumer(broker)
+    own, other = take(consumer), take(consumer)
+    assert other.args == (32,)
+    other.dead_letter()
+    assert index(redis_client) == {31: "1"}
+    consumer.ack(own)
+    consumer.close()
+    assert index(redis_client) == {}
+
+
+@pytest.mark.parametrize(
+    "record_id", ["42.5", '"42"', "-42", "0", "42e0", "4.2E1", "042", "true", "null", "[42]", '{"RecordId":42}']
+)
+def test_a_job_whose_record_id_is_not_a_positive_integer_touches_no_entry(
+    broker: RedisListBroker, redis_client: redis.Redis, record_id: str
+) -> None:
+    RedisReportQueue(redis_client).enqueue(42)
+    redis_client.lpush(REPORT_QUEUE_KEY, dotnet_job(record_id))
+    consumer = report_consumer(broker)
+    own = take(consumer)
+    assert index(redis_client) == {42: "1"}
+    assert consumer._buffer == deque()  # the other one was quarantined on arrival
+    assert redis_client.lrange(REPORT_QUEUE_KEY + ":invalid", 0, -1) == [dotnet_job(record_id)]
+    assert index(redis_client) == {42: "1"}
+    consumer.ack(own)
+    consumer.close()
+    assert index(redis_client) == {}
+
+
+def test_a_record_id_beyond_double_precision_keeps_its_digits(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    big = 2**63 - 1  # a bigint; a Lua number (a double) would read 9223372036854775808
+    redis_client.lpush(REPORT_QUEUE_KEY, dotnet_job(big), dotnet_job(2**53 + 1))
+    consumer = report_consumer(broker)
+    first, second = take(consumer), take(consumer)
+    assert (first.args, second.args) == ((big,), (2**53 + 1,))
+    assert index(redis_client) == {big: "1", 2**53 + 1: "1"}
+    consumer.ack(first)
+    consumer.ack(second)
+    consumer.close()
+    assert index(redis_client) == {}

@@ -1,6 +1,7 @@
 -- uses: _index
--- KEYS: queue, processing, crashed, jobs. ARGV: n, job key pattern, acked payloads...
--- Removes the acknowledged payloads, then moves up to n messages queue -> processing.
+-- KEYS: queue, processing, crashed, jobs, counted. ARGV: n, job key field, acked payloads...
+-- Removes the acknowledged payloads, then moves up to n messages queue -> processing,
+-- counting in the index each one no producer counted (another producer's LPUSH).
 -- Returns {payloads} or {payloads, crash counts} when any message ever lost a worker.
 local q, p, crashed = KEYS[1], KEYS[2], KEYS[3]
 for i = 3, #ARGV do
@@ -12,6 +13,7 @@ local out = {}
 for i = 1, tonumber(ARGV[1]) do
   local m = redis.call('LMOVE', q, p, 'RIGHT', 'LEFT')
   if not m then break end
+  take(KEYS[5], KEYS[4], ARGV[2], m)
   out[i] = m
 end
 if #out > 0 and redis.call('EXISTS', crashed) == 1 then
