@@ -8,7 +8,7 @@ that record found in the queue, the processing lists and the delayed set.
 from __future__ import annotations
 
 import json
-from collections import Counter, deque
+from collections import Counter
 
 import pytest
 import redis
@@ -284,12 +284,13 @@ def test_a_nested_record_id_touches_no_other_records_entry(
 def test_a_job_whose_record_id_is_not_a_positive_integer_touches_no_entry(
     broker: RedisListBroker, redis_client: redis.Redis, record_id: str
 ) -> None:
-    RedisReportQueue(redis_client).enqueue(42)
-    redis_client.lpush(REPORT_QUEUE_KEY, dotnet_job(record_id))
+    queue = RedisReportQueue(redis_client)
+    queue.enqueue(42)
     consumer = report_consumer(broker)
     own = take(consumer)
-    assert index(redis_client) == {42: "1"}
-    assert consumer._buffer == deque()  # the other one was quarantined on arrival
+    redis_client.lpush(REPORT_QUEUE_KEY, dotnet_job(record_id))
+    assert queue.jobs_alive(42) == 1  # waiting, it is no job of record 42
+    assert next(consumer) is None  # quarantined on arrival
     assert redis_client.lrange(REPORT_QUEUE_KEY + ":invalid", 0, -1) == [dotnet_job(record_id)]
     assert index(redis_client) == {42: "1"}
     consumer.ack(own)
