@@ -31,8 +31,9 @@ from redis_adapters.queues import (
     REPORT_QUEUE_KEY,
     REPORT_QUEUE_NAME,
 )
-from redis_adapters.report_message import ReportQueueMessage
+from redis_adapters.report_message import MAX_RECORD_ID, InvalidReportMessage, ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
+from services.domain.limits import is_strict_int
 from tests.support.broker_fixtures import BrokerFactory
 from tests.support.redis_keys import bytes_list, bytes_map
 
@@ -311,3 +312,44 @@ def test_a_record_id_beyond_double_precision_keeps_its_digits(
     consumer.ack(second)
     consumer.close()
     assert index(redis_client) == {}
+
+
+NAMES = st.sampled_from(
+    ['"RecordId"', '"Record\\u0049d"', '"\\u0052ecordId"', '"recordId"', '"RecordId "', '"Record\\"Id"', '"Meta"']
+)
+VALUES = st.one_of(
+    st.integers(-10, 2**64).map(str),
+    st.sampled_from(
+        ["42.5", "4.2e1", "42.0", "1E2", "-0", '"42"', '"x\\"RecordId\\":7"', "true", "null", "[]"]
+        + ['[1,{"RecordId":8}]', '{"RecordId":9}', '{"a":"}{[","RecordId":10}', '"\\\\"']
+    ),
+)
+SPACE = st.sampled_from(["", " ", "\n", "\t", "\r\n  "])
+
+
+@st.composite
+def json_objects(draw: st.DrawFn) -> str:
+    """Valid JSON objects whose members (duplicates, escaped names, nested or odd values) are
+    chosen to tell a faithful top-level reading of RecordId from a guess."""
+    members = draw(st.lists(st.tuples(NAMES, SPACE, VALUES), max_size=5))
+    ws = draw(SPACE)
+    inner = f"{ws},{ws}".join(f"{name}{space}:{space}{value}" for name, space, value in members)
+    return f"{ws}{{{ws}{inner}{ws}}}{ws}"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=json_objects())
+def test_the_index_reads_the_record_id_the_decoder_reads(redis_client: redis.Redis, text: str) -> None:
+    """The scripts' reading of RecordId (lua/_index.lua, `job_key`) is the decoder's: the last
+    top-level member named RecordId, once its escapes are read, when it is an integer in
+    1..2^63-1; anything else names no record."""
+    redis_client.delete(REPORT_QUEUE_KEY, REPORT_JOBS_KEY, REPORT_QUEUE_KEY + ":counted")
+    value = json.loads(text).get("RecordId")
+    expected = {value: "1"} if is_strict_int(value) and 1 <= value <= MAX_RECORD_ID else {}
+    RedisReportQueue(redis_client).index.enqueue([text])
+    assert index(redis_client) == expected
+    full = json.loads(text) | {"RetryCount": 0, "EnqueueTime": "2025-01-15T10:30:00"}
+    try:
+        assert ReportQueueMessage.decode(json.dumps(full)).record_id == value
+    except InvalidReportMessage:
+        assert expected == {}

@@ -20,7 +20,14 @@ from collections import Counter
 import redis
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 from listbroker import ListMessageProxy, RedisListBroker, RedisListConsumer
 
 from redis_adapters.keyspace import Keyspace
@@ -31,7 +38,11 @@ from tests.support.broker_fixtures import BrokerFactory
 from tests.support.redis_keys import bytes_list, bytes_map, clean_redis
 
 KEYS = Keyspace.of().report
-RECORDS = st.integers(1, 4)
+RECORDS = st.integers(1, 3)
+#: Most attempts fail and most jobs of other producers come at their last attempt, so that
+#: the examples reach dead letters often (a success ends the record's story).
+FAILS = st.integers(0, 4).map(bool)
+LAST_OFTEN = st.sampled_from([3, 3, 2, 0])
 #: Long enough that nothing falls due, and no consumer is reaped, unless a rule says so.
 HOUR_MS = 3_600_000
 #: How another producer writes a job: the .NET system's own spacing and EnqueueTime.
@@ -76,7 +87,7 @@ def make_machine(make_broker: BrokerFactory, client: redis.Redis) -> type[RuleBa
             self.uncounted_waiting: Counter[bytes] = Counter()
             self.in_flight: Counter[bytes] = Counter()
             self.delayed: Counter[bytes] = Counter()
-            self.status = dict.fromkeys(range(1, 5), 3)
+            self.status = dict.fromkeys(range(1, 4), 3)
 
         def _consumer(self) -> RedisListConsumer:
             return self.broker.consume(REPORT_QUEUE_NAME, prefetch=8, timeout=50)
@@ -115,6 +126,13 @@ def make_machine(make_broker: BrokerFactory, client: redis.Redis) -> type[RuleBa
 
         # -------------------------------------------------------------- producers
 
+        @initialize(own=st.lists(RECORDS, max_size=3), other=st.lists(RECORDS, max_size=3))
+        def jobs_of_both_kinds_wait(self, own: list[int], other: list[int]) -> None:
+            for record_id in own:
+                self.web_enqueues(record_id)
+            for record_id in other:
+                self.another_producer_pushes(record_id, 3, None)
+
         @rule(record_id=RECORDS)
         def web_enqueues(self, record_id: int) -> None:
             self.queue.enqueue(record_id)
@@ -130,7 +148,7 @@ def make_machine(make_broker: BrokerFactory, client: redis.Redis) -> type[RuleBa
             if enqueued:
                 self.counted_waiting[bytes(client.lindex(KEYS.queue, 0))] += 1  # type: ignore[arg-type]
 
-        @rule(record_id=RECORDS, retry=st.integers(0, 3), other=st.one_of(st.none(), RECORDS))
+        @rule(record_id=RECORDS, retry=LAST_OFTEN, other=st.one_of(st.none(), RECORDS))
         def another_producer_pushes(self, record_id: int, retry: int, other: int | None) -> None:
             shape = DOTNET if other is None else NESTED
             payload = shape.format(rid=record_id, retry=retry, other=other).encode()
@@ -155,7 +173,7 @@ def make_machine(make_broker: BrokerFactory, client: redis.Redis) -> type[RuleBa
                 self.held.append(message)
 
         @precondition(lambda self: self.held)
-        @rule(i=st.integers(0, 3), fails=st.booleans())
+        @rule(i=st.integers(0, 3), fails=FAILS)
         def run(self, i: int, fails: bool) -> None:
             message = self.held.pop(i % len(self.held))
             payload, record_id = message.payload, int(message.args[0])
@@ -243,8 +261,8 @@ def test_the_last_job_of_a_record_decides_whoever_queued_it(
     run_state_machine_as_test(
         make_machine(make_broker, redis_client),
         settings=settings(
-            max_examples=200,
-            stateful_step_count=30,
+            max_examples=300,
+            stateful_step_count=50,
             deadline=None,
             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
         ),

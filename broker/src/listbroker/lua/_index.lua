@@ -62,8 +62,33 @@ local function unescaped(name)
   end
   return table.concat(out)
 end
+-- The usual payload, `field` first and nowhere else (no other mention of its name, no escape
+-- that could spell it): one match and two plain searches instead of the scan (0.8 µs instead
+-- of about 5 for a report job).
+local usual_patterns = {}
+local function usual(s, field)
+  local pattern = usual_patterns[field]
+  if pattern == nil then
+    pattern = string.find(field, '^[%w_]+$')
+      and '^[ \t\n\r]*{[ \t\n\r]*"' .. field .. '"[ \t\n\r]*:[ \t\n\r]*(%d+)[ \t\n\r]*[,}]()' or false
+    usual_patterns[field] = pattern
+  end
+  if not pattern then return nil end
+  local digits, rest = string.match(s, pattern)
+  if digits and not string.find(s, field, rest, true) and not string.find(s, '\\', rest, true) then
+    return digits
+  end
+  return nil
+end
+local function positive(value)
+  if not value or not string.find(value, '^[1-9]%d*$') then return nil end
+  if #value > 19 or (#value == 19 and value > '9223372036854775807') then return nil end
+  return value
+end
 local function job_key(s, field)
   if field == '' then return nil end
+  local digits = usual(s, field)
+  if digits then return positive(digits) end
   local _, i = string.find(s, P_OPEN)
   if not i then return nil end
   local value
@@ -91,9 +116,7 @@ local function job_key(s, field)
     end
   end
   if not string.find(s, P_END, i + 1) then return nil end
-  if not value or not string.find(value, '^[1-9]%d*$') then return nil end
-  if #value > 19 or (#value == 19 and value > '9223372036854775807') then return nil end
-  return value
+  return positive(value)
 end
 -- track / untrack: one more / one fewer job alive for the payload's job key in `Q:jobs`.
 -- Untracking never touches a 'dead' mark (scripts.DEAD_MARK) and drops the field at zero
@@ -126,25 +149,30 @@ local function credit(counted, payload)
   redis.call('HINCRBY', counted, '=' .. payload, 1)
   redis.call('HINCRBY', counted, 'n', 1)
 end
+-- A job the caller pushed and counted: credited (1), its sum added by `credited` at the end.
 local function credit_new(counted, field, payload)
-  if field == '' then return end
+  if field == '' then return 0 end
   redis.call('HINCRBY', counted, '=' .. payload, 1)
-  redis.call('HINCRBY', counted, 'n', 1)
+  return 1
+end
+local function credited(counted, k)
+  if k > 0 then redis.call('HINCRBY', counted, 'n', k) end
 end
 -- The queue keeps an index: moves back to the queue are credited from now on.
 local function keeps_index(counted, field)
   if field ~= '' then redis.call('HSETNX', counted, 'n', 0) end
 end
--- A copy of `payload` leaves the queue for a consumer: spends its credit, or is counted now.
+-- A copy of `payload` leaves the queue for a consumer: spends its credit (returns 1: the
+-- caller takes the spent credits off `n` at once), or is counted now (returns 0).
 local function take(counted, jobs, field, payload)
-  if field == '' then return end
+  if field == '' then return 0 end
   local f = '=' .. payload
   local c = tonumber(redis.call('HGET', counted, f))
   if c then
     if c > 1 then redis.call('HSET', counted, f, c - 1) else redis.call('HDEL', counted, f) end
-    redis.call('HINCRBY', counted, 'n', -1)
-  else
-    keeps_index(counted, field)
-    track(jobs, field, payload)
+    return 1
   end
+  keeps_index(counted, field)
+  track(jobs, field, payload)
+  return 0
 end

@@ -4,14 +4,15 @@
 -- the payloads' is dropped in the same step (a regenerated job supersedes its dead letter).
 -- Returns the number of dead letters dropped.
 local field = ARGV[1]
-local revived = {}
+local revived, k = {}, 0
 for i = 2, #ARGV do
   redis.call('LPUSH', KEYS[1], ARGV[i])
   track(KEYS[2], field, ARGV[i])
-  credit_new(KEYS[4], field, ARGV[i])
+  k = k + credit_new(KEYS[4], field, ARGV[i])
   local key = job_key(ARGV[i], field)
   if key then revived[key] = true end
 end
+credited(KEYS[4], k)
 if next(revived) == nil then return 0 end
 local dropped = 0
 for _, entry in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do

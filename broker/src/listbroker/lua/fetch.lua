@@ -9,13 +9,14 @@ for i = 3, #ARGV do
     untrack(KEYS[4], ARGV[2], ARGV[i], false)
   end
 end
-local out = {}
+local out, spent = {}, 0
 for i = 1, tonumber(ARGV[1]) do
   local m = redis.call('LMOVE', q, p, 'RIGHT', 'LEFT')
   if not m then break end
-  take(KEYS[5], KEYS[4], ARGV[2], m)
+  spent = spent + take(KEYS[5], KEYS[4], ARGV[2], m)
   out[i] = m
 end
+if spent > 0 then redis.call('HINCRBY', KEYS[5], 'n', -spent) end
 if #out > 0 and redis.call('EXISTS', crashed) == 1 then
   return {out, redis.call('HMGET', crashed, unpack(out))}
 end
