@@ -23,7 +23,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, func, select
 
 from redis_adapters.queue_figures import queue_figures
-from redis_adapters.queues import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_DELAYED_KEY, REPORT_QUEUE_KEY
+from redis_adapters.queues import (
+    DEAD_LETTER_QUEUE_KEY,
+    INVALID_QUEUE_KEY,
+    REPORT_DELAYED_KEY,
+    REPORT_QUEUE_KEY,
+)
 from redis_adapters.report_message import ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.status import RecordStatus
@@ -229,7 +234,10 @@ def test_a_net_job_dying_beside_the_records_own_retrying_job_leaves_the_record_t
     job = net_job(record_id, retry_count=3)
     redis_conn.lpush(REPORT_QUEUE_KEY, job)  # another producer's job, at its last attempt
     stack.wait_until(
-        lambda: any(e.startswith(job[:-1].encode()) for e in bytes_list(redis_conn.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1))),
+        lambda: any(
+            e.startswith(job[:-1].encode())
+            for e in bytes_list(redis_conn.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1))
+        ),
         timeout=30,
         what="the .NET job dead-lettered",
     )

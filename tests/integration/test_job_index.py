@@ -226,7 +226,8 @@ def test_no_payload_stops_the_report_consumer(
 
 def dotnet_job(record_id: int | str, retry_count: int = 0) -> bytes:
     """A job as the .NET producer (or redis-cli) LPUSHes it: not counted when pushed."""
-    return f'{{"RecordId": {record_id}, "RetryCount": {retry_count}, "EnqueueTime": "2025-01-15T10:30:00"}}'.encode()
+    time = "2025-01-15T10:30:00"
+    return f'{{"RecordId": {record_id}, "RetryCount": {retry_count}, "EnqueueTime": "{time}"}}'.encode()
 
 
 def test_a_dying_job_of_another_producer_is_not_the_last_while_the_records_own_job_retries(
@@ -239,7 +240,7 @@ def test_a_dying_job_of_another_producer_is_not_the_last_while_the_records_own_j
     redis_client.lpush(REPORT_QUEUE_KEY, dotnet_job(77, retry_count=3))
     consumer = report_consumer(broker)
     own, other = take(consumer), take(consumer)
-    assert own.options["retry_count"] == 0 and other.options["retry_count"] == 3
+    assert (own.options["retry_count"], other.options["retry_count"]) == (0, 3)
     own.retry_later(own._message.copy(options={**own.options, "retry_count": 1}), 60_000)
     assert queue.jobs_alive(77) == 2  # what mark_record_failed asks: not the last job
     other.dead_letter()
@@ -280,7 +281,8 @@ def test_a_nested_record_id_touches_no_other_records_entry(
 
 
 @pytest.mark.parametrize(
-    "record_id", ["42.5", '"42"', "-42", "0", "42e0", "4.2E1", "042", "true", "null", "[42]", '{"RecordId":42}']
+    "record_id",
+    ["42.5", '"42"', "-42", "0", "42e0", "4.2E1", "042", "true", "null", "[42]", '{"RecordId":42}'],
 )
 def test_a_job_whose_record_id_is_not_a_positive_integer_touches_no_entry(
     broker: RedisListBroker, redis_client: redis.Redis, record_id: str
@@ -315,13 +317,23 @@ def test_a_record_id_beyond_double_precision_keeps_its_digits(
 
 
 NAMES = st.sampled_from(
-    ['"RecordId"', '"Record\\u0049d"', '"\\u0052ecordId"', '"recordId"', '"RecordId "', '"Record\\"Id"', '"Meta"']
+    [
+        '"RecordId"',
+        '"Record\\u0049d"',
+        '"\\u0052ecordId"',
+        '"recordId"',
+        '"RecordId "',
+        '"Record\\"Id"',
+        '"Meta"',
+    ]
 )
 VALUES = st.one_of(
     st.integers(-10, 2**64).map(str),
     st.sampled_from(
-        ["42.5", "4.2e1", "42.0", "1E2", "-0", '"42"', '"x\\"RecordId\\":7"', "true", "null", "[]"]
-        + ['[1,{"RecordId":8}]', '{"RecordId":9}', '{"a":"}{[","RecordId":10}', '"\\\\"']
+        [
+            *("42.5", "4.2e1", "42.0", "1E2", "-0", '"42"', '"x\\"RecordId\\":7"', "true", "null", "[]"),
+            *('[1,{"RecordId":8}]', '{"RecordId":9}', '{"a":"}{[","RecordId":10}', '"\\\\"'),
+        ]
     ),
 )
 SPACE = st.sampled_from(["", " ", "\n", "\t", "\r\n  "])

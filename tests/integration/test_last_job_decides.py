@@ -49,7 +49,10 @@ HOUR_MS = 3_600_000
 DOTNET = '{{"RecordId": {rid}, "RetryCount": {retry}, "EnqueueTime": "2025-01-15T10:30:00"}}'
 #: Jobs of another producer whose RecordId is read only at the top level (the nested one is
 #: another record's), and payloads with no positive integer RecordId (quarantined).
-NESTED = '{{"Meta":{{"RecordId":{other}}},"RecordId":{rid},"RetryCount":{retry},"EnqueueTime":"2025-01-15T10:30:00"}}'
+NESTED = (
+    '{{"Meta":{{"RecordId":{other}}},"RecordId":{rid},"RetryCount":{retry},'
+    '"EnqueueTime":"2025-01-15T10:30:00"}}'
+)
 NOT_A_JOB = (
     '{{"RecordId":{rid}.5,"RetryCount":0,"EnqueueTime":"2025-01-15T10:30:00"}}',
     '{{"RecordId":"{rid}","RetryCount":0,"EnqueueTime":"2025-01-15T10:30:00"}}',

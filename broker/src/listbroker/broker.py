@@ -343,7 +343,9 @@ class RedisListBroker(Broker):
     def flush(self, queue_name: str) -> None:
         keys = self.queue_keys(queue_name)
         with connection_errors():
-            self.client.delete(keys.queue, keys.delayed, keys.dead, keys.invalid, keys.crashed, keys.jobs, keys.counted)
+            self.client.delete(
+                keys.queue, keys.delayed, keys.dead, keys.invalid, keys.crashed, keys.jobs, keys.counted
+            )
 
     def flush_all(self) -> None:
         for queue_name in list(self.queues):
