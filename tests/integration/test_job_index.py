@@ -18,9 +18,12 @@ from listbroker import (
     DEAD_MARK,
     DELAYED_PREFIX_LEN,
     HEARTBEATS_KEY,
+    DelayedMessages,
     ListMessageProxy,
+    QueueKeys,
     RedisListBroker,
     RedisListConsumer,
+    Removed,
 )
 from listbroker.keys import PROCESSING_INFIX
 
@@ -365,3 +368,35 @@ def test_the_index_reads_the_record_id_the_decoder_reads(redis_client: redis.Red
         assert ReportQueueMessage.decode(json.dumps(full)).record_id == value
     except InvalidReportMessage:
         assert expected == {}
+
+
+def test_a_dead_mark_is_not_finished_while_another_producers_job_of_the_record_waits(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    """The reconciler sets status 5 for a dead mark: not while a job LPUSHed by another producer
+    waits for the record, which then decides."""
+    queue = RedisReportQueue(redis_client)
+    queue.enqueue(50)
+    consumer = report_consumer(broker)
+    take(consumer).dead_letter(unconfirmed=True)  # the status-5 write failed: the mark
+    assert index(redis_client) == {50: DEAD_MARK}
+    redis_client.lpush(REPORT_QUEUE_KEY, dotnet_job(50))
+    assert queue.enqueue_missing([50]) == ([], [])
+    assert index(redis_client) == {50: "1"}
+    consumer.close()
+
+
+def test_deleting_a_retry_is_not_the_records_last_job_while_another_producers_job_waits(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    queue = RedisReportQueue(redis_client)
+    queue.enqueue(51)
+    consumer = report_consumer(broker)
+    own = take(consumer)
+    own.retry_later(own._message.copy(options={**own.options, "retry_count": 1}), 3_600_000)
+    redis_client.lpush(REPORT_QUEUE_KEY, dotnet_job(51))
+    delayed = DelayedMessages(redis_client, QueueKeys.for_queue(REPORT_QUEUE_NAME), job_key_field="RecordId")
+    [member] = bytes_list(redis_client.zrange(REPORT_DELAYED_KEY, 0, -1))
+    assert delayed.remove([member]) == [Removed.REMOVED]
+    assert index(redis_client) == {51: "1"}
+    consumer.close()

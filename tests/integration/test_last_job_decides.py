@@ -93,7 +93,7 @@ def make_machine(make_broker: BrokerFactory, client: redis.Redis) -> type[RuleBa
             self.status = dict.fromkeys(range(1, 4), 3)
 
         def _consumer(self) -> RedisListConsumer:
-            return self.broker.consume(REPORT_QUEUE_NAME, prefetch=8, timeout=50)
+            return self.broker.consume(REPORT_QUEUE_NAME, prefetch=8, timeout=10)
 
         # -------------------------------------------------------------- the model
 
@@ -129,7 +129,9 @@ def make_machine(make_broker: BrokerFactory, client: redis.Redis) -> type[RuleBa
 
         # -------------------------------------------------------------- producers
 
-        @initialize(own=st.lists(RECORDS, max_size=3), other=st.lists(RECORDS, max_size=3))
+        @initialize(
+            own=st.lists(RECORDS, max_size=2, unique=True), other=st.lists(RECORDS, max_size=2, unique=True)
+        )
         def jobs_of_both_kinds_wait(self, own: list[int], other: list[int]) -> None:
             for record_id in own:
                 self.web_enqueues(record_id)
@@ -264,7 +266,7 @@ def test_the_last_job_of_a_record_decides_whoever_queued_it(
     run_state_machine_as_test(
         make_machine(make_broker, redis_client),
         settings=settings(
-            max_examples=300,
+            max_examples=200,
             stateful_step_count=50,
             deadline=None,
             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

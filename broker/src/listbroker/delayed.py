@@ -105,5 +105,8 @@ class DelayedMessages:
         """End these delayed messages (see `Removed`)."""
         if not members:
             return []
-        done = self._remove(keys=[self.keys.delayed, self.keys.jobs], args=[self.job_key_field, *members])
+        done = self._remove(
+            keys=[self.keys.delayed, self.keys.jobs, self.keys.queue, self.keys.counted],
+            args=[self.job_key_field, *members],
+        )
         return [Removed(int(flag)) for flag in done]

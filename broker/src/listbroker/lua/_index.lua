@@ -176,3 +176,30 @@ local function take(counted, jobs, field, payload)
   track(jobs, field, payload)
   return 0
 end
+-- Counts (and credits) every job waiting in the queue that no producer counted (another
+-- producer's LPUSH, not fetched yet), so the index then counts every job alive. Reads the whole
+-- queue, so only while such jobs wait (its length beyond the credited sum). True if it did.
+local function count_waiting(q, jobs, counted, field)
+  if field == '' or redis.call('LLEN', q) <= (tonumber(redis.call('HGET', counted, 'n')) or 0) then
+    return false
+  end
+  keeps_index(counted, field)
+  local copies = {}
+  for _, m in ipairs(redis.call('LRANGE', q, 0, -1)) do
+    copies[m] = (copies[m] or 0) + 1
+  end
+  local k = 0
+  for m, c in pairs(copies) do
+    local f = '=' .. m
+    local have = tonumber(redis.call('HGET', counted, f)) or 0
+    if c > have then
+      for _ = have + 1, c do
+        track(jobs, field, m)
+      end
+      redis.call('HSET', counted, f, c)
+      k = k + c - have
+    end
+  end
+  credited(counted, k)
+  return true
+end

@@ -1,7 +1,9 @@
 -- uses: _index
 -- KEYS: queue, jobs, counted. ARGV: job key field, payloads...
 -- A reconciler's step: LPUSHes (and counts) each payload whose job key has no job alive
--- and no dead mark. Returns {job keys enqueued, job keys carrying a dead mark}.
+-- and no dead mark. Returns {job keys enqueued, job keys carrying a dead mark}; a dead mark
+-- is first checked against another producer's jobs still waiting (count_waiting: counted, a
+-- job of the key replaces its mark, and that job decides).
 local enqueued, dead, k = {}, {}, 0
 for i = 2, #ARGV do
   local key = job_key(ARGV[i], ARGV[1])
@@ -18,4 +20,11 @@ for i = 2, #ARGV do
   end
 end
 credited(KEYS[3], k)
+if #dead > 0 and count_waiting(KEYS[1], KEYS[2], KEYS[3], ARGV[1]) then
+  local still = {}
+  for _, key in ipairs(dead) do
+    if not tonumber(redis.call('HGET', KEYS[2], key)) then still[#still + 1] = key end
+  end
+  dead = still
+end
 return {enqueued, dead}
