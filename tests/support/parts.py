@@ -45,7 +45,7 @@ FILE_SECONDS: dict[str, float] = {
     "tests/e2e/test_console.py": 85.0,
     "tests/e2e/test_run_safe.py": 75.0,
     "tests/integration/test_web_bad_input.py": 69.0,
-    "tests/e2e/test_stack.py": 80.0,
+    "tests/e2e/test_stack.py": 74.0,
     "tests/e2e/test_supervise.py": 58.0,
     "tests/e2e/test_security.py": 53.0,
     "tests/integration/test_report_groups.py": 51.0,
