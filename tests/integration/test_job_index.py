@@ -399,3 +399,19 @@ def test_deleting_a_retry_is_not_the_records_last_job_while_another_producers_jo
     assert RedisQueueOperations(redis_client).delete_delayed([handle]) == {handle: 0}
     assert index(redis_client) == {51: "1"}
     consumer.close()
+
+
+def test_jobs_queued_by_the_previous_version_are_not_counted_twice(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    """Upgrading with jobs waiting: listbroker 1 counted our producers' jobs without crediting
+    them. The first step of the new scripts takes every job then waiting as counted, so a job of
+    ours is not counted a second time when fetched (its record would wait in status 3 forever)."""
+    redis_client.lpush(REPORT_QUEUE_KEY, ReportQueueMessage.new(60).encode())
+    redis_client.hset(REPORT_JOBS_KEY, "60", 1)  # as listbroker 1's enqueue left it
+    consumer = report_consumer(broker)
+    message = take(consumer)
+    assert index(redis_client) == {60: "1"}
+    consumer.ack(message)
+    consumer.close()
+    assert index(redis_client) == {}

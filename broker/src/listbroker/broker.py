@@ -202,9 +202,7 @@ class RedisListBroker(Broker):
         with connection_errors():
             if delay:
                 member = (secrets.token_hex(8) + "|").encode() + _as_bytes(payload)
-                self.scripts.delay(
-                    keys=[keys.delayed, keys.jobs, keys.counted], args=[int(delay), member, field]
-                )
+                self.scripts.delay(keys=[keys.delayed, keys.jobs], args=[int(delay), member, field])
                 self.delay_scheduled(int(delay))
             elif field:
                 self.direct.run_script(

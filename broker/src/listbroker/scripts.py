@@ -29,6 +29,8 @@ Layout of a queue `Q` (e.g. `report:queue`):
                       flight or delayed is counted, whoever queued it. Jobs of another
                       producer still waiting are `LLEN Q - n`; `jobs_alive.lua` counts them
                       (reading the queue) when a dead letter asks whether it was the last.
+                      A queue filled before the credits existed is credited whole by the
+                      first script that finds no `n` (`ensure_counted` in _index.lua).
 
 Every script declares every key it touches (KEYS), none is built inside Lua, and each
 touches the keys of one queue only: with hash-tagged keys (keys.py) every call runs on

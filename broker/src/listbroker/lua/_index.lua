@@ -149,7 +149,8 @@ local function credit(counted, payload)
   redis.call('HINCRBY', counted, '=' .. payload, 1)
   redis.call('HINCRBY', counted, 'n', 1)
 end
--- A job the caller pushed and counted: credited (1), its sum added by `credited` at the end.
+-- A job the caller pushed and counted (after `ensure_counted`): credited (1), its sum added by
+-- `credited` at the end.
 local function credit_new(counted, field, payload)
   if field == '' then return 0 end
   redis.call('HINCRBY', counted, '=' .. payload, 1)
@@ -158,9 +159,25 @@ end
 local function credited(counted, k)
   if k > 0 then redis.call('HINCRBY', counted, 'n', k) end
 end
--- The queue keeps an index: moves back to the queue are credited from now on.
-local function keeps_index(counted, field)
-  if field ~= '' then redis.call('HSETNX', counted, 'n', 0) end
+-- The first step of a queue with an index that has no credits yet (`n` absent): from now on
+-- moves back to the queue are credited. An empty index means no job was counted, so every job
+-- waiting is uncounted (n = 0); one that counts jobs was kept by listbroker < 2, whose
+-- producers counted their jobs without credits: every job waiting is taken as counted then
+-- (so none is counted twice; another producer's waits uncounted, as it did before).
+local function ensure_counted(q, jobs, counted, field)
+  if field == '' or redis.call('HEXISTS', counted, 'n') == 1 then return end
+  local n = 0
+  if redis.call('EXISTS', jobs) == 1 then
+    local copies = {}
+    for _, m in ipairs(redis.call('LRANGE', q, 0, -1)) do
+      copies[m] = (copies[m] or 0) + 1
+    end
+    for m, c in pairs(copies) do
+      redis.call('HSET', counted, '=' .. m, c)
+      n = n + c
+    end
+  end
+  redis.call('HSET', counted, 'n', n)
 end
 -- A copy of `payload` leaves the queue for a consumer: spends its credit (returns 1: the
 -- caller takes the spent credits off `n` at once), or is counted now (returns 0).
@@ -172,7 +189,6 @@ local function take(counted, jobs, field, payload)
     if c > 1 then redis.call('HSET', counted, f, c - 1) else redis.call('HDEL', counted, f) end
     return 1
   end
-  keeps_index(counted, field)
   track(jobs, field, payload)
   return 0
 end
@@ -180,10 +196,10 @@ end
 -- producer's LPUSH, not fetched yet), so the index then counts every job alive. Reads the whole
 -- queue, so only while such jobs wait (its length beyond the credited sum). True if it did.
 local function count_waiting(q, jobs, counted, field)
-  if field == '' or redis.call('LLEN', q) <= (tonumber(redis.call('HGET', counted, 'n')) or 0) then
+  ensure_counted(q, jobs, counted, field)
+  if field == '' or redis.call('LLEN', q) <= tonumber(redis.call('HGET', counted, 'n')) then
     return false
   end
-  keeps_index(counted, field)
   local copies = {}
   for _, m in ipairs(redis.call('LRANGE', q, 0, -1)) do
     copies[m] = (copies[m] or 0) + 1

@@ -4,6 +4,7 @@
 -- and no dead mark. Returns {job keys enqueued, job keys carrying a dead mark}; a dead mark
 -- is first checked against another producer's jobs still waiting (count_waiting: counted, a
 -- job of the key replaces its mark, and that job decides).
+ensure_counted(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
 local enqueued, dead, k = {}, {}, 0
 for i = 2, #ARGV do
   local key = job_key(ARGV[i], ARGV[1])

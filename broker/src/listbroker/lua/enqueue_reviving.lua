@@ -4,6 +4,7 @@
 -- the payloads' is dropped in the same step (a regenerated job supersedes its dead letter).
 -- Returns the number of dead letters dropped.
 local field = ARGV[1]
+ensure_counted(KEYS[1], KEYS[2], KEYS[4], field)
 local revived, k = {}, 0
 for i = 2, #ARGV do
   redis.call('LPUSH', KEYS[1], ARGV[i])

@@ -9,6 +9,7 @@ for i = 3, #ARGV do
     untrack(KEYS[4], ARGV[2], ARGV[i], false)
   end
 end
+ensure_counted(q, KEYS[4], KEYS[5], ARGV[2])
 local out, spent = {}, 0
 for i = 1, tonumber(ARGV[1]) do
   local m = redis.call('LMOVE', q, p, 'RIGHT', 'LEFT')
