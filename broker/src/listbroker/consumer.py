@@ -360,7 +360,10 @@ class RedisListConsumer(Consumer):
         The wait moves nothing: a BLMOVE of the queue onto itself, right end to right end,
         leaves it as it was. The message is then taken by the fetch script, which counts it
         in the job index when no producer did (a BLMOVE into the processing list would take
-        it uncounted, and a crash before a second step would lose the difference).
+        it uncounted, and a crash before a second step would lose the difference). Every
+        consumer waiting on the queue wakes for its first message (each one's BLMOVE puts it
+        back), and one fetch takes it: a round trip per waiting consumer when an idle queue
+        gets work.
         """
         with self._cond:
             self._blocking = True
