@@ -89,8 +89,9 @@ def _other_jobs_alive(record_id: int) -> bool | None:
 def mark_record_failed(message: dramatiq.Message[Any]) -> bool:
     """on_dead_letter hook: the record shows status 5 (生成失败) once its attempts are used up.
 
-    Only its last job decides: while another job of the record is alive (an admin regenerated
-    it while this one was retrying), this dead letter leaves the status alone and returns
+    Only its last job decides, whoever queued it: while another job of the record is alive (an
+    admin regenerated it while this one was retrying, another producer LPUSHed one; the index
+    counts both, `RedisReportQueue.jobs_alive`), this dead letter leaves the status alone and returns
     False; should that job end first after all, the index's `dead` mark has the reconciler
     set 5 (docs/queue.md, "The reconciler"). The same when the index cannot be read (Redis failing):
     guessing "none alive" set 5 under a regenerated job with attempts left (found by the

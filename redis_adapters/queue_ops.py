@@ -17,7 +17,7 @@ from listbroker.delayed import entry as delayed_entry
 
 from redis_adapters.queue_figures import as_local
 from redis_adapters.queues import REPORT_QUEUE_NAME
-from redis_adapters.report_message import JOB_KEY_PATTERN, InvalidReportMessage, ReportQueueMessage
+from redis_adapters.report_message import JOB_KEY_FIELD, InvalidReportMessage, ReportQueueMessage
 from services.domain.errors import QueueUnavailable
 from services.domain.opsmodel import DeadLetter, DelayedRetry, InvalidPayload
 
@@ -96,10 +96,14 @@ def _queue_errors() -> Iterator[None]:
 class RedisQueueOperations:
     def __init__(self, client: redis.Redis, keys: QueueKeys | None = None) -> None:
         keys = keys or QueueKeys.for_queue(REPORT_QUEUE_NAME)
-        self.store = DeadLetters(client, keys, job_key_pattern=JOB_KEY_PATTERN)
-        self.delayed = DelayedMessages(client, keys, job_key_pattern=JOB_KEY_PATTERN)
+        self.store = DeadLetters(client, keys, job_key_field=JOB_KEY_FIELD)
+        self.delayed = DelayedMessages(client, keys, job_key_field=JOB_KEY_FIELD)
         self.index = JobIndex(
-            client, queue_key=keys.queue, jobs_key=keys.jobs, job_key_pattern=JOB_KEY_PATTERN
+            client,
+            queue_key=keys.queue,
+            jobs_key=keys.jobs,
+            counted_key=keys.counted,
+            job_key_field=JOB_KEY_FIELD,
         )
 
     # ------------------------------------------------------------------ dead letters

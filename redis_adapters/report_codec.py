@@ -12,7 +12,7 @@ from typing import Any
 import dramatiq
 from listbroker import DEAD_LETTER_OPTION, InvalidMessage
 
-from redis_adapters.report_message import JOB_KEY_PATTERN, DeadMark, InvalidReportMessage, ReportQueueMessage
+from redis_adapters.report_message import JOB_KEY_FIELD, DeadMark, InvalidReportMessage, ReportQueueMessage
 
 #: Namespace of the message ids derived from report payloads (they carry no id of their own).
 REPORT_MESSAGE_NAMESPACE = uuid.UUID("6b1e2f0c-52a4-4c3e-9a57-8d1f5a3e9c10")
@@ -43,7 +43,7 @@ class ReportCodec:
     the jobs alive per record.
     """
 
-    job_key_pattern = JOB_KEY_PATTERN
+    job_key_field = JOB_KEY_FIELD
 
     def __init__(self, queue_name: str, actor_name: str) -> None:
         self.queue_name = queue_name

@@ -30,9 +30,9 @@ FIELDS = ("RecordId", "RetryCount", "EnqueueTime")
 #: The fields a dead letter adds (`DeadMark`), written after FIELDS.
 DEAD_FIELDS = ("DeadAt", "LastError", "Attempts")
 
-#: Lua pattern that captures the RecordId of a payload (the index `report:queue:jobs` is
-#: kept by Lua scripts, which find the id without decoding the JSON).
-JOB_KEY_PATTERN = '"RecordId"%s*:%s*(%d+)'
+#: The member holding a job's key for the index `report:queue:jobs`: the broker's Lua scripts
+#: read the top-level RecordId as `decode` does (a positive integer, or no key at all).
+JOB_KEY_FIELD = "RecordId"
 
 
 class InvalidReportMessage(MiAssessmentError):
@@ -101,7 +101,9 @@ class ReportQueueMessage:
     @classmethod
     def decode(cls, raw: str | bytes) -> ReportQueueMessage:
         try:
-            data = json.loads(raw)
+            # UTF-8 only (json.loads would also take UTF-16 or -32 bytes, or a BOM, which the
+            # job index's reading of RecordId does not: one reading, or none).
+            data = json.loads(raw.decode("utf-8") if isinstance(raw, bytes | bytearray) else raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise InvalidReportMessage(f"not JSON: {exc}") from None
         except RecursionError:

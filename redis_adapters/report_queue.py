@@ -14,9 +14,10 @@ from collections.abc import Sequence
 import redis
 from listbroker import JobIndex
 from listbroker.jobindex import PreparedScript
+from listbroker.keys import COUNTED_SUFFIX
 
 from redis_adapters.queues import REPORT_JOBS_KEY, REPORT_QUEUE_KEY
-from redis_adapters.report_message import JOB_KEY_PATTERN, ReportQueueMessage
+from redis_adapters.report_message import JOB_KEY_FIELD, ReportQueueMessage
 from services.domain.errors import QueueUnavailable
 
 
@@ -30,7 +31,13 @@ class RedisReportQueue:
         self.key = key
         self.jobs_key = jobs_key
         #: The queue's job index, also used by the reconciler to clear dead marks.
-        self.index = JobIndex(client, queue_key=key, jobs_key=jobs_key, job_key_pattern=JOB_KEY_PATTERN)
+        self.index = JobIndex(
+            client,
+            queue_key=key,
+            jobs_key=jobs_key,
+            counted_key=key + COUNTED_SUFFIX,
+            job_key_field=JOB_KEY_FIELD,
+        )
 
     def enqueue(self, record_id: int) -> None:
         self.enqueue_many([record_id])
@@ -51,11 +58,9 @@ class RedisReportQueue:
             raise unavailable(exc, len(payloads)) from exc
 
     def jobs_alive(self, record_id: int) -> int:
-        """How many jobs of the record are alive (queued, in flight or delayed), by the index;
-        0 for none or a `dead` mark. Raises redis errors as they are."""
-        value = self.client.hget(self.jobs_key, str(record_id))
-        text = value.decode() if isinstance(value, bytes) else str(value or "")
-        return int(text) if text.isdigit() else 0
+        """How many jobs of the record are alive (queued, in flight or delayed), whoever queued
+        them (`JobIndex.jobs_alive`); 0 for none or a `dead` mark. Raises redis errors as they are."""
+        return self.index.jobs_alive(record_id)
 
     def enqueue_missing(self, record_ids: Sequence[int]) -> tuple[list[int], list[int]]:
         """Queue a job for each record that has none alive, in one atomic step.

@@ -23,7 +23,7 @@ def test_a_consumer_that_beats_after_being_listed_is_not_reaped(
     redis_client.zadd(keys.heartbeats, {lost: 1})
     assert bytes_list(broker.scripts.silent(keys=[keys.heartbeats], args=[2_000, 10])) == [lost.encode()]
     redis_client.zadd(keys.heartbeats, {lost: server_ms(redis_client)})  # it beats meanwhile
-    reap_keys = [keys.heartbeats, lost, keys.queue, keys.crashed]
+    reap_keys = [keys.heartbeats, lost, keys.queue, keys.crashed, keys.counted]
     assert broker.scripts.reap(keys=reap_keys, args=[2_000]) == -1
     assert redis_client.lrange(lost, 0, -1) == [b"m"]
     redis_client.zadd(keys.heartbeats, {lost: 1})  # silent again

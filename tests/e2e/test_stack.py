@@ -23,7 +23,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, func, select
 
 from redis_adapters.queue_figures import queue_figures
-from redis_adapters.queues import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_QUEUE_KEY
+from redis_adapters.queues import (
+    DEAD_LETTER_QUEUE_KEY,
+    INVALID_QUEUE_KEY,
+    REPORT_DELAYED_KEY,
+    REPORT_QUEUE_KEY,
+)
 from redis_adapters.report_message import ReportQueueMessage
 from redis_adapters.report_queue import RedisReportQueue
 from services.domain.status import RecordStatus
@@ -209,6 +214,36 @@ def test_a_job_lpushed_by_the_net_producer_is_processed(
     stack.wait_for_status(token, record_id, RecordStatus.COMPLETED)
     assert stack.ok("GET", f"/api/assessment/report?recordId={record_id}", token)["recordId"] == record_id
     assert redis_conn.llen(INVALID_QUEUE_KEY) == invalid_before
+
+
+def test_a_net_job_dying_beside_the_records_own_retrying_job_leaves_the_record_to_that_job(
+    stack: Stack, engine: Engine, redis_conn: redis.Redis
+) -> None:
+    """The last job of a record decides, whoever queued it: a .NET job of the record dies at
+    RetryCount 3 while the record's own job waits for its retry; the record stays in status 3,
+    and the own job, once the record's data is repaired, completes it."""
+    token = stack.user(12)
+    record_id = insert_record(engine, 12, answers=False)  # every attempt fails for now
+    RedisReportQueue(redis_conn).enqueue(record_id)  # the web tier's job, counted
+    own = f'"RecordId":{record_id},"RetryCount":1,'.encode()
+    stack.wait_until(
+        lambda: any(own in m for m in bytes_list(redis_conn.zrange(REPORT_DELAYED_KEY, 0, -1))),
+        timeout=30,
+        what="the record's own job waiting for its first retry",
+    )
+    job = net_job(record_id, retry_count=3)
+    redis_conn.lpush(REPORT_QUEUE_KEY, job)  # another producer's job, at its last attempt
+    stack.wait_until(
+        lambda: any(
+            e.startswith(job[:-1].encode())
+            for e in bytes_list(redis_conn.lrange(DEAD_LETTER_QUEUE_KEY, 0, -1))
+        ),
+        timeout=30,
+        what="the .NET job dead-lettered",
+    )
+    assert db_status(engine, record_id) == RecordStatus.GENERATING  # not 5: a job of it is alive
+    add_answers(engine, record_id)
+    stack.wait_for_status(token, record_id, RecordStatus.COMPLETED, timeout=120)
 
 
 def test_sigterm_to_the_stack_loses_nothing(stack: Stack, engine: Engine, redis_conn: redis.Redis) -> None:

@@ -30,6 +30,7 @@ def queue_family(keys: QueueKeys) -> list[str]:
         keys.delayed,
         keys.crashed,
         keys.jobs,
+        keys.counted,
         keys.heartbeats,
         processing,
         *owner,
@@ -58,6 +59,7 @@ def test_default_names_are_unchanged() -> None:
         delayed="report:queue:delayed",
         crashed="report:queue:crashed",
         jobs="report:queue:jobs",
+        counted="report:queue:counted",
         heartbeats="broker:heartbeats",
     )
     assert keys.report.heartbeats == HEARTBEATS_KEY
@@ -113,8 +115,16 @@ def test_queue_names_with_braces_are_refused_when_hash_tagged() -> None:
 
 
 def test_owner_of_processing() -> None:
-    assert owner_of_processing("{report}:queue:processing:x") == ("{report}:queue", "{report}:queue:crashed")
-    assert owner_of_processing("report:queue:processing:x") == ("report:queue", "report:queue:crashed")
+    assert owner_of_processing("{report}:queue:processing:x") == (
+        "{report}:queue",
+        "{report}:queue:crashed",
+        "{report}:queue:counted",
+    )
+    assert owner_of_processing("report:queue:processing:x") == (
+        "report:queue",
+        "report:queue:crashed",
+        "report:queue:counted",
+    )
     assert owner_of_processing("something-else") is None
     assert owner_of_processing(":processing:x") is None
     assert family_prefix("hotpath") == "hotpath:"
@@ -128,7 +138,9 @@ def test_no_script_builds_a_key(name: str) -> None:
     body = resources.files("listbroker").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
     code = "\n".join(line.split("--", 1)[0] for line in source(name).splitlines())
     assert not re.search(r"\.\.\s*'[:{]", code), body
-    assert "string.find" not in code
+    # The job index's prologue (_index.lua) searches payloads, never key names.
+    own = "\n".join(line.split("--", 1)[0] for line in body.splitlines())
+    assert "string.find" not in own
 
 
 def test_the_setting() -> None:

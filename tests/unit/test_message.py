@@ -105,6 +105,9 @@ def test_dotnet_producer_messages_decode_and_keep_their_text(raw: str) -> None:
         b'{"RecordId":12,"RetryCount":0,"EnqueueTime":1736908200}',
         b'{"recordId":12,"retryCount":0,"enqueueTime":"2025-01-15T10:30:00"}',
         b"\xff\xfe\x00",
+        # Not UTF-8: the job index reads RecordId from UTF-8 text only (json.loads took these).
+        '{"RecordId":12,"RetryCount":0,"EnqueueTime":"2025-01-15T10:30:00"}'.encode("utf-16"),
+        '{"RecordId":12,"RetryCount":0,"EnqueueTime":"2025-01-15T10:30:00"}'.encode("utf-8-sig"),
     ],
 )
 def test_malformed_messages_are_rejected_with_a_reason(raw: bytes) -> None:

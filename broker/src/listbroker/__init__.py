@@ -49,7 +49,7 @@ from listbroker.broker import (
     DEFAULT_SOCKET_TIMEOUT,
     RedisListBroker,
 )
-from listbroker.codecs import Codec, DramatiqCodec, job_key_pattern
+from listbroker.codecs import Codec, DramatiqCodec, job_key_field
 from listbroker.connections import DirectConnections, connection_errors, run_on
 from listbroker.consumer import ListMessageProxy, RedisListConsumer
 from listbroker.deadletters import (
@@ -125,7 +125,7 @@ __all__ = [
     "dead_letter_option",
     "debounce_worker_sigterm",
     "default_middleware",
-    "job_key_pattern",
+    "job_key_field",
     "queue_figures",
     "run_on",
 ]

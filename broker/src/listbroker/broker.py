@@ -37,7 +37,7 @@ from dramatiq.middleware import Middleware
 
 from listbroker.backoff import Backoff
 from listbroker.batches import Batching, batching_of
-from listbroker.codecs import Codec, DramatiqCodec, job_key_pattern
+from listbroker.codecs import Codec, DramatiqCodec, job_key_field
 from listbroker.connections import connection_errors, hot_path_connections
 from listbroker.consumer import MAX_BLOCK_SECONDS, RedisListConsumer
 from listbroker.figures import read_figures
@@ -198,14 +198,16 @@ class RedisListBroker(Broker):
         self.emit_before("enqueue", message, delay)
         codec = self.codec_for(message.queue_name)
         payload = codec.encode(message)
-        pattern = job_key_pattern(codec)
+        field = job_key_field(codec)
         with connection_errors():
             if delay:
                 member = (secrets.token_hex(8) + "|").encode() + _as_bytes(payload)
-                self.scripts.delay(keys=[keys.delayed, keys.jobs], args=[int(delay), member, pattern])
+                self.scripts.delay(keys=[keys.delayed, keys.jobs], args=[int(delay), member, field])
                 self.delay_scheduled(int(delay))
-            elif pattern:
-                self.direct.run_script(self.scripts.enqueue, [keys.queue, keys.jobs], [pattern, payload])
+            elif field:
+                self.direct.run_script(
+                    self.scripts.enqueue, [keys.queue, keys.jobs, keys.counted], [field, payload]
+                )
             else:
                 self.direct.run("LPUSH", keys.queue, payload)
         self.emit_after("enqueue", message, delay)
@@ -239,9 +241,11 @@ class RedisListBroker(Broker):
         pipe = self.client.pipeline(transaction=False)
         for queue_name, payloads in by_queue.items():
             keys = self.queue_keys(queue_name)
-            pattern = job_key_pattern(self.codec_for(queue_name))
-            if pattern:
-                self.scripts.enqueue(keys=[keys.queue, keys.jobs], args=[pattern, *payloads], client=pipe)
+            field = job_key_field(self.codec_for(queue_name))
+            if field:
+                self.scripts.enqueue(
+                    keys=[keys.queue, keys.jobs, keys.counted], args=[field, *payloads], client=pipe
+                )
             else:
                 pipe.lpush(keys.queue, *payloads)
         pipe.execute()
@@ -249,9 +253,11 @@ class RedisListBroker(Broker):
     def _enqueue_per_queue(self, by_queue: Mapping[str, list[str | bytes]]) -> None:
         for queue_name, payloads in by_queue.items():
             keys = self.queue_keys(queue_name)
-            pattern = job_key_pattern(self.codec_for(queue_name))
-            if pattern:
-                self.direct.run_script(self.scripts.enqueue, [keys.queue, keys.jobs], [pattern, *payloads])
+            field = job_key_field(self.codec_for(queue_name))
+            if field:
+                self.direct.run_script(
+                    self.scripts.enqueue, [keys.queue, keys.jobs, keys.counted], [field, *payloads]
+                )
             else:
                 self.direct.run("LPUSH", keys.queue, *payloads)
 
@@ -335,7 +341,9 @@ class RedisListBroker(Broker):
     def flush(self, queue_name: str) -> None:
         keys = self.queue_keys(queue_name)
         with connection_errors():
-            self.client.delete(keys.queue, keys.delayed, keys.dead, keys.invalid, keys.crashed, keys.jobs)
+            self.client.delete(
+                keys.queue, keys.delayed, keys.dead, keys.invalid, keys.crashed, keys.jobs, keys.counted
+            )
 
     def flush_all(self) -> None:
         for queue_name in list(self.queues):

@@ -16,8 +16,10 @@ from listbroker.errors import InvalidMessage
 
 
 class Codec(Protocol):
-    """How a queue's messages are written. A codec may also have a `job_key_pattern`: a
-    Lua pattern capturing a payload's job key, for the index `Q:jobs` (see scripts.py)."""
+    """How a queue's messages are written. A codec whose payloads are JSON objects may also
+    have a `job_key_field`: the top-level member holding a payload's job key (a positive
+    integer), for the index `Q:jobs` (see scripts.py). Its decode must read that member as
+    the scripts do (lua/_index.lua, `job_key`), or reject the payload."""
 
     def encode(self, message: dramatiq.Message[Any]) -> str | bytes:
         """The payload stored in Redis. Raises InvalidMessage if the message cannot be written."""
@@ -26,16 +28,16 @@ class Codec(Protocol):
         """The message a payload stands for. Raises InvalidMessage."""
 
 
-def job_key_pattern(codec: Codec) -> str:
-    """The codec's job key pattern, '' when it has none (no index for its queue)."""
-    return str(getattr(codec, "job_key_pattern", ""))
+def job_key_field(codec: Codec) -> str:
+    """The codec's job key field, '' when it has none (no index for its queue)."""
+    return str(getattr(codec, "job_key_field", ""))
 
 
 class DramatiqCodec:
     """Dramatiq's own encoding: whatever the global encoder writes (JSON by default,
     `PickleEncoder` or any other), kept as bytes; nothing assumes it is text."""
 
-    job_key_pattern = ""
+    job_key_field = ""
 
     def encode(self, message: dramatiq.Message[Any]) -> bytes:
         return bytes(message.encode())

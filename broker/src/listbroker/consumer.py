@@ -1,7 +1,7 @@
 """The consumer of one queue in one worker process, and the proxies it hands out.
 
 Reliable fetch: messages are moved atomically from the queue into this consumer's
-processing list (batched in one Lua call, or BLMOVE when the queue is empty) and leave
+processing list (batched in one Lua call; on an empty queue a BLMOVE waits) and leave
 it only when their outcome is recorded: ack, retry, dead letter, quarantine, or
 requeue at shutdown. If the process dies, the reaper of another worker returns them.
 
@@ -22,7 +22,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar
 
 import dramatiq
 import redis
@@ -31,7 +31,7 @@ from dramatiq.errors import ConnectionClosed
 
 from listbroker.backoff import Backoff
 from listbroker.batches import Batching, ListBatchProxy
-from listbroker.codecs import Codec, job_key_pattern
+from listbroker.codecs import Codec, job_key_field
 from listbroker.connections import HotPathConnections, connection_errors
 from listbroker.deadletters import DEAD_LETTER_OPTION, dead_letter_option
 from listbroker.errors import InvalidMessage
@@ -178,12 +178,12 @@ class ListMessageProxy(MessageProxy):
         return self._record(lambda: self._origin.settle(self, "push", entry, unconfirmed=unconfirmed))
 
     def return_to_dead(self) -> bool:
-        """Put this message back in the dead-letter list verbatim, the job index untouched.
+        """Put this message back in the dead-letter list verbatim, its follow-up done already.
 
-        For a dead letter moved back to the queue by hand (it carries `dead_letter`): it
-        was never counted as a job alive, so it must not uncount another one.
+        For a dead letter moved back to the queue by hand (it carries `dead_letter`): counted
+        by its fetch as any job, it ends here without a dead mark and without running.
         """
-        return self._record(lambda: self._origin.settle(self, "push", self.payload, index=False))
+        return self._record(lambda: self._origin.settle(self, "push", self.payload))
 
     def give_back(self) -> None:
         """Return this message, never run, to the head of its queue without counting an attempt."""
@@ -239,9 +239,15 @@ class RedisListConsumer(Consumer):
         self.scripts = broker.scripts
         #: The fetch script's own connection (consumer thread, and acking threads' flushes).
         self.channel = broker.direct.channel()
-        self._fetch_keys = [self.keys.queue, self.processing_key, self.keys.crashed, self.keys.jobs]
-        #: The codec's job key pattern: the scripts keep `Q:jobs` with it ('' = no index).
-        self.job_key_pattern = job_key_pattern(self.codec)
+        self._fetch_keys = [
+            self.keys.queue,
+            self.processing_key,
+            self.keys.crashed,
+            self.keys.jobs,
+            self.keys.counted,
+        ]
+        #: The codec's job key field: the scripts keep `Q:jobs` with it ('' = no index).
+        self.job_key_field = job_key_field(self.codec)
         self._cond = threading.Condition()
         self._buffer: deque[ListMessageProxy] = deque()
         #: Per actor name, its batching (None: one message per call), asked of the broker once.
@@ -299,12 +305,8 @@ class RedisListConsumer(Consumer):
                 self._accept(payloads, crashes)
                 continue
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or not self._block(min(remaining, MAX_BLOCK_SECONDS)):
                 return None
-            payload = self._block(min(remaining, MAX_BLOCK_SECONDS))
-            if payload is None:
-                return None
-            self._accept([payload], [self._crash_count(payload)])
 
     def _hand_out_locked(self) -> MessageProxy:
         """The next message, or a batch of the messages held for a batched actor (batches.py)."""
@@ -343,7 +345,7 @@ class RedisListConsumer(Consumer):
         try:
             with connection_errors():
                 result = self.channel.call(
-                    self.scripts.fetch, self._fetch_keys, [count, self.job_key_pattern, *acks]
+                    self.scripts.fetch, self._fetch_keys, [count, self.job_key_field, *acks]
                 )
         except ConnectionClosed:
             self._restore_acks(acks)
@@ -352,7 +354,17 @@ class RedisListConsumer(Consumer):
         crashes = list(result[1]) if len(result) > 1 else [None] * len(payloads)
         return payloads, crashes
 
-    def _block(self, seconds: float) -> bytes | None:
+    def _block(self, seconds: float) -> bool:
+        """Wait until the queue holds a message (True) or `seconds` pass (False).
+
+        The wait moves nothing: a BLMOVE of the queue onto itself, right end to right end,
+        leaves it as it was. The message is then taken by the fetch script, which counts it
+        in the job index when no producer did (a BLMOVE into the processing list would take
+        it uncounted, and a crash before a second step would lose the difference). Every
+        consumer waiting on the queue wakes for its first message (each one's BLMOVE puts it
+        back), and one fetch takes it: a round trip per waiting consumer when an idle queue
+        gets work.
+        """
         with self._cond:
             self._blocking = True
             acks = self._take_acks()
@@ -362,19 +374,15 @@ class RedisListConsumer(Consumer):
             with connection_errors():
                 payload = self.client.blmove(
                     self.keys.queue,
-                    self.processing_key,
+                    self.keys.queue,
                     max(seconds, 0.01),  # type: ignore[arg-type]  # Redis >= 6 takes a decimal timeout
                     "RIGHT",
-                    "LEFT",
+                    "RIGHT",
                 )
         finally:
             with self._cond:
                 self._blocking = False
-        return None if payload is None else bytes(cast(bytes, payload))
-
-    def _crash_count(self, payload: bytes) -> Any:
-        with connection_errors():
-            return self.client.hget(self.keys.crashed, payload)
+        return payload is not None
 
     def _accept(self, payloads: list[bytes], crashes: list[Any]) -> None:
         proxies = []
@@ -404,10 +412,11 @@ class RedisListConsumer(Consumer):
             payload[:500],
         )
         with connection_errors():
-            # No job key pattern: a payload we could not read was never counted in the index.
+            # The fetch counted it if its job key could be read (the rest of it may still be
+            # bad): it ends here, uncounted, and leaves no dead mark.
             self.scripts.settle(
                 keys=[self.processing_key, self.keys.invalid, self.keys.crashed, self.keys.jobs],
-                args=[payload, "push", payload, 0, "", "", "0"],
+                args=[payload, "push", payload, 0, "", self.job_key_field, "0"],
             )
 
     # ------------------------------------------------------------------ outcomes
@@ -461,13 +470,11 @@ class RedisListConsumer(Consumer):
         delay_ms: int = 0,
         *,
         unconfirmed: bool = False,
-        index: bool = True,
     ) -> bool:
         """Record the outcome of one message in one atomic step (see lua/settle.lua).
 
         Returns False when the message was no longer ours (a reaper gave it back to the
         queue after this process was presumed dead): then nothing is scheduled twice.
-        `index=False` leaves the job index alone (the payload was never counted).
         """
         target = {"delay": self.keys.delayed, "push": self.keys.dead, "ack": self.keys.dead}[mode]
         member_prefix = secrets.token_hex(8) + "|"
@@ -480,7 +487,7 @@ class RedisListConsumer(Consumer):
                     new_payload,
                     delay_ms,
                     member_prefix,
-                    self.job_key_pattern if index else "",
+                    self.job_key_field,
                     "1" if unconfirmed else "0",
                 ],
             )
@@ -524,7 +531,8 @@ class RedisListConsumer(Consumer):
             return
         with connection_errors():
             self.scripts.requeue(
-                keys=[self.processing_key, self.keys.queue], args=[p.payload for p in proxies]
+                keys=[self.processing_key, self.keys.queue, self.keys.counted],
+                args=[p.payload for p in proxies],
             )
         with self._cond:
             self._finish_locked(*[proxy for proxy in proxies if not proxy._finished])
@@ -627,8 +635,14 @@ class RedisListConsumer(Consumer):
         try:
             with self.broker.releasing(self), connection_errors():
                 self.scripts.release(
-                    keys=[self.processing_key, self.keys.queue, self.heartbeats_key, self.keys.jobs],
-                    args=[self.job_key_pattern, *acks],
+                    keys=[
+                        self.processing_key,
+                        self.keys.queue,
+                        self.heartbeats_key,
+                        self.keys.jobs,
+                        self.keys.counted,
+                    ],
+                    args=[self.job_key_field, *acks],
                 )
         except ConnectionClosed:
             self._restore_acks(acks)

@@ -51,14 +51,14 @@ def range_stop(offset: int, limit: int) -> int:
 class DeadLetters:
     """The dead-letter list `Q:dead` and the quarantine `Q:invalid` of one queue.
 
-    `job_key_pattern` must be the one of the queue's codec ('' when it keeps no index).
+    `job_key_field` must be the one of the queue's codec ('' when it keeps no index).
     Redis errors are raised as they are.
     """
 
-    def __init__(self, client: redis.Redis, keys: QueueKeys, *, job_key_pattern: str) -> None:
+    def __init__(self, client: redis.Redis, keys: QueueKeys, *, job_key_field: str) -> None:
         self.client = client
         self.keys = keys
-        self.job_key_pattern = job_key_pattern
+        self.job_key_field = job_key_field
         self._requeue = client.register_script(source("requeue_dead"))
         self._enqueue_reviving = client.register_script(source("enqueue_reviving"))
 
@@ -78,10 +78,12 @@ class DeadLetters:
         """
         if not swaps:
             return []
-        args: list[str | bytes] = [self.job_key_pattern]
+        args: list[str | bytes] = [self.job_key_field]
         for old, new in swaps:
             args += [old, new]
-        done = self._requeue(keys=[self.keys.dead, self.keys.queue, self.keys.jobs], args=args)
+        done = self._requeue(
+            keys=[self.keys.dead, self.keys.queue, self.keys.jobs, self.keys.counted], args=args
+        )
         return [bool(flag) for flag in done]
 
     def delete_dead(self, entries: Sequence[bytes]) -> list[bool]:
@@ -95,7 +97,8 @@ class DeadLetters:
             return 0
         return int(
             self._enqueue_reviving(
-                keys=[self.keys.queue, self.keys.jobs, self.keys.dead], args=[self.job_key_pattern, *payloads]
+                keys=[self.keys.queue, self.keys.jobs, self.keys.dead, self.keys.counted],
+                args=[self.job_key_field, *payloads],
             )
         )
 

@@ -65,12 +65,12 @@ def _due(score_ms: float) -> datetime | None:
 
 
 class DelayedMessages:
-    """The delayed set `Q:delayed` of one queue. `job_key_pattern`: as for `DeadLetters`."""
+    """The delayed set `Q:delayed` of one queue. `job_key_field`: as for `DeadLetters`."""
 
-    def __init__(self, client: redis.Redis, keys: QueueKeys, *, job_key_pattern: str) -> None:
+    def __init__(self, client: redis.Redis, keys: QueueKeys, *, job_key_field: str) -> None:
         self.client = client
         self.keys = keys
-        self.job_key_pattern = job_key_pattern
+        self.job_key_field = job_key_field
         self._release = client.register_script(source("release_delayed"))
         self._remove = client.register_script(source("remove_delayed"))
 
@@ -98,12 +98,15 @@ class DelayedMessages:
         """Push these delayed messages to the queue now; False for one no longer delayed."""
         if not members:
             return []
-        done = self._release(keys=[self.keys.delayed, self.keys.queue], args=list(members))
+        done = self._release(keys=[self.keys.delayed, self.keys.queue, self.keys.counted], args=list(members))
         return [bool(flag) for flag in done]
 
     def remove(self, members: Sequence[bytes]) -> list[Removed]:
         """End these delayed messages (see `Removed`)."""
         if not members:
             return []
-        done = self._remove(keys=[self.keys.delayed, self.keys.jobs], args=[self.job_key_pattern, *members])
+        done = self._remove(
+            keys=[self.keys.delayed, self.keys.jobs, self.keys.queue, self.keys.counted],
+            args=[self.job_key_field, *members],
+        )
         return [Removed(int(flag)) for flag in done]

@@ -2,8 +2,8 @@
 
 The index counts the jobs alive per job key (see scripts.py); the steps here change a
 queue and its index in one atomic call each, as the broker's own steps do. Payloads
-must already be in the queue's wire format, and `job_key_pattern` must be the one of
-the queue's codec.
+must already be in the queue's wire format, and `job_key_field` must be the one of
+the queue's codec. `counted_key` is the queue's `Q:counted` (keys.QueueKeys.counted).
 """
 
 from __future__ import annotations
@@ -26,13 +26,17 @@ class PreparedScript(NamedTuple):
 
 
 class JobIndex:
-    def __init__(self, client: redis.Redis, *, queue_key: str, jobs_key: str, job_key_pattern: str) -> None:
+    def __init__(
+        self, client: redis.Redis, *, queue_key: str, jobs_key: str, counted_key: str, job_key_field: str
+    ) -> None:
         self.queue_key = queue_key
         self.jobs_key = jobs_key
-        self.job_key_pattern = job_key_pattern
+        self.counted_key = counted_key
+        self.job_key_field = job_key_field
         self._enqueue = client.register_script(source("enqueue"))
         self._enqueue_missing = client.register_script(source("enqueue_missing"))
         self._clear_dead_marks = client.register_script(source("clear_dead_marks"))
+        self._jobs_alive = client.register_script(source("jobs_alive"))
 
     def enqueue(self, payloads: Sequence[str | bytes]) -> int:
         """LPUSH the payloads in this order, each counted in the index; the number pushed."""
@@ -42,7 +46,9 @@ class JobIndex:
     def enqueue_call(self, payloads: Sequence[str | bytes]) -> PreparedScript:
         """`enqueue(payloads)` made ready, not sent; its reply is the number pushed."""
         return PreparedScript(
-            self._enqueue, [self.queue_key, self.jobs_key], [self.job_key_pattern, *payloads]
+            self._enqueue,
+            [self.queue_key, self.jobs_key, self.counted_key],
+            [self.job_key_field, *payloads],
         )
 
     def enqueue_missing(self, payloads: Sequence[str | bytes]) -> tuple[list[bytes], list[bytes]]:
@@ -51,9 +57,21 @@ class JobIndex:
         Returns (the job keys enqueued, the job keys carrying a dead mark).
         """
         enqueued, dead = self._enqueue_missing(
-            keys=[self.queue_key, self.jobs_key], args=[self.job_key_pattern, *payloads]
+            keys=[self.queue_key, self.jobs_key, self.counted_key], args=[self.job_key_field, *payloads]
         )
         return list(enqueued), list(dead)
+
+    def jobs_alive(self, job_key: str | int) -> int:
+        """How many jobs of the key are alive, whoever queued them (0: none, or a dead mark).
+
+        Jobs another producer LPUSHed are counted when fetched; any still waiting in the queue
+        are counted first, by one read of the queue that happens only while such jobs wait.
+        """
+        return int(
+            self._jobs_alive(
+                keys=[self.queue_key, self.jobs_key, self.counted_key], args=[self.job_key_field, job_key]
+            )
+        )
 
     def clear_dead_marks(self, job_keys: Sequence[str | int]) -> int:
         """Drop the dead marks of these job keys (their follow-up is done); the number dropped."""

@@ -25,6 +25,7 @@ INVALID_SUFFIX = ":invalid"  # list: messages that could not be decoded, kept ve
 DELAYED_SUFFIX = ":delayed"  # sorted set: delayed messages and retries, scored by due time (ms)
 CRASHED_SUFFIX = ":crashed"  # hash: raw message -> times its consumer died holding it
 JOBS_SUFFIX = ":jobs"  # hash: job key -> jobs alive for it (see scripts.py), if the codec names one
+COUNTED_SUFFIX = ":counted"  # hash: payload -> its copies waiting in the queue already counted in `:jobs`
 PROCESSING_INFIX = ":processing:"  # list per consumer: `Q:processing:<consumer id>`
 HEARTBEATS_SUFFIX = ":heartbeats"  # hash-tagged layout only: the queue's own heartbeat set
 
@@ -51,6 +52,7 @@ class QueueKeys:
     delayed: str
     crashed: str
     jobs: str
+    counted: str
     #: The heartbeat set the queue's consumers beat in (shared or the queue's own).
     heartbeats: str = HEARTBEATS_KEY
 
@@ -66,6 +68,7 @@ class QueueKeys:
             delayed=queue + DELAYED_SUFFIX,
             crashed=queue + CRASHED_SUFFIX,
             jobs=queue + JOBS_SUFFIX,
+            counted=queue + COUNTED_SUFFIX,
             heartbeats=queue + HEARTBEATS_SUFFIX if hash_tag else HEARTBEATS_KEY,
         )
 
@@ -79,8 +82,9 @@ class QueueKeys:
         return self.processing_prefix + consumer_id
 
 
-def owner_of_processing(processing_key: str) -> tuple[str, str] | None:
-    """(queue key, crashed key) of a processing list `Q:processing:<id>`; None for another name.
+def owner_of_processing(processing_key: str) -> tuple[str, str, str] | None:
+    """(queue key, crashed key, counted key) of a processing list `Q:processing:<id>`; None for
+    another name.
 
     The reaper needs them for lists of queues this process never declared (the default
     layout's heartbeat set is shared by every queue), and declares them to its script.
@@ -89,4 +93,4 @@ def owner_of_processing(processing_key: str) -> tuple[str, str] | None:
     if at <= 0:
         return None
     queue = processing_key[:at]
-    return queue, queue + CRASHED_SUFFIX
+    return queue, queue + CRASHED_SUFFIX, queue + COUNTED_SUFFIX

@@ -190,9 +190,11 @@ class Maintenance(threading.Thread):
                     # Not a processing list: nothing to return, only a stray entry to drop.
                     self.broker.client.zrem(heartbeats, member)
                     continue
-                queue, crashed = owner
+                queue, crashed, counted = owner
                 n = int(
-                    self.broker.scripts.reap(keys=[heartbeats, processing, queue, crashed], args=[timeout])
+                    self.broker.scripts.reap(
+                        keys=[heartbeats, processing, queue, crashed, counted], args=[timeout]
+                    )
                 )
                 if n >= 0:
                     consumers += 1
@@ -209,7 +211,7 @@ class Maintenance(threading.Thread):
         for keys in self.broker.declared_queue_keys():
             while True:
                 moved, now_ms, next_ms = self.broker.scripts.promote(
-                    keys=[keys.delayed, keys.queue], args=[PROMOTE_BATCH]
+                    keys=[keys.delayed, keys.queue, keys.counted], args=[PROMOTE_BATCH]
                 )
                 if moved:
                     logger.debug("Released %d delayed message(s) to %s.", moved, keys.queue)

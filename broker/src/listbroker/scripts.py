@@ -14,13 +14,23 @@ Layout of a queue `Q` (e.g. `report:queue`):
                       (hash-tagged layout: `Q:heartbeats`, one per queue, see keys.py);
 - `Q:jobs`            hash job key -> number of jobs alive for it (queued, in flight or
                       delayed), or `dead` (see below). Kept only for a queue whose codec
-                      names a job key (a Lua pattern capturing it from the payload, passed
-                      to the scripts; '' means no index). Every script that creates or
-                      ends a job updates it in the same atomic step, so "is a job
-                      alive for key 42?" is one HGET, and a Redis that lost its data lost
-                      the index with the jobs. A dead letter whose follow-up (e.g. a
-                      record's status) could not be confirmed leaves `dead` behind once no
-                      other job is alive for the key, for a reconciler to finish.
+                      names a job key field (the top-level JSON member holding a positive
+                      integer, read by `job_key` in lua/_index.lua; '' means no index).
+                      Every script that creates, takes or ends a job updates it in the
+                      same atomic step, so "is a job alive for key 42?" is one HGET, and a
+                      Redis that lost its data lost the index with the jobs. A dead letter
+                      whose follow-up (e.g. a record's status) could not be confirmed
+                      leaves `dead` behind once no other job is alive for the key, for a
+                      reconciler to finish.
+- `Q:counted`         hash `=<payload>` -> copies of it waiting in `Q` that `Q:jobs`
+                      already counts, and `n` -> their sum. Any producer may LPUSH to `Q`
+                      (the .NET one, redis-cli), and the payload cannot say who did: a copy
+                      the fetch takes without credit is counted then, so every job in
+                      flight or delayed is counted, whoever queued it. Jobs of another
+                      producer still waiting are `LLEN Q - n`; `jobs_alive.lua` counts them
+                      (reading the queue) when a dead letter asks whether it was the last.
+                      A queue filled before the credits existed is credited whole by the
+                      first script that finds no `n` (`ensure_counted` in _index.lua).
 
 Every script declares every key it touches (KEYS), none is built inside Lua, and each
 touches the keys of one queue only: with hash-tagged keys (keys.py) every call runs on

@@ -1,6 +1,7 @@
 -- uses: _index
--- KEYS: queue, processing, crashed, jobs. ARGV: n, job key pattern, acked payloads...
--- Removes the acknowledged payloads, then moves up to n messages queue -> processing.
+-- KEYS: queue, processing, crashed, jobs, counted. ARGV: n, job key field, acked payloads...
+-- Removes the acknowledged payloads, then moves up to n messages queue -> processing,
+-- counting in the index each one no producer counted (another producer's LPUSH).
 -- Returns {payloads} or {payloads, crash counts} when any message ever lost a worker.
 local q, p, crashed = KEYS[1], KEYS[2], KEYS[3]
 for i = 3, #ARGV do
@@ -8,12 +9,15 @@ for i = 3, #ARGV do
     untrack(KEYS[4], ARGV[2], ARGV[i], false)
   end
 end
-local out = {}
+ensure_counted(q, KEYS[4], KEYS[5], ARGV[2])
+local out, spent = {}, 0
 for i = 1, tonumber(ARGV[1]) do
   local m = redis.call('LMOVE', q, p, 'RIGHT', 'LEFT')
   if not m then break end
+  spent = spent + take(KEYS[5], KEYS[4], ARGV[2], m)
   out[i] = m
 end
+if spent > 0 then redis.call('HINCRBY', KEYS[5], 'n', -spent) end
 if #out > 0 and redis.call('EXISTS', crashed) == 1 then
   return {out, redis.call('HMGET', crashed, unpack(out))}
 end

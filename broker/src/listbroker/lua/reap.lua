@@ -1,8 +1,9 @@
--- uses: _now
--- KEYS: heartbeats, processing, queue, crashed. ARGV: timeout ms.
+-- uses: _now _index
+-- KEYS: heartbeats, processing, queue, crashed, counted. ARGV: timeout ms.
 -- If the consumer of this processing list is still silent for longer than the timeout
 -- (it was listed by silent.lua; checked again here, in the same atomic step as the move),
--- returns its messages to the head of their queue (oldest first), counts one lost
+-- returns its messages to the head of their queue (oldest first; credited as counted in
+-- the job index, which counts them already), counts one lost
 -- delivery for each and forgets the consumer. Returns the number of messages moved, or
 -- -1 if the consumer beat meanwhile or another reaper got there first.
 local p, q, crashed = KEYS[2], KEYS[3], KEYS[4]
@@ -15,6 +16,7 @@ while true do
   local m = redis.call('LMOVE', p, q, 'LEFT', 'RIGHT')
   if not m then break end
   redis.call('HINCRBY', crashed, m, 1)
+  credit(KEYS[5], m)
   moved = moved + 1
 end
 redis.call('ZREM', KEYS[1], p)

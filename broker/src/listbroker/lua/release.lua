@@ -1,8 +1,8 @@
 -- uses: _index
--- KEYS: processing, queue, heartbeats, jobs. ARGV: job key pattern, acked payloads...
+-- KEYS: processing, queue, heartbeats, jobs, counted. ARGV: job key field, acked payloads...
 -- Closes a consumer with nothing in flight: drops the acknowledged payloads, returns
--- anything left (a message whose BLMOVE reply was lost) to the head of the queue and
--- forgets the consumer.
+-- anything left (a message whose fetch reply was lost) to the head of the queue, credited
+-- as counted, and forgets the consumer.
 local p, q = KEYS[1], KEYS[2]
 for i = 2, #ARGV do
   if redis.call('LREM', p, -1, ARGV[i]) == 1 then
@@ -10,7 +10,10 @@ for i = 2, #ARGV do
   end
 end
 local n = 0
-while redis.call('LMOVE', p, q, 'LEFT', 'RIGHT') do
+while true do
+  local m = redis.call('LMOVE', p, q, 'LEFT', 'RIGHT')
+  if not m then break end
+  credit(KEYS[5], m)
   n = n + 1
 end
 redis.call('ZREM', KEYS[3], p)
