@@ -145,6 +145,32 @@ def test_a_message_failing_every_attempt_is_dead_lettered_alone_with_its_hook(
     assert "three always fails" in dead.options[DEAD_LETTER_OPTION]["error"]
 
 
+def test_a_message_pushed_over_the_retry_limit_is_logged_as_such_and_dead_lettered(
+    broker: RedisListBroker,
+    make_worker: WorkerFactory,
+    redis_client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A job pushed with a retry count past the schedule (by hand, another producer) that fails
+    is dead-lettered, and its line says why: not "attempt 100 of 3"."""
+
+    def always_fail(messages: list[ListMessageProxy]) -> None:
+        for m in messages:
+            m.stuff_exception(RuntimeError("fails"))
+
+    actor = declare(broker, always_fail, retry_delays=(50, 50))
+    actor.send_with_options(args=(7,), retry_count=99)
+    worker = make_worker(broker, threads=1)
+    with caplog.at_level("ERROR", logger="listbroker.retries"):
+        settle_all(broker, worker)
+
+    [line] = [r.getMessage() for r in caplog.records if r.name == "listbroker.retries"]
+    assert "with retry count 99, over the limit of 2; dead-lettering it" in line
+    assert "attempt" not in line
+    [entry] = redis_client.lrange(broker.queue_keys(QUEUE).dead, 0, -1)
+    assert list(DramatiqCodec().decode(as_bytes(entry)).args) == [7]
+
+
 def test_a_batch_that_raises_fails_each_of_its_messages_on_its_own_schedule(
     broker: RedisListBroker, make_worker: WorkerFactory
 ) -> None:
