@@ -192,6 +192,46 @@ def test_a_batch_that_raises_fails_each_of_its_messages_on_its_own_schedule(
     assert {n: counts[-1] for n, counts in calls.attempts().items()} == {n: 1 for n in range(5)}
 
 
+def test_a_message_marked_done_is_acknowledged_while_its_batch_still_runs(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    """`mark_done` acknowledges at once: a batch whose last message waits long (on a lock) does
+    not keep the others in the processing list, where a crash would hand them out again."""
+    release = threading.Event()
+    done: list[int] = []
+
+    def the_last_waits(messages: list[ListMessageProxy]) -> None:
+        if len(messages) > 1 and not release.is_set():
+            for m in messages[:-1]:
+                m.mark_done()
+            done.extend(m.args[0] for m in messages[:-1])
+            release.wait(30)
+
+    actor = declare(broker, the_last_waits, size=8)
+    for n in range(4):
+        actor.send(n)  # queued before the worker starts: its first fetch takes its prefetch (2)
+    worker = make_worker(broker, threads=1)
+    processing = broker.queue_keys(QUEUE).processing_prefix + "*"
+
+    def in_flight() -> set[int]:
+        return {
+            DramatiqCodec().decode(as_bytes(raw)).args[0]
+            for key in redis_client.scan_iter(match=processing)
+            for raw in redis_client.lrange(key, 0, -1)
+        }
+
+    deadline = time.monotonic() + 30
+    while not (done and not in_flight() & set(done)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        assert done, "no batch of more than one"
+        assert not in_flight() & set(done), (in_flight(), done)
+    finally:
+        release.set()
+    settle_all(broker, worker)
+    assert redis_client.llen(broker.queue_keys(QUEUE).queue) == 0
+
+
 def test_a_batch_failing_after_some_messages_are_done_fails_only_the_others(
     broker: RedisListBroker, make_worker: WorkerFactory
 ) -> None:

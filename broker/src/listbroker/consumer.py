@@ -141,9 +141,15 @@ class ListMessageProxy(MessageProxy):
         self.done = False
 
     def mark_done(self) -> None:
-        """A batch function finished this message's work (batches.py): should the call raise
-        afterwards (a time limit), that failure is not this message's, which is acknowledged."""
+        """A batch function finished this message's work (batches.py): it is acknowledged now,
+        not when the call returns (a message of the batch may still wait a long time, on a lock:
+        the others would stay in the processing list meanwhile, redelivered by a crash), and
+        should the call raise afterwards (a time limit), that failure is not this message's."""
         self.done = True
+        try:
+            self._origin._ack([self])
+        except ConnectionClosed:
+            pass  # Redis failing: the batch's acknowledgement, which Dramatiq repeats, records it
 
     def _record(self, step: Callable[[], T]) -> T:
         try:
