@@ -269,7 +269,9 @@ def test_a_submission_whose_commit_landed_with_its_reply_lost_answers_committed(
     assert result == {"recordId": record_id, "status": 3, "enqueued": True}
     assert "connection lost with its commit in flight" in caplog.text  # the fault happened
     assert records.status(record_id) == 3
-    queued = [ReportQueueMessage.decode(raw).record_id for raw in redis_client.lrange(REPORT_QUEUE_KEY, 0, -1)]
+    queued = [
+        ReportQueueMessage.decode(raw).record_id for raw in redis_client.lrange(REPORT_QUEUE_KEY, 0, -1)
+    ]
     assert queued == [record_id]
 
 

@@ -56,7 +56,9 @@ from listbroker.deadletters import (
     DEAD_LETTER_OPTION,
     MAX_DEAD_ERROR_CHARS,
     DeadLetters,
+    Quarantine,
     dead_letter_option,
+    invalid_meta_field,
 )
 from listbroker.delayed import DelayedEntry, DelayedMessages, Removed
 from listbroker.errors import BrokerError, DependencyUnavailable, InvalidMessage
@@ -113,6 +115,7 @@ __all__ = [
     "ListBatchProxy",
     "ListMessageProxy",
     "Probe",
+    "Quarantine",
     "QueueFigures",
     "QueueKeys",
     "RedisListBroker",
@@ -125,6 +128,7 @@ __all__ = [
     "dead_letter_option",
     "debounce_worker_sigterm",
     "default_middleware",
+    "invalid_meta_field",
     "job_key_pattern",
     "queue_figures",
     "run_on",

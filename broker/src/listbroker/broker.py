@@ -335,7 +335,9 @@ class RedisListBroker(Broker):
     def flush(self, queue_name: str) -> None:
         keys = self.queue_keys(queue_name)
         with connection_errors():
-            self.client.delete(keys.queue, keys.delayed, keys.dead, keys.invalid, keys.crashed, keys.jobs)
+            self.client.delete(
+                keys.queue, keys.delayed, keys.dead, keys.invalid, keys.invalid_meta, keys.crashed, keys.jobs
+            )
 
     def flush_all(self) -> None:
         for queue_name in list(self.queues):

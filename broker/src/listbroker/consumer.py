@@ -14,6 +14,7 @@ waiting for messages, so an idle queue never holds an ack back.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import threading
@@ -33,7 +34,14 @@ from listbroker.backoff import Backoff
 from listbroker.batches import Batching, ListBatchProxy
 from listbroker.codecs import Codec, job_key_pattern
 from listbroker.connections import HotPathConnections, connection_errors
-from listbroker.deadletters import DEAD_LETTER_OPTION, dead_letter_option
+from listbroker.deadletters import (
+    DEAD_LETTER_OPTION,
+    MAX_DEAD_ERROR_CHARS,
+    MAX_LOGGED_PAYLOAD,
+    dead_letter_option,
+    invalid_meta_field,
+    shown_payload,
+)
 from listbroker.errors import InvalidMessage
 from listbroker.keys import QueueKeys
 from listbroker.scripts import Scripts
@@ -146,10 +154,9 @@ class ListMessageProxy(MessageProxy):
         the others would stay in the processing list meanwhile, redelivered by a crash), and
         should the call raise afterwards (a time limit), that failure is not this message's."""
         self.done = True
-        try:
+        # Redis failing: the batch's acknowledgement, which Dramatiq repeats, records it.
+        with contextlib.suppress(ConnectionClosed):
             self._origin._ack([self])
-        except ConnectionClosed:
-            pass  # Redis failing: the batch's acknowledgement, which Dramatiq repeats, records it
 
     def _record(self, step: Callable[[], T]) -> T:
         try:
@@ -403,17 +410,23 @@ class RedisListConsumer(Consumer):
 
     def _quarantine(self, payload: bytes, reason: Exception) -> None:
         logger.error(
-            "Quarantining undecodable message on %s in %s: %s; payload %r",
+            "Quarantining undecodable message on %s in %s: %s; payload %s",
             self.keys.queue,
             self.keys.invalid,
             reason,
-            payload[:500],
+            shown_payload(payload[:MAX_LOGGED_PAYLOAD]),
         )
         with connection_errors():
             # No job key pattern: a payload we could not read was never counted in the index.
-            self.scripts.settle(
-                keys=[self.processing_key, self.keys.invalid, self.keys.crashed, self.keys.jobs],
-                args=[payload, "push", payload, 0, "", "", "0"],
+            self.scripts.quarantine(
+                keys=[
+                    self.processing_key,
+                    self.keys.invalid,
+                    self.keys.crashed,
+                    self.keys.jobs,
+                    self.keys.invalid_meta,
+                ],
+                args=[payload, "", invalid_meta_field(payload), str(reason)[:MAX_DEAD_ERROR_CHARS]],
             )
 
     # ------------------------------------------------------------------ outcomes
