@@ -206,7 +206,7 @@ def test_a_quarantined_payload_keeps_why_and_when_until_it_is_deleted(
 
 
 def redis_time(client: redis.Redis) -> datetime:
-    seconds, micros = cast(tuple[int, int], client.time())
+    seconds, micros = client.time()
     return datetime.fromtimestamp(seconds + micros // 1000 / 1000, UTC)
 
 
