@@ -118,7 +118,7 @@ def mark_record_failed(message: dramatiq.Message[Any]) -> bool:
     try:
         # Status 5 commits with its event (statusSet: true)...
         changed = reports.mark_generation_failed(
-            bootstrap.services().uow(), record_id, dead_letter=why, actor=WORKER_ACTOR
+            bootstrap.services().uow(), record_id, event_data=why, actor=WORKER_ACTOR
         )
     finally:
         if not changed:  # ... no change (not in 3 any more) or none known (the database failed) logs here.

@@ -5,7 +5,8 @@ The only module that changes global state when imported, as Dramatiq's CLI expec
 the module it is given: it reads the settings, sets the log format (observability/logs.py),
 builds the `RedisListBroker` and sets it as Dramatiq's global broker (actors/bootstrap.py,
 whose `ProcessBoot` middleware builds what the actors use once per worker process, after
-the fork), makes the worker process absorb a runner's duplicate SIGTERM, and declares the
+the fork), makes the worker process absorb a runner's duplicate SIGTERM and bounds its shutdown
+once its jobs are done (`ShutdownDeadline`), and declares the
 actors on the broker (the report actor, and the admin tasks' actor on the `admin` queue)
 with the retry schedule and the report batch size of the settings. Dramatiq imports it in its main process and
 again in each worker process.
@@ -17,7 +18,7 @@ import sys
 from dataclasses import replace
 
 from dramatiq.compat import StreamablePipe
-from listbroker import debounce_worker_sigterm
+from listbroker import ShutdownDeadline, debounce_worker_sigterm
 
 from actors import admin_tasks, bootstrap, report
 from config.settings import Settings
@@ -36,6 +37,9 @@ configure_logging(
 )
 broker = bootstrap.install(settings)
 debounce_worker_sigterm()
+# This is a worker process of its own: once its jobs are done, its shutdown is bounded (a Redis
+# that hangs would hold it for minutes); never added where a worker runs inside a test.
+broker.add_middleware(ShutdownDeadline(), before=type(broker.middleware[0]))
 
 _schedule = {"retry_delays": settings.report_retry_delays_ms}
 generate_report = replace(

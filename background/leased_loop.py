@@ -16,7 +16,9 @@ A loop is a thread running one cycle after another until its process is told to 
   retries within seconds and a fast one does not spin), its failure logged once (a traceback
   unless a server is down), then a summary while it lasts, then its recovery;
 - told to stop, it finishes the cycle it is in and releases its lease (`close`), so a standby
-  process takes over at once.
+  process takes over at once; a loop still at it `STOP_GRACE_S` after the stop (a server that
+  hangs: each call waits out its socket timeout) is left behind and the process exits without
+  it, as if killed: the lease expires by itself, an open transaction is rolled back.
 
 `stop_on_signals` and `run_loops` are the process around the loops: SIGTERM or SIGINT sets
 the stop, the heartbeat beats while any loop runs.
@@ -48,6 +50,12 @@ MAX_IDLE_STEP_S = 1.0
 #: `max_backoff_s` (DEFAULT_MAX_BACKOFF_S unless its spec says).
 FAILED_FIRST_PAUSE_S = 1.0
 DEFAULT_MAX_BACKOFF_S = 15.0
+#: How long a process waits for its loops after the stop before it exits without them. A cycle
+#: takes well under a second on servers that answer; a hung Redis made the hot path wait out
+#: 30 s socket timeouts in turn, minutes in all, until supervisord's kill.
+STOP_GRACE_S = 15.0
+#: Longest wait for the heartbeat's last beat at exit.
+LAST_BEAT_S = 5.0
 
 S = TypeVar("S")
 
@@ -84,7 +92,8 @@ class LeasedLoop(threading.Thread, Generic[S]):
         *,
         logger: logging.Logger,
     ) -> None:
-        super().__init__(name=f"{logger.name}-{spec.name}")
+        # A daemon: a loop left behind at exit (STOP_GRACE_S) must not hold the interpreter.
+        super().__init__(name=f"{logger.name}-{spec.name}", daemon=True)
         self.spec = spec
         self.settings = settings
         self.stop = stop
@@ -163,13 +172,35 @@ def stop_on_signals(logger: logging.Logger) -> threading.Event:
     return stop
 
 
-def run_loops(kind: str, client: redis.Redis, loops: Sequence[LeasedLoop[Any]], activity: Activity) -> None:
+def run_loops(
+    kind: str,
+    client: redis.Redis,
+    loops: Sequence[LeasedLoop[Any]],
+    activity: Activity,
+    *,
+    grace_s: float = STOP_GRACE_S,
+) -> None:
     """Start the process's heartbeat (`kind`, saying what `activity` says) and its loops; return
-    once every loop has stopped, the heartbeat's last beat saying so."""
+    once every loop has stopped, or `grace_s` after the stop with those still at it left
+    behind (logged), the heartbeat's last beat saying so (within `LAST_BEAT_S`)."""
     heartbeat = Heartbeat(client, kind, activity).start()
     for loop in loops:
         loop.start()
-    while any(loop.is_alive() for loop in loops):
-        for loop in loops:
+    stopped_at: float | None = None
+    while running := [loop for loop in loops if loop.is_alive()]:
+        for loop in running:
             loop.join(timeout=0.2)
-    heartbeat.stop()
+        if stopped_at is None and any(loop.stop.is_set() for loop in loops):
+            stopped_at = time.monotonic()
+        if stopped_at is not None and time.monotonic() - stopped_at > grace_s:
+            names = ", ".join(loop.spec.name for loop in loops if loop.is_alive())
+            if names:
+                loops[0].logger.warning(
+                    "%s: %s still at work %.0f s after the stop (a server not answering); exiting "
+                    "without them: their leases expire by themselves",
+                    kind,
+                    names,
+                    grace_s,
+                )
+            break
+    heartbeat.stop(timeout=LAST_BEAT_S)

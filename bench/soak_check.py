@@ -78,6 +78,7 @@ EVENT_STATUS: dict[str, int | None] = {
     "report.regenerated": STATUS_GENERATING,
     "report.requeued": None,
     "report.failure_recorded": STATUS_FAILED,
+    "report.retry_deleted": STATUS_FAILED,
     "record.deleted": None,
 }
 #: Status changes that are allowed backwards: an admin's regeneration of a failed record.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 import redis
@@ -60,10 +61,22 @@ class Heartbeat:
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
+        """End the beats and write the last one, `stopped`, all within `timeout`: a Redis that
+        hangs must not hold the process's exit (its entry then ages into "gone")."""
         self._stop.set()
+        deadline = time.monotonic() + timeout
         if self._thread.is_alive():
             self._thread.join(timeout)
-        self._beat(STOPPED)
+        if self._thread.is_alive():
+            logger.warning(
+                "heartbeat: its beat still waits on Redis; no last beat (the process shows as gone)"
+            )
+            return
+        last = threading.Thread(
+            target=self._beat, args=(STOPPED,), name=f"{self._thread.name}-last", daemon=True
+        )
+        last.start()
+        last.join(max(0.0, deadline - time.monotonic()))
 
     def _beat(self, doing: str) -> None:
         try:

@@ -162,8 +162,9 @@ class JobObserver(Middleware):
         batch = isinstance(message, ListBatchProxy)
         outcomes: list[Outcome] = []
         for each in items:
-            if batch and each._exception is None and each.settled_as is not None:
-                outcomes.extend(self._skipped(each, series))  # refused on arrival: it never ran
+            if batch and each._exception is None and each.settled_as not in (None, "ack"):
+                # Refused on arrival: it never ran (one done early was acknowledged: "ack").
+                outcomes.extend(self._skipped(each, series))
                 continue
             if elapsed_ms is not None:
                 series.duration_ms.observe(elapsed_ms)

@@ -195,8 +195,12 @@ class RedisQueueOperations:
     def invalid_payloads(self, offset: int, limit: int) -> tuple[int, list[InvalidPayload]]:
         with _queue_errors():
             total, raws = self.store.invalid_page(0, offset + limit)
-        handles = entry_handles(raws)
-        return total, [InvalidPayload(h, shown(r)) for h, r in list(zip(handles, raws, strict=True))[offset:]]
+            page = list(zip(entry_handles(raws), raws, strict=True))[offset:]
+            why = self.store.quarantines([raw for _, raw in page])
+        return total, [
+            InvalidPayload(handle, shown(raw), q.reason if q else None, q.at if q else None)
+            for (handle, raw), q in zip(page, why, strict=True)
+        ]
 
     def delete_invalid(self, keys: Sequence[str]) -> dict[str, bool]:
         with _queue_errors():

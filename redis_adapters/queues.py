@@ -17,6 +17,7 @@ __all__ = [
     "ADMIN_QUEUE_NAME",
     "DEAD_LETTER_QUEUE_KEY",
     "ERROR_RECOVERY_DELAY_MS",
+    "INVALID_META_KEY",
     "INVALID_QUEUE_KEY",
     "MAX_RETRY_COUNT",
     "REGENERATE_MATCHING_ACTOR_NAME",
@@ -42,6 +43,7 @@ _REPORT_KEYS = QueueKeys.for_queue(REPORT_QUEUE_NAME)
 REPORT_QUEUE_KEY = _REPORT_KEYS.queue  # "report:queue"
 DEAD_LETTER_QUEUE_KEY = _REPORT_KEYS.dead  # "report:queue:dead"
 INVALID_QUEUE_KEY = _REPORT_KEYS.invalid  # "report:queue:invalid"
+INVALID_META_KEY = _REPORT_KEYS.invalid_meta  # "report:queue:invalid:meta": why and when, per payload
 REPORT_DELAYED_KEY = _REPORT_KEYS.delayed  # "report:queue:delayed"
 REPORT_JOBS_KEY = _REPORT_KEYS.jobs  # "report:queue:jobs": RecordId -> jobs alive
 

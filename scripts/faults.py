@@ -6,7 +6,9 @@ connection and refuses new ones (as a stopped server does), `up()` serves again 
 same port, `hang()` keeps connections open but forwards nothing (as a SIGSTOPped
 server does; its host's TCP stack still acknowledges), `silence()` drops every packet of
 the proxy's port, both ways, with iptables (as a host gone off the network: no reset, no
-acknowledgement; needs root) until `up()`.
+acknowledgement; needs root) until `up()`. `lose_reply(request, reply)` lets the next
+request that holds `request` reach the server, waits for the server's `reply` and resets the
+client's connection instead of forwarding it: a request that took effect, its reply lost.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import time
 from urllib.parse import urlsplit, urlunsplit
 
 BUFFER = 65536
+#: How long `lose_reply()` waits for the server's reply before resetting the client anyway.
+REPLY_WAIT_S = 10.0
 
 
 class FaultProxy:
@@ -39,6 +43,8 @@ class FaultProxy:
         self._latency = 0.0
         #: The iptables rules of `silence()`, to delete again.
         self._silenced: list[list[str]] = []
+        #: (request marker, reply marker) of `lose_reply()`, until a request matched.
+        self._lose: tuple[bytes, bytes] | None = None
         self.port = 0
         self.up()
 
@@ -104,6 +110,13 @@ class FaultProxy:
         """Delay every chunk forwarded (either way) by `seconds`; 0 ends it."""
         self._latency = max(0.0, seconds)
 
+    def lose_reply(self, request: bytes, reply: bytes) -> None:
+        """The next chunk a client sends that holds `request` is forwarded; the server's answer is
+        read until it holds `reply` (at most `REPLY_WAIT_S`) and thrown away, and the client's
+        connection reset. Once; later connections and chunks are served normally."""
+        with self._lock:
+            self._lose = (request, reply)
+
     def drop(self) -> None:
         """Reset the open connections (RST), keep accepting new ones."""
         with self._lock:
@@ -162,6 +175,11 @@ class FaultProxy:
                     if self._latency:
                         time.sleep(self._latency)
                     pair[sock].sendall(data)
+                    lost = self._reply_to_lose(data) if sock is client else None
+                    if lost is not None:
+                        _swallow_reply(server, lost)
+                        _reset(client)
+                        return
         except (OSError, ValueError):
             return
         finally:
@@ -171,6 +189,15 @@ class FaultProxy:
             for sock in (client, server):
                 with contextlib.suppress(OSError):
                     sock.close()
+
+    def _reply_to_lose(self, data: bytes) -> bytes | None:
+        """The reply to wait for and lose if this chunk of a client's triggers `lose_reply()`
+        (which it disarms), else None."""
+        with self._lock:
+            if self._lose is None or self._lose[0] not in data:
+                return None
+            reply, self._lose = self._lose[1], None
+            return reply
 
     def _hung_wait(self) -> None:
         while self._hung.is_set() and not self._closed:
@@ -186,6 +213,19 @@ def _joined(servers: set[threading.Thread]) -> None:
     for thread in servers:
         if thread is not threading.current_thread():
             thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _swallow_reply(server: socket.socket, reply: bytes) -> None:
+    """Read what the server sends until it holds `reply` (or it closes, or `REPLY_WAIT_S`)."""
+    received = b""
+    deadline = time.monotonic() + REPLY_WAIT_S
+    while reply not in received and time.monotonic() < deadline:
+        readable, _, _ = select.select([server], [], [], 0.1)
+        if readable:
+            data = server.recv(BUFFER)
+            if not data:
+                return
+            received += data
 
 
 def _reset(conn: socket.socket) -> None:

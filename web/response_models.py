@@ -332,6 +332,11 @@ class InvalidPayload(Out):
     """Handle for delete (digest of the entry)."""
     raw: str
     """The entry verbatim; bytes that are not UTF-8 as \\xNN."""
+    reason: str | None
+    """Why the worker could not read it, as it said when it quarantined it; null for an entry
+    quarantined before this was recorded (or pushed there by hand)."""
+    quarantined_at: Time | None
+    """When the worker quarantined it (the Redis server's clock); null as reason."""
 
 
 class InvalidPayloadPage(_OffsetPage[InvalidPayload]):

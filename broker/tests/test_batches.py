@@ -145,6 +145,32 @@ def test_a_message_failing_every_attempt_is_dead_lettered_alone_with_its_hook(
     assert "three always fails" in dead.options[DEAD_LETTER_OPTION]["error"]
 
 
+def test_a_message_pushed_over_the_retry_limit_is_logged_as_such_and_dead_lettered(
+    broker: RedisListBroker,
+    make_worker: WorkerFactory,
+    redis_client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A job pushed with a retry count past the schedule (by hand, another producer) that fails
+    is dead-lettered, and its line says why: not "attempt 100 of 3"."""
+
+    def always_fail(messages: list[ListMessageProxy]) -> None:
+        for m in messages:
+            m.stuff_exception(RuntimeError("fails"))
+
+    actor = declare(broker, always_fail, retry_delays=(50, 50))
+    actor.send_with_options(args=(7,), retry_count=99)
+    worker = make_worker(broker, threads=1)
+    with caplog.at_level("ERROR", logger="listbroker.retries"):
+        settle_all(broker, worker)
+
+    [line] = [r.getMessage() for r in caplog.records if r.name == "listbroker.retries"]
+    assert "with retry count 99, over the limit of 2; dead-lettering it" in line
+    assert "attempt" not in line
+    [entry] = redis_client.lrange(broker.queue_keys(QUEUE).dead, 0, -1)
+    assert list(DramatiqCodec().decode(as_bytes(entry)).args) == [7]
+
+
 def test_a_batch_that_raises_fails_each_of_its_messages_on_its_own_schedule(
     broker: RedisListBroker, make_worker: WorkerFactory
 ) -> None:
@@ -164,6 +190,46 @@ def test_a_batch_that_raises_fails_each_of_its_messages_on_its_own_schedule(
     # Each message's first attempt failed; its retry (count 1) ran in a batch of retries only.
     assert {n: counts[0] for n, counts in calls.attempts().items()} == {n: 0 for n in range(5)}
     assert {n: counts[-1] for n, counts in calls.attempts().items()} == {n: 1 for n in range(5)}
+
+
+def test_a_message_marked_done_is_acknowledged_while_its_batch_still_runs(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    """`mark_done` acknowledges at once: a batch whose last message waits long (on a lock) does
+    not keep the others in the processing list, where a crash would hand them out again."""
+    release = threading.Event()
+    done: list[int] = []
+
+    def the_last_waits(messages: list[ListMessageProxy]) -> None:
+        if len(messages) > 1 and not release.is_set():
+            for m in messages[:-1]:
+                m.mark_done()
+            done.extend(m.args[0] for m in messages[:-1])
+            release.wait(30)
+
+    actor = declare(broker, the_last_waits, size=8)
+    for n in range(4):
+        actor.send(n)  # queued before the worker starts: its first fetch takes its prefetch (2)
+    worker = make_worker(broker, threads=1)
+    processing = broker.queue_keys(QUEUE).processing_prefix + "*"
+
+    def in_flight() -> set[int]:
+        return {
+            DramatiqCodec().decode(as_bytes(raw)).args[0]
+            for key in redis_client.scan_iter(match=processing)
+            for raw in redis_client.lrange(key, 0, -1)
+        }
+
+    deadline = time.monotonic() + 30
+    while not (done and not in_flight() & set(done)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        assert done, "no batch of more than one"
+        assert not in_flight() & set(done), (in_flight(), done)
+    finally:
+        release.set()
+    settle_all(broker, worker)
+    assert redis_client.llen(broker.queue_keys(QUEUE).queue) == 0
 
 
 def test_a_batch_failing_after_some_messages_are_done_fails_only_the_others(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import dramatiq
@@ -17,10 +18,12 @@ from hypothesis import strategies as st
 from listbroker import (
     DEAD_LETTER_OPTION,
     HEARTBEATS_KEY,
+    DeadLetters,
     InvalidMessage,
     ListMessageProxy,
     RedisListBroker,
     RedisListConsumer,
+    invalid_meta_field,
 )
 from listbroker.consumer import MAX_ADAPTIVE_PREFETCH, MAX_BLOCK_SECONDS, PREFETCH_HOLD_SECONDS
 from support import CLOSED_REDIS_URL, BrokerFactory, WorkerFactory, as_bytes
@@ -167,6 +170,44 @@ def test_undecodable_message_is_quarantined_verbatim(
     assert [m.args[0] for m in got] == ["first", "after"]
     assert redis_client.lrange("raw:queue:invalid", 0, -1) == [b"\x00poison"]
     assert processing_len(redis_client, consumer) == 2
+
+
+def test_a_quarantined_payload_keeps_why_and_when_until_it_is_deleted(
+    raw_broker: RedisListBroker, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Why and when beside the quarantine, written in the step that quarantines (the server's
+    clock); the log shows the payload as text; deleting its last copy, or purging, drops them."""
+    keys = raw_broker.queue_keys(RAW_QUEUE)
+    store = DeadLetters(redis_client, keys, job_key_pattern="")
+    before = redis_time(redis_client)
+    redis_client.lpush("raw:queue", b"\x00poison", b"\x00poison", "fine")
+    consumer = raw_broker.consume(RAW_QUEUE, prefetch=5, timeout=500)
+    assert [m.args[0] for m in take(consumer, 1)] == ["fine"]
+    after = redis_time(redis_client)
+    assert redis_client.lrange(keys.invalid, 0, -1) == [b"\x00poison", b"\x00poison"]
+    [first, second] = store.quarantines(store.all_invalid())
+    assert first == second
+    assert first is not None
+    assert first.reason == "poison"
+    assert before <= first.at <= after
+    assert "payload \\x00poison" in caplog.text  # as text, not Python's b'\\x00poison'
+    assert redis_client.hkeys(keys.invalid_meta) == [invalid_meta_field(b"\x00poison").encode()]
+
+    assert store.delete_invalid([b"\x00poison"]) == [True]
+    assert store.quarantines([b"\x00poison"]) == [first]  # a copy is left: so are why and when
+    assert store.delete_invalid([b"\x00poison", b"\x00poison"]) == [True, False]
+    assert not redis_client.exists(keys.invalid, keys.invalid_meta)
+
+    redis_client.lpush("raw:queue", b"\x00poison")
+    assert take(consumer, 1, timeout=1.0) == []
+    assert redis_client.exists(keys.invalid_meta)
+    assert store.purge_invalid() == 1
+    assert not redis_client.exists(keys.invalid, keys.invalid_meta)
+
+
+def redis_time(client: redis.Redis) -> datetime:
+    seconds, micros = client.time()
+    return datetime.fromtimestamp(seconds + micros // 1000 / 1000, UTC)
 
 
 def test_reaper_returns_messages_of_a_dead_consumer(

@@ -57,6 +57,8 @@ class EventType(StrEnum):
     REPORT_REQUEUED = "report.requeued"
     #: The reconciler set status 5 for a job dead-lettered while the database was down.
     REPORT_FAILURE_RECORDED = "report.failure_recorded"
+    #: An admin deleted the record's waiting retry, its last job: status 5 without a dead letter.
+    REPORT_RETRY_DELETED = "report.retry_deleted"
 
 
 class Route(StrEnum):
@@ -91,6 +93,7 @@ ROUTES: Mapping[str, frozenset[Route]] = {
     EventType.REPORT_REGENERATED: _CHANGE,
     EventType.REPORT_REQUEUED: _QUEUE,
     EventType.REPORT_FAILURE_RECORDED: _CHANGE,
+    EventType.REPORT_RETRY_DELETED: _CHANGE,
 }
 
 

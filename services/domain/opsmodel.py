@@ -83,6 +83,11 @@ class InvalidPayload:
     key: str
     #: The entry verbatim; bytes that are not UTF-8 shown as \\xNN escapes.
     raw: str
+    #: Why the worker could not read it, as it said when it quarantined it (None: quarantined
+    #: before this was recorded, or by hand).
+    reason: str | None = None
+    #: When it was quarantined (the Redis server's clock); None as `reason`.
+    quarantined_at: datetime | None = None
 
 
 @dataclass(frozen=True)

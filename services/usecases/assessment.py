@@ -18,7 +18,7 @@ from services.domain.errors import (
     RecordNotFound,
     ServiceError,
 )
-from services.domain.events import EventType, user_actor
+from services.domain.events import Event, EventType, user_actor
 from services.domain.interpretation import interpret
 from services.domain.limits import is_id
 from services.domain.questionnaire import Questionnaire, load_questionnaire
@@ -34,6 +34,7 @@ from services.domain.views import (
     ScaleOptionView,
     SubmitResult,
 )
+from services.persistence import driver
 from services.persistence.records import RecordRow
 from services.persistence.uow import UnitOfWork
 from services.usecases.autosave import AutosaveStore
@@ -179,8 +180,14 @@ def submit_answers(
     ``enqueued: false`` and the call still succeeds with ``enqueued=False``: the record stays
     in 3, which the reconciler process reads as a job owed and queues once the queue answers
     (reconciler/loop.py).
+
+    The connection lost with the COMMIT in flight (the server may have committed and only its
+    reply was lost) is told apart by reading the record again: out of 1 and 2, the submission
+    committed and the call goes on as after its commit; otherwise it failed (503).
     """
     sealed = False
+    committing = False
+    events: list[Event] = []
     _check_id(user_id, "用户ID")
     if not is_id(record_id):
         raise RecordNotFound()
@@ -203,6 +210,7 @@ def submit_answers(
                 merged = merge_submission(reads.active_ids, reads.stored or {}, autosaved, answers)
             # The writes, the event and the commit in one round trip; submitted_at is the
             # transaction's time.
+            committing = True
             with uow.batch(commit=True):
                 uow.records.store_submission(record.id, merged)
                 events = log_change(
@@ -213,10 +221,11 @@ def submit_answers(
                     actor=user_actor(user_id),
                     user_id=user_id,
                 )
-    except BaseException:
-        if sealed and autosave is not None:
-            _release(autosave, record_id, submitted=False)
-        raise
+    except BaseException as exc:
+        if not (committing and _committed_after_all(uow, user_id, record_id, exc)):
+            if sealed and autosave is not None:
+                _release(autosave, record_id, submitted=False)
+            raise
 
     # The autosave released, then the job queued: one round trip where both stores share a
     # server (the store's `release_and_enqueue`), each step's failure its own.
@@ -237,6 +246,39 @@ def submit_answers(
         )
         note_not_enqueued(uow, events)
     return SubmitResult(record_id=record_id, status=int(RecordStatus.GENERATING), enqueued=not_queued is None)
+
+
+def _committed_after_all(uow: UnitOfWork, user_id: int, record_id: int, failure: BaseException) -> bool:
+    """Did the submission commit although its call failed? Only a lost connection leaves that
+    open (its COMMIT may have landed, its reply lost: report_groups.py reads the record again
+    for the same reason). The record, read on a new connection, tells: it was locked in 1 or 2
+    until the transaction ended, so a record out of them was submitted. False when the read
+    fails too (the outcome stays unknown: the caller's 503, and a repeat is refused with 2005
+    if it had committed)."""
+    if not driver.connection_lost(failure):
+        return False
+    try:
+        with uow:
+            record = uow.records.own(user_id, record_id)
+    except Exception as again:
+        logger.warning(
+            "submission of record %s: connection lost with its commit in flight (%s), and the "
+            "record could not be read again (%s); answered as failed",
+            record_id,
+            failure,
+            again,
+        )
+        return False
+    committed = record is not None and record.status not in SUBMITTABLE
+    logger.warning(
+        "submission of record %s: connection lost with its commit in flight (%s); the record "
+        "read again is in status %s: %s",
+        record_id,
+        failure,
+        None if record is None else int(record.status),
+        "committed, reply lost" if committed else "not committed",
+    )
+    return committed
 
 
 def _enqueue(queue: ReportQueue, record_id: int) -> Exception | None:

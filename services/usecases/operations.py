@@ -26,6 +26,7 @@ from services.domain.errors import (
     QueueUnavailable,
     RecordNotFound,
 )
+from services.domain.events import EventType
 from services.domain.limits import is_id
 from services.domain.opsmodel import (
     DELETED,
@@ -291,8 +292,9 @@ def delete_delayed_retries(
 ) -> list[ItemOutcome]:
     """Delete the delayed retries named: no further attempt. A record whose last job it was
     is set to status 5 (生成失败), as when its attempts run out (without a dead letter: it can
-    be regenerated); if that write fails, the reconciler sets it (the job index keeps the
-    dead mark until the status is written). Skipped: an id no longer delayed (3241)."""
+    be regenerated), with its `report.retry_deleted` event in the same transaction; if that
+    write fails, the reconciler sets it (the job index keeps the dead mark until the status is
+    written). Skipped: an id no longer delayed (3241)."""
     wanted = _handles(message_ids, "重试ID")
     trail = begin_action(audit, actor, "delete_delayed", wanted)
     try:
@@ -301,9 +303,20 @@ def delete_delayed_retries(
         trail.finish("failed", detail="queue unavailable")
         raise
     failed_records = sorted({r for r in done.values() if r})
+    deleted_of = {r: [h for h in wanted if done.get(h) == r] for r in failed_records}
     marked: list[int] = []
     try:
-        marked = [r for r in failed_records if mark_generation_failed(uow, r)]
+        marked = [
+            r
+            for r in failed_records
+            if mark_generation_failed(
+                uow,
+                r,
+                event_data={"messageIds": deleted_of[r]},
+                actor=actor.name,
+                event_type=EventType.REPORT_RETRY_DELETED,
+            )
+        ]
         queue.clear_dead_marks(failed_records)
     except (DatabaseUnavailable, QueueUnavailable):
         pass  # the dead marks stay: the reconciler sets the status and drops them

@@ -285,26 +285,28 @@ def mark_generation_failed(
     uow: UnitOfWork,
     record_id: int,
     *,
-    dead_letter: Mapping[str, Any] | None = None,
+    event_data: Mapping[str, Any] | None = None,
     actor: str | None = None,
+    event_type: EventType = EventType.REPORT_DEAD_LETTERED,
 ) -> bool:
     """Set a record from 3 to 5 (生成失败); True if it changed, False if it was not in 3.
 
-    For a dead letter (`dead_letter`: its event's data), a change commits with its
-    `report.dead_lettered` event (`actor`, the data and ``statusSet: true``;
-    services/usecases/change_events.py); no change writes none."""
+    With `event_data`, a change commits with its event, `event_type`
+    (`report.dead_lettered`, or `report.retry_deleted` for an admin's deletion of the waiting
+    retry), by `actor`, with the data and ``statusSet: true`` (services/usecases/change_events.py);
+    no change writes none."""
     if not 1 <= record_id <= MAX_ID:
         return False
     with uow:
         changed = uow.records.fail_generating(record_id)
-        if changed and dead_letter is not None:
+        if changed and event_data is not None:
             log_change(
                 uow,
-                EventType.REPORT_DEAD_LETTERED,
+                event_type,
                 [record_id],
                 at=datetime.now(UTC),
                 actor=actor,
-                data={**dead_letter, "statusSet": True},
+                data={**event_data, "statusSet": True},
             )
         uow.commit()
     return changed

@@ -223,11 +223,20 @@ def what_it_says(page: Page, name: str, width: int, stack: Stack, waiting: int) 
     if name == "invalid":
         reasons = sorted(r.inner_text() for r in page.locator("[data-reason]").all())
         assert reasons == ["不是合法的 JSON", "缺少字段 RetryCount、EnqueueTime"], reasons
+        # When the worker quarantined each, as the broker recorded it, in the admin's time zone.
+        times = [t.inner_text() for t in page.locator("[data-quarantined-at]").all()]
+        assert times == [shown_time({"dueAt": i["quarantinedAt"]}) for i in invalid_of(stack)], times
     if name.startswith("record-"):  # the timeline in words: no key, no Python value
         timeline = page.locator("ol.timeline")
         text = timeline.inner_text() if timeline.count() else ""
         for raw in ("statusSet", "deadLetter", "attempt", "True", "False", "None", "b'"):
             assert raw not in text, (name, raw)
+
+
+def invalid_of(stack: Stack) -> list[dict[str, Any]]:
+    """The quarantined payloads as the admin API lists them, newest first."""
+    items: list[dict[str, Any]] = admin(stack, "GET", "/queue/invalid")["items"]
+    return items
 
 
 def shown_time(delayed: dict[str, Any] | None) -> str:

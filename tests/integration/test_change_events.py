@@ -236,8 +236,8 @@ def test_a_dead_letter_that_sets_status_5_commits_its_event(
 ) -> None:
     generating, done = make_record(3), make_record(4)
     letter = {"retries": 3}
-    assert reports.mark_generation_failed(uow, generating, dead_letter=letter, actor="worker") is True
-    assert reports.mark_generation_failed(uow, done, dead_letter=letter, actor="worker") is False
+    assert reports.mark_generation_failed(uow, generating, event_data=letter, actor="worker") is True
+    assert reports.mark_generation_failed(uow, done, event_data=letter, actor="worker") is False
     [event] = stored(session_factory, EventType.REPORT_DEAD_LETTERED)
     assert (event.record_id, event.actor, event.data) == (
         generating,

@@ -35,6 +35,7 @@ from redis_adapters.report_queue import RedisReportQueue
 from services.domain.errors import ParamError
 from services.domain.opsmodel import DELETED, RETRIED, SKIPPED, DelayedRetry
 from services.domain.status import RecordStatus
+from services.persistence.event_store import list_record_events
 from services.persistence.uow import UnitOfWork
 from services.usecases import admin, drill, operations
 from services.usecases.audit import DatabaseAuditLog, list_audit
@@ -127,6 +128,11 @@ def test_a_drilled_record_is_retried_now_then_deleted(
     assert redis_client.zcard(REPORT_DELAYED_KEY) == 0
     assert status_of(session_factory, record_id) == RecordStatus.FAILED
     assert redis_client.hget(REPORT_JOBS_KEY, str(record_id)) is None
+    # The record's timeline says so: its event committed with status 5.
+    timeline = list_record_events(UnitOfWork(session_factory), record_id, page_size=100).items
+    assert [(e.event_type, e.actor, e.data) for e in timeline if e.event_type == "report.retry_deleted"] == [
+        ("report.retry_deleted", ACTOR.name, {"messageIds": [second.message_id], "statusSet": True})
+    ]
 
     actions = [e.action for e in list_audit(UnitOfWork(session_factory)).items]
     assert actions == ["delete_delayed", "retry_now", "retry_now", "drill_start"]

@@ -162,26 +162,46 @@ def test_jobs_taken_together_each_keep_their_own_outcome(
 
 def test_a_record_locked_elsewhere_waits_alone_while_the_rest_of_its_batch_is_generated(
     report_broker: RedisListBroker,
-    report_worker: dramatiq.Worker,
     make_record: MakeRecord,
     redis_client: redis.Redis,
     session_factory: sessionmaker[Session],
     settings: Settings,
 ) -> None:
-    # No more jobs than the worker's prefetch (2 threads: 4), all taken at once: a batch holding
-    # the locked record's job stays in flight until that job, run alone, gets the lock.
+    """A batch holding the job of a record locked elsewhere stays in flight until that job, run
+    alone, gets the lock; the batch's other jobs are acknowledged as soon as their reports are
+    committed, not held in the worker's processing list (where a crash would redeliver them)
+    for as long as the lock is held."""
     locked, *free = (make_record(RecordStatus.GENERATING) for _ in range(3))
-    with row_locked(settings.database_url, locked):
-        redis_client.lpush(REPORT_QUEUE_KEY, *(ReportQueueMessage.new(r).encode() for r in [locked, *free]))
-        for record_id in free:  # not held up by the lock (the group skips the locked row)
-            wait_for_status(session_factory, record_id, RecordStatus.COMPLETED)
-        wait_until(
-            lambda: sessions_waiting_for_a_lock(settings.database_url) > 0,
-            timeout=30,
-            what="the locked record's job waiting alone on its lock",
+    processing = report_broker.queue_keys(REPORT_QUEUE_NAME).processing_prefix + "*"
+
+    def in_flight() -> list[int]:
+        return sorted(
+            ReportQueueMessage.decode(raw).record_id
+            for key in redis_client.scan_iter(match=processing)
+            for raw in cast(list[bytes], redis_client.lrange(key, 0, -1))
         )
-        assert status_of(session_factory, locked) == RecordStatus.GENERATING
-    report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
+
+    # Started once the jobs wait: its first fetch (a prefetch of 4 for 2 threads) takes the
+    # three, one batch (a worker already waiting takes the first job alone).
+    worker = dramatiq.Worker(report_broker, worker_threads=2, worker_timeout=100)
+    try:
+        with row_locked(settings.database_url, locked):
+            jobs = [ReportQueueMessage.new(r).encode() for r in [locked, *free]]
+            redis_client.lpush(REPORT_QUEUE_KEY, *jobs)
+            worker.start()
+            for record_id in free:  # not held up by the lock (the group skips the locked row)
+                wait_for_status(session_factory, record_id, RecordStatus.COMPLETED)
+            wait_until(
+                lambda: sessions_waiting_for_a_lock(settings.database_url) > 0,
+                timeout=30,
+                what="the locked record's job waiting alone on its lock",
+            )
+            assert status_of(session_factory, locked) == RecordStatus.GENERATING
+            wait_until(lambda: in_flight() == [locked], timeout=30, what="only the locked job in flight")
+            assert sessions_waiting_for_a_lock(settings.database_url) > 0  # still waiting meanwhile
+        report_broker.join(REPORT_QUEUE_NAME, timeout=10_000)
+    finally:
+        worker.stop(timeout=10_000)
     assert status_of(session_factory, locked) == RecordStatus.COMPLETED
     assert report_rows(session_factory, locked) == (8, 1)
     assert redis_client.zcard(REPORT_DELAYED_KEY) == 0  # no attempt failed

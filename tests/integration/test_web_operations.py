@@ -6,16 +6,25 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+import dramatiq
 import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
+from listbroker import RedisListBroker
 from sqlalchemy import Engine, text
 
 from config.settings import Settings
-from redis_adapters.queues import DEAD_LETTER_QUEUE_KEY, INVALID_QUEUE_KEY, REPORT_JOBS_KEY, REPORT_QUEUE_KEY
+from redis_adapters.queues import (
+    DEAD_LETTER_QUEUE_KEY,
+    INVALID_META_KEY,
+    INVALID_QUEUE_KEY,
+    REPORT_JOBS_KEY,
+    REPORT_QUEUE_KEY,
+)
 from tests.support.envelope import data, error
 from tests.support.operations import dead_letter
+from tests.support.processes import wait_until
 from tests.support.records import RecordSpec
 from tests.support.urls import CLOSED_DATABASE_URL
 from tests.support.web_app import ADMIN_PATH, ADMIN_TOKEN, Records
@@ -83,6 +92,44 @@ def test_requeue_refuses_malformed_bodies(
     client: FlaskClient, admin_headers: dict[str, str], body: dict[str, object], audited: Engine
 ) -> None:
     error(client.post(f"{QUEUE}/dead/requeue", json=body, headers=admin_headers), 400, 1001)
+
+
+def test_a_payload_quarantined_by_the_worker_is_listed_with_why_and_when(
+    report_broker: RedisListBroker,
+    report_worker: dramatiq.Worker,
+    client: FlaskClient,
+    admin_headers: dict[str, str],
+    redis_client: redis.Redis,
+    audited: Engine,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The worker quarantines what it cannot read with why and when beside it (the Redis
+    server's clock), which the admin API lists; the worker's log shows the payload as text;
+    deleting it drops why and when with it."""
+    before = redis_now(redis_client)
+    redis_client.lpush(REPORT_QUEUE_KEY, b'{"RecordId":"x"}', "不是 JSON".encode())
+    wait_until(lambda: redis_client.llen(INVALID_QUEUE_KEY) == 2, timeout=30, what="both quarantined")
+    after = redis_now(redis_client)
+    items = data(client.get(f"{QUEUE}/invalid", headers=admin_headers))["items"]
+    assert set(items[0]) == {"key", "raw", "reason", "quarantinedAt"}
+    by_raw = {i["raw"]: i for i in items}
+    assert by_raw['{"RecordId":"x"}']["reason"] == "missing field(s) RetryCount, EnqueueTime"
+    assert by_raw["不是 JSON"]["reason"].startswith("not JSON")
+    for item in items:
+        assert before <= datetime.fromisoformat(item["quarantinedAt"]) <= after
+    assert "payload 不是 JSON" in caplog.text  # as text, not b'\\xe4\\xb8...'
+
+    deleted = client.post(f"{QUEUE}/invalid/delete", json={"keys": [items[0]["key"]]}, headers=admin_headers)
+    assert [i["outcome"] for i in data(deleted)["items"]] == ["deleted"]
+    assert redis_client.hlen(INVALID_META_KEY) == 1
+    assert data(client.post(f"{QUEUE}/invalid/purge", json={}, headers=admin_headers)) == {"purged": 1}
+    assert not redis_client.exists(INVALID_QUEUE_KEY, INVALID_META_KEY)
+
+
+def redis_now(client: redis.Redis) -> datetime:
+    """The Redis server's clock (what the broker stamps a quarantine with), to the millisecond."""
+    seconds, micros = client.time()
+    return datetime.fromtimestamp(seconds + micros // 1000 / 1000, UTC)
 
 
 def test_invalid_payloads_list_delete_purge(

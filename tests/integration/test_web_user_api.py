@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 
 import pytest
@@ -10,14 +10,17 @@ import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
+from config.settings import Settings
 from redis_adapters.queues import REPORT_QUEUE_KEY
 from redis_adapters.report_message import ReportQueueMessage
+from scripts.faults import FaultProxy
 from services.domain.questionnaire import load_questionnaire
 from services.persistence.uow import UnitOfWork
 from services.usecases import reports
 from tests.support.envelope import data, error
 from tests.support.records import RecordSpec
 from tests.support.web_app import USER_PATH, Records
+from web import create_app
 
 Headers = Callable[[int], dict[str, str]]
 ALICE, BOB = 1001, 2002
@@ -234,6 +237,62 @@ def test_submit_with_redis_down_still_succeeds(
     assert records.status(record_id) == 3
     assert len(records.snapshot([record_id])["answers"]) == len(answers)
     assert "could not be queued" in caplog.text
+
+
+@pytest.fixture
+def pg_proxy(settings: Settings) -> Iterator[FaultProxy]:
+    proxy = FaultProxy(settings.database_url)
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
+def test_a_submission_whose_commit_landed_with_its_reply_lost_answers_committed(
+    settings: Settings,
+    pg_proxy: FaultProxy,
+    client: FlaskClient,
+    redis_client: redis.Redis,
+    user_headers: Headers,
+    records: Records,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """PostgreSQL's connection lost after the COMMIT reached the server, before its reply: the
+    submission is committed, so the call answers it (the record read again says so) and queues
+    its job, instead of a 503 that a retry would turn into "当前状态不允许提交答案"."""
+    app = create_app(settings.with_overrides(database_url=pg_proxy.url), redis_client=redis_client)
+    alice = user_headers(ALICE)
+    (record_id,) = records.insert(RecordSpec(status=2, user_id=ALICE))
+    body = {"recordId": record_id, "answers": all_answers(client, alice)}
+    pg_proxy.lose_reply(b"COMMIT", b"COMMIT\x00")  # the query, then its CommandComplete tag
+    result = data(app.test_client().post(f"{USER_PATH}/submitAnswers", json=body, headers=alice))
+    assert result == {"recordId": record_id, "status": 3, "enqueued": True}
+    assert "connection lost with its commit in flight" in caplog.text  # the fault happened
+    assert records.status(record_id) == 3
+    queued = [
+        ReportQueueMessage.decode(raw).record_id for raw in redis_client.lrange(REPORT_QUEUE_KEY, 0, -1)
+    ]
+    assert queued == [record_id]
+
+
+def test_a_submission_whose_connection_is_lost_before_its_commit_is_refused_and_changes_nothing(
+    settings: Settings,
+    pg_proxy: FaultProxy,
+    client: FlaskClient,
+    redis_client: redis.Redis,
+    user_headers: Headers,
+    records: Records,
+) -> None:
+    """Lost before the COMMIT was sent (at the record's lock): nothing committed, 503, no job."""
+    app = create_app(settings.with_overrides(database_url=pg_proxy.url), redis_client=redis_client)
+    alice = user_headers(ALICE)
+    (record_id,) = records.insert(RecordSpec(status=2, user_id=ALICE))
+    body = {"recordId": record_id, "answers": all_answers(client, alice)}
+    before = records.snapshot([record_id])
+    pg_proxy.lose_reply(b"FOR UPDATE", b"")
+    error(app.test_client().post(f"{USER_PATH}/submitAnswers", json=body, headers=alice), 503, 5003)
+    assert records.snapshot([record_id]) == before
+    assert redis_client.llen(REPORT_QUEUE_KEY) == 0
 
 
 def test_incomplete_answers_are_refused_and_change_nothing(

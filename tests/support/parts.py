@@ -47,6 +47,7 @@ FILE_SECONDS: dict[str, float] = {
     "tests/integration/test_web_bad_input.py": 69.0,
     "tests/e2e/test_stack.py": 74.0,
     "tests/e2e/test_supervise.py": 58.0,
+    "tests/e2e/test_stop_while_redis_hangs.py": 58.0,
     "tests/e2e/test_security.py": 53.0,
     "tests/integration/test_report_groups.py": 51.0,
     "tests/integration/test_web_regenerate_properties.py": 42.0,

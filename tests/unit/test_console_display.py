@@ -75,6 +75,7 @@ EVENT_DATA = {
     "questionIds": [101, 102],
     "answeredCount": 2,
     "task": "0123456789abcdef",
+    "messageIds": ["d954af5c3d4c672f"],
 }
 
 
@@ -87,6 +88,7 @@ def test_an_events_data_reads_as_sentences_without_keys_or_reprs() -> None:
         "从死信队列重新入队",
         "未能加入生成队列（Redis 不可用），由对账补发",
         "随 worker 丢失 4 次，不再重试",
+        "删除的延迟重试 d954af5c3d4c672f",
         "题目 101、102",
         "Redis 中没有该记录的任务",
         "本批共 12 条",

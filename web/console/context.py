@@ -66,6 +66,7 @@ EVENT_NAMES = {
     EventType.REPORT_REGENERATED: "管理员重新生成",
     EventType.REPORT_REQUEUED: "对账补发任务",
     EventType.REPORT_FAILURE_RECORDED: "对账记录失败",
+    EventType.REPORT_RETRY_DELETED: "管理员删除延迟重试",
 }
 
 

@@ -14,7 +14,7 @@ from flask.typing import ResponseReturnValue
 from werkzeug.wrappers import Response as WerkzeugResponse
 
 from redis_adapters.report_message import InvalidReportMessage, ReportQueueMessage
-from services.domain.opsmodel import ItemOutcome
+from services.domain.opsmodel import InvalidPayload, ItemOutcome
 from services.usecases import operations
 from web.console.acting import actor
 from web.console.blueprint import bp
@@ -79,10 +79,14 @@ def delete_dead() -> ResponseReturnValue:
     return outcomes_page("删除死信结果", items, "死信", "console.dead_letters")
 
 
-def why_invalid(raw: str) -> str:
-    """Why the worker could not read a quarantined payload, found again with the decoder it
-    used (the broker keeps the payload only: not its reason, nor its time). `raw` is the entry
-    as shown, bytes that are not UTF-8 as \\xNN: still no JSON, as the bytes were not."""
+def why_invalid(payload: InvalidPayload) -> str:
+    """Why the worker could not read a quarantined payload: as it said when it quarantined it,
+    else (an entry quarantined before the broker kept why) found again with the decoder it
+    used. `raw` is the entry as shown, bytes that are not UTF-8 as \\xNN: still no JSON, as the
+    bytes were not."""
+    if payload.reason is not None:
+        return invalid_reason_words(payload.reason)
+    raw = payload.raw
     try:
         ReportQueueMessage.decode(raw.encode("utf-8", "surrogateescape"))
     except InvalidReportMessage as exc:
@@ -97,7 +101,7 @@ def invalid_payloads() -> str:
     return render_template(
         "console/invalid.html",
         payloads=payloads,
-        reasons={p.key: why_invalid(p.raw) for p in payloads.items},
+        reasons={p.key: why_invalid(p) for p in payloads.items},
         page=page,
         page_size=PAGE_SIZE,
         preview_chars=PREVIEW_CHARS,

@@ -211,6 +211,7 @@ _EVENT_FACTS: dict[str, Callable[[object], str | None]] = {
     "questionIds": lambda value: f"题目 {value_words(value)}" if value else None,
     "answeredCount": _count("已答 {} 题"),
     "task": lambda value: f"后台任务 {str(value)[:8]}" if value else None,
+    "messageIds": lambda value: f"删除的延迟重试 {value_words(value)}" if value else None,
 }
 #: Fields shown apart (the failure's reason has a line of its own).
 _SHOWN_APART = frozenset({"error"})

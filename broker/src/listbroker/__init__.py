@@ -16,8 +16,9 @@ nothing: an application builds a `RedisListBroker` and sets it with `dramatiq.se
   while a dependency is down rather than spend attempts on it.
 - `Batches` (batches.py): the actor options `batch_size` and `batch_fn` hand up to N
   messages of an actor to one call, each message keeping its own outcome.
-- `RequeueOnShutdown` (shutdown.py), `debounce_worker_sigterm` (signals.py): graceful
-  shutdown under Procfile runners; `default_middleware()` (middleware.py): Dramatiq's
+- `RequeueOnShutdown`, `ShutdownDeadline` (shutdown.py: a worker process's shutdown bounded
+  once its jobs are done), `debounce_worker_sigterm` (signals.py): graceful shutdown under
+  Procfile runners; `default_middleware()` (middleware.py): Dramatiq's
   defaults with ExactRetries, CurrentMessage and RequeueOnShutdown.
 - `queue_figures` (figures.py), `JobIndex` (jobindex.py), `DeadLetters`
   (deadletters.py) and `DelayedMessages` (delayed.py): what producers, operators and
@@ -56,7 +57,9 @@ from listbroker.deadletters import (
     DEAD_LETTER_OPTION,
     MAX_DEAD_ERROR_CHARS,
     DeadLetters,
+    Quarantine,
     dead_letter_option,
+    invalid_meta_field,
 )
 from listbroker.delayed import DelayedEntry, DelayedMessages, Removed
 from listbroker.errors import BrokerError, DependencyUnavailable, InvalidMessage
@@ -72,7 +75,7 @@ from listbroker.retries import (
     ExactRetries,
 )
 from listbroker.scripts import DEAD_MARK, DELAYED_PREFIX_LEN
-from listbroker.shutdown import RequeueOnShutdown
+from listbroker.shutdown import RequeueOnShutdown, ShutdownDeadline
 from listbroker.signals import debounce_worker_sigterm
 from listbroker.spec import ActorSpec, actor_spec
 
@@ -113,18 +116,21 @@ __all__ = [
     "ListBatchProxy",
     "ListMessageProxy",
     "Probe",
+    "Quarantine",
     "QueueFigures",
     "QueueKeys",
     "RedisListBroker",
     "RedisListConsumer",
     "Removed",
     "RequeueOnShutdown",
+    "ShutdownDeadline",
     "actor_spec",
     "batching_of",
     "connection_errors",
     "dead_letter_option",
     "debounce_worker_sigterm",
     "default_middleware",
+    "invalid_meta_field",
     "job_key_field",
     "queue_figures",
     "run_on",

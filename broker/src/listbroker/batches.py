@@ -14,8 +14,9 @@ specification asks per message still is:
   error is `DependencyUnavailable`, exactly as if it had raised alone;
 - `f` raising fails every message of the batch not yet settled with that error (a
   `DependencyUnavailable`: all given back uncounted, the gate closed), except those `f` marked
-  finished (`message.mark_done()`): a time limit striking a batch late fails only the messages
-  whose work it interrupted;
+  finished (`message.mark_done()`, which acknowledges it at once: a message of the batch
+  still waiting, on a lock say, does not hold the others in flight): a time limit striking a
+  batch late fails only the messages whose work it interrupted;
 - a message `ExactRetries` refuses on arrival (a poison pill, a dead letter moved back by hand)
   is settled before the call and left out of `f`'s list;
 - observers count and time each message (observability's JobObserver looks into the batch),

@@ -342,7 +342,14 @@ class RedisListBroker(Broker):
         keys = self.queue_keys(queue_name)
         with connection_errors():
             self.client.delete(
-                keys.queue, keys.delayed, keys.dead, keys.invalid, keys.crashed, keys.jobs, keys.counted
+                keys.queue,
+                keys.delayed,
+                keys.dead,
+                keys.invalid,
+                keys.invalid_meta,
+                keys.crashed,
+                keys.jobs,
+                keys.counted,
             )
 
     def flush_all(self) -> None:

@@ -14,6 +14,7 @@ waiting for messages, so an idle queue never holds an ack back.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import threading
@@ -33,7 +34,14 @@ from listbroker.backoff import Backoff
 from listbroker.batches import Batching, ListBatchProxy
 from listbroker.codecs import Codec, job_key_field
 from listbroker.connections import HotPathConnections, connection_errors
-from listbroker.deadletters import DEAD_LETTER_OPTION, dead_letter_option
+from listbroker.deadletters import (
+    DEAD_LETTER_OPTION,
+    MAX_DEAD_ERROR_CHARS,
+    MAX_LOGGED_PAYLOAD,
+    dead_letter_option,
+    invalid_meta_field,
+    shown_payload,
+)
 from listbroker.errors import InvalidMessage
 from listbroker.keys import QueueKeys
 from listbroker.scripts import Scripts
@@ -141,9 +149,14 @@ class ListMessageProxy(MessageProxy):
         self.done = False
 
     def mark_done(self) -> None:
-        """A batch function finished this message's work (batches.py): should the call raise
-        afterwards (a time limit), that failure is not this message's, which is acknowledged."""
+        """A batch function finished this message's work (batches.py): it is acknowledged now,
+        not when the call returns (a message of the batch may still wait a long time, on a lock:
+        the others would stay in the processing list meanwhile, redelivered by a crash), and
+        should the call raise afterwards (a time limit), that failure is not this message's."""
         self.done = True
+        # Redis failing: the batch's acknowledgement, which Dramatiq repeats, records it.
+        with contextlib.suppress(ConnectionClosed):
+            self._origin._ack([self])
 
     def _record(self, step: Callable[[], T]) -> T:
         try:
@@ -405,18 +418,29 @@ class RedisListConsumer(Consumer):
 
     def _quarantine(self, payload: bytes, reason: Exception) -> None:
         logger.error(
-            "Quarantining undecodable message on %s in %s: %s; payload %r",
+            "Quarantining undecodable message on %s in %s: %s; payload %s",
             self.keys.queue,
             self.keys.invalid,
             reason,
-            payload[:500],
+            shown_payload(payload[:MAX_LOGGED_PAYLOAD]),
         )
         with connection_errors():
             # The fetch counted it if its job key could be read (the rest of it may still be
             # bad): it ends here, uncounted, and leaves no dead mark.
-            self.scripts.settle(
-                keys=[self.processing_key, self.keys.invalid, self.keys.crashed, self.keys.jobs],
-                args=[payload, "push", payload, 0, "", self.job_key_field, "0"],
+            self.scripts.quarantine(
+                keys=[
+                    self.processing_key,
+                    self.keys.invalid,
+                    self.keys.crashed,
+                    self.keys.jobs,
+                    self.keys.invalid_meta,
+                ],
+                args=[
+                    payload,
+                    self.job_key_field,
+                    invalid_meta_field(payload),
+                    str(reason)[:MAX_DEAD_ERROR_CHARS],
+                ],
             )
 
     # ------------------------------------------------------------------ outcomes

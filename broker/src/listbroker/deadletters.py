@@ -1,5 +1,9 @@
 """A queue's dead letters and quarantined payloads, for operators, on any client, without a broker.
 
+A quarantined payload is kept verbatim in `Q:invalid`; why and when it was quarantined
+are beside it, in the hash `Q:invalid:meta` under `invalid_meta_field(payload)` (written
+in the same step as the push, dropped with the payload's last copy).
+
 A dead letter is the message as its codec writes it, with the option `dead_letter`
 (`DEAD_LETTER_OPTION`: the last error, the attempts made, when) that the broker adds
 when it gives up (see `dead_letter_option`); a codec that writes options keeps it, so
@@ -10,7 +14,10 @@ are named by their exact bytes, so nothing else in the list is ever touched.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,6 +45,44 @@ def dead_letter_option(error: BaseException | str | None, attempts: int | None) 
     }
 
 
+#: Hex digits of a quarantined payload's field in `Q:invalid:meta` (of its SHA-256).
+META_FIELD_DIGITS = 16
+#: Longest part of a quarantined payload written to the log.
+MAX_LOGGED_PAYLOAD = 500
+
+
+def invalid_meta_field(payload: bytes) -> str:
+    """The payload's field in `Q:invalid:meta`: the first hex digits of its SHA-256."""
+    return hashlib.sha256(payload).hexdigest()[:META_FIELD_DIGITS]
+
+
+def shown_payload(payload: bytes) -> str:
+    """A payload as one line of text for a log: UTF-8, a byte that is not as a \\xNN escape, a
+    character that does not print (a control character, a line break) as Python escapes it."""
+    text = payload.decode("utf-8", errors="backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+@dataclass(frozen=True)
+class Quarantine:
+    """Why and when a payload was quarantined (`Q:invalid:meta`)."""
+
+    #: The Redis server's clock, UTC.
+    at: datetime
+    reason: str
+
+
+def _quarantine(value: Any) -> Quarantine | None:
+    """A field of `Q:invalid:meta` read back; None when missing or not as quarantine.lua writes it."""
+    if value is None:
+        return None
+    try:
+        meta = json.loads(value)
+        return Quarantine(datetime.fromtimestamp(int(meta["at"]) / 1000, UTC), str(meta["reason"]))
+    except (ValueError, TypeError, KeyError, OverflowError):
+        return None
+
+
 #: The largest index Redis accepts in a range (a signed 64-bit integer).
 MAX_RANGE_INDEX = 2**63 - 1
 
@@ -60,6 +105,7 @@ class DeadLetters:
         self.keys = keys
         self.job_key_field = job_key_field
         self._requeue = client.register_script(source("requeue_dead"))
+        self._remove_invalid = client.register_script(source("remove_invalid"))
         self._enqueue_reviving = client.register_script(source("enqueue_reviving"))
 
     # ------------------------------------------------------------------ dead letters
@@ -110,14 +156,30 @@ class DeadLetters:
     def all_invalid(self) -> list[bytes]:
         return _raw_list(self.client.lrange(self.keys.invalid, 0, -1))
 
+    def quarantines(self, entries: Sequence[bytes]) -> list[Quarantine | None]:
+        """Why and when each entry was quarantined (None: not known, e.g. quarantined by an
+        older version, or gone)."""
+        if not entries:
+            return []
+        values = self.client.hmget(self.keys.invalid_meta, [invalid_meta_field(raw) for raw in entries])
+        return [_quarantine(value) for value in values]
+
     def delete_invalid(self, entries: Sequence[bytes]) -> list[bool]:
-        return self._remove(self.keys.invalid, entries)
+        """Remove one occurrence of each entry (and, with its last copy, its meta); False for
+        an entry no longer there."""
+        if not entries:
+            return []
+        args: list[str | bytes] = []
+        for raw in entries:
+            args += [raw, invalid_meta_field(raw)]
+        done = self._remove_invalid(keys=[self.keys.invalid, self.keys.invalid_meta], args=args)
+        return [bool(flag) for flag in done]
 
     def purge_invalid(self) -> int:
-        """Drop the whole quarantine; how many entries it held (read and dropped atomically)."""
+        """Drop the whole quarantine and its meta; how many entries it held (atomically)."""
         pipe = self.client.pipeline(transaction=True)
         pipe.llen(self.keys.invalid)
-        pipe.delete(self.keys.invalid)
+        pipe.delete(self.keys.invalid, self.keys.invalid_meta)
         count, _ = pipe.execute()
         return int(count)
 

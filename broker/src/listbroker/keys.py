@@ -22,6 +22,7 @@ QUEUE_KEY_SUFFIX = ":queue"
 #: Suffixes of the keys that belong to a queue key `Q` (e.g. `report:queue:dead`).
 DEAD_SUFFIX = ":dead"  # list: messages whose attempts are exhausted
 INVALID_SUFFIX = ":invalid"  # list: messages that could not be decoded, kept verbatim
+INVALID_META_SUFFIX = ":meta"  # after INVALID_SUFFIX: hash digest -> why and when quarantined
 DELAYED_SUFFIX = ":delayed"  # sorted set: delayed messages and retries, scored by due time (ms)
 CRASHED_SUFFIX = ":crashed"  # hash: raw message -> times its consumer died holding it
 JOBS_SUFFIX = ":jobs"  # hash: job key -> jobs alive for it (see scripts.py), if the codec names one
@@ -71,6 +72,11 @@ class QueueKeys:
             counted=queue + COUNTED_SUFFIX,
             heartbeats=queue + HEARTBEATS_SUFFIX if hash_tag else HEARTBEATS_KEY,
         )
+
+    @property
+    def invalid_meta(self) -> str:
+        """Hash beside the quarantine: why and when each payload was quarantined (quarantine.lua)."""
+        return self.invalid + INVALID_META_SUFFIX
 
     @property
     def processing_prefix(self) -> str:

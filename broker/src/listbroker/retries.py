@@ -271,6 +271,19 @@ class ExactRetries(Retries):
     ) -> None:
         failed = self._failed_attempts(message, actor) + 1  # this attempt included
         error = describe_error(exception)
+        if failed > len(delays) + 1:
+            # Pushed with a retry count past the schedule (by hand, or by another producer):
+            # "attempt 100 of 4" would misstate what ran.
+            logger.error(
+                "Message %s failed (%s) with retry count %d, over the limit of %d; dead-lettering it.",
+                message,
+                error,
+                failed - 1,
+                len(delays),
+                exc_info=exception,
+            )
+            self._dead_letter(message, actor, exception, failed + message.redeliveries)
+            return
         if failed > len(delays):
             logger.error(
                 "Message %s failed (attempt %d of %d: %s); dead-lettering it.",

@@ -9,7 +9,9 @@ Layout of a queue `Q` (e.g. `report:queue`):
                       the moment it is taken until its outcome is recorded;
 - `Q:delayed`         sorted set of `<16 hex>|<payload>` scored by due time in ms
                       (the prefix keeps equal payloads apart);
-- `Q:dead`, `Q:invalid` lists; `Q:crashed` hash payload -> deliveries lost to dead workers;
+- `Q:dead`, `Q:invalid` lists; `Q:invalid:meta` hash digest of a quarantined payload ->
+                      JSON {"at": ms, "reason"} (quarantine.lua); `Q:crashed` hash
+                      payload -> deliveries lost to dead workers;
 - `broker:heartbeats` sorted set of processing lists scored by last heartbeat in ms
                       (hash-tagged layout: `Q:heartbeats`, one per queue, see keys.py);
 - `Q:jobs`            hash job key -> number of jobs alive for it (queued, in flight or
@@ -100,6 +102,7 @@ class Scripts:
     enqueue: Script
     enqueue_missing: Script
     clear_dead_marks: Script
+    quarantine: Script
 
     @classmethod
     def register(cls, client: redis.Redis) -> Scripts:
