@@ -178,7 +178,7 @@ def test_a_quarantined_payload_keeps_why_and_when_until_it_is_deleted(
     """Why and when beside the quarantine, written in the step that quarantines (the server's
     clock); the log shows the payload as text; deleting its last copy, or purging, drops them."""
     keys = raw_broker.queue_keys(RAW_QUEUE)
-    store = DeadLetters(redis_client, keys, job_key_pattern="")
+    store = DeadLetters(redis_client, keys, job_key_field="")
     before = redis_time(redis_client)
     redis_client.lpush("raw:queue", b"\x00poison", b"\x00poison", "fine")
     consumer = raw_broker.consume(RAW_QUEUE, prefetch=5, timeout=500)
