@@ -34,7 +34,7 @@ from listbroker.batches import Batching, ListBatchProxy
 from listbroker.codecs import Codec, job_key_pattern
 from listbroker.connections import HotPathConnections, connection_errors
 from listbroker.deadletters import DEAD_LETTER_OPTION, dead_letter_option
-from listbroker.errors import InvalidMessage
+from listbroker.errors import DependencyUnavailable, InvalidMessage
 from listbroker.keys import QueueKeys
 from listbroker.scripts import Scripts
 
@@ -185,6 +185,10 @@ class ListMessageProxy(MessageProxy):
         """
         return self._record(lambda: self._origin.settle(self, "push", self.payload, index=False))
 
+    def start(self) -> None:
+        """About to run: should its worker die now, a lost delivery counts (`RedisListConsumer.start`)."""
+        self._origin.start([self])
+
     def give_back(self) -> None:
         """Return this message, never run, to the head of its queue without counting an attempt."""
         self._record(lambda: self._origin._requeue([self]))
@@ -227,6 +231,8 @@ class RedisListConsumer(Consumer):
         self.codec: Codec = broker.codec_for(queue_name)
         self.consumer_id = uuid.uuid4().hex
         self.processing_key = self.keys.processing(self.consumer_id)
+        #: Which of the messages held in the processing list began to run (see `start`).
+        self.started_key = self.keys.started(self.consumer_id)
         #: The heartbeat set this consumer beats in (see keys.py).
         self.heartbeats_key = self.keys.heartbeats
         self.prefetch = max(1, prefetch)
@@ -239,7 +245,13 @@ class RedisListConsumer(Consumer):
         self.scripts = broker.scripts
         #: The fetch script's own connection (consumer thread, and acking threads' flushes).
         self.channel = broker.direct.channel()
-        self._fetch_keys = [self.keys.queue, self.processing_key, self.keys.crashed, self.keys.jobs]
+        self._fetch_keys = [
+            self.keys.queue,
+            self.processing_key,
+            self.keys.crashed,
+            self.keys.jobs,
+            self.started_key,
+        ]
         #: The codec's job key pattern: the scripts keep `Q:jobs` with it ('' = no index).
         self.job_key_pattern = job_key_pattern(self.codec)
         self._cond = threading.Condition()
@@ -406,9 +418,35 @@ class RedisListConsumer(Consumer):
         with connection_errors():
             # No job key pattern: a payload we could not read was never counted in the index.
             self.scripts.settle(
-                keys=[self.processing_key, self.keys.invalid, self.keys.crashed, self.keys.jobs],
+                keys=[
+                    self.processing_key,
+                    self.keys.invalid,
+                    self.keys.crashed,
+                    self.keys.jobs,
+                    self.started_key,
+                ],
                 args=[payload, "push", payload, 0, "", "", "0"],
             )
+
+    # ------------------------------------------------------------------ starting
+
+    def start(self, proxies: list[ListMessageProxy]) -> None:
+        """Mark messages as started, in one step, before their actor runs (lua/start.lua).
+
+        Should this process die, the reaper counts a lost delivery for the started ones only:
+        the messages merely prefetched beside a poison pill go back to the queue uncounted,
+        as at a graceful shutdown. Raises DependencyUnavailable while Redis cannot be
+        written: the message is given back uncounted (its outcome could not be recorded).
+        """
+        try:
+            with connection_errors():
+                self.scripts.start(
+                    keys=[self.processing_key, self.started_key], args=[p.payload for p in proxies]
+                )
+        except ConnectionClosed as exc:
+            raise DependencyUnavailable(
+                f"Redis: could not mark the message started ({exc.__cause__ or exc})"
+            ) from exc
 
     # ------------------------------------------------------------------ outcomes
 
@@ -473,7 +511,7 @@ class RedisListConsumer(Consumer):
         member_prefix = secrets.token_hex(8) + "|"
         with connection_errors():
             held = self.scripts.settle(
-                keys=[self.processing_key, target, self.keys.crashed, self.keys.jobs],
+                keys=[self.processing_key, target, self.keys.crashed, self.keys.jobs, self.started_key],
                 args=[
                     proxy.payload,
                     mode,
@@ -524,7 +562,8 @@ class RedisListConsumer(Consumer):
             return
         with connection_errors():
             self.scripts.requeue(
-                keys=[self.processing_key, self.keys.queue], args=[p.payload for p in proxies]
+                keys=[self.processing_key, self.keys.queue, self.started_key],
+                args=[p.payload for p in proxies],
             )
         with self._cond:
             self._finish_locked(*[proxy for proxy in proxies if not proxy._finished])
@@ -627,7 +666,13 @@ class RedisListConsumer(Consumer):
         try:
             with self.broker.releasing(self), connection_errors():
                 self.scripts.release(
-                    keys=[self.processing_key, self.keys.queue, self.heartbeats_key, self.keys.jobs],
+                    keys=[
+                        self.processing_key,
+                        self.keys.queue,
+                        self.heartbeats_key,
+                        self.keys.jobs,
+                        self.started_key,
+                    ],
                     args=[self.job_key_pattern, *acks],
                 )
         except ConnectionClosed:

@@ -1,8 +1,8 @@
 -- uses: _index
--- KEYS: processing, queue, heartbeats, jobs. ARGV: job key pattern, acked payloads...
+-- KEYS: processing, queue, heartbeats, jobs, started. ARGV: job key pattern, acked payloads...
 -- Closes a consumer with nothing in flight: drops the acknowledged payloads, returns
 -- anything left (a message whose BLMOVE reply was lost) to the head of the queue and
--- forgets the consumer.
+-- forgets the consumer (and its started marks).
 local p, q = KEYS[1], KEYS[2]
 for i = 2, #ARGV do
   if redis.call('LREM', p, -1, ARGV[i]) == 1 then
@@ -14,4 +14,5 @@ while redis.call('LMOVE', p, q, 'LEFT', 'RIGHT') do
   n = n + 1
 end
 redis.call('ZREM', KEYS[3], p)
+redis.call('DEL', KEYS[5])
 return n
