@@ -8,10 +8,15 @@ the poison pill is dead-lettered on the arrival after its `max_lost_deliveries`-
 from __future__ import annotations
 
 import sys
+import threading
 
+import dramatiq
 import redis
+from dramatiq.middleware import CurrentMessage
+from listbroker import DependencyUnavailable, ListMessageProxy, RedisListBroker
 from listbroker.retries import DEFAULT_MAX_LOST_DELIVERIES
 from poison_app import run_restarts
+from support import WorkerFactory
 
 
 def test_a_poison_pill_takes_no_innocent_job_with_it(redis_url: str, redis_client: redis.Redis) -> None:
@@ -25,3 +30,79 @@ def test_a_poison_pill_takes_no_innocent_job_with_it(redis_url: str, redis_clien
     # arrival by the next worker, which ran the rest.
     assert outcome.suicide_starts == DEFAULT_MAX_LOST_DELIVERIES + 1, outcome
     assert len(outcome.runs) == DEFAULT_MAX_LOST_DELIVERIES + 2, outcome
+
+
+def started_marks(client: redis.Redis, queue: str) -> dict[bytes, int]:
+    """Every consumer's started marks on `queue`: payload -> deliveries marked."""
+    marks: dict[bytes, int] = {}
+    for key in client.scan_iter(match=f"{queue}:queue:started:*"):
+        for payload, n in client.hgetall(key).items():
+            marks[payload] = marks.get(payload, 0) + int(n)
+    return marks
+
+
+def test_a_message_is_marked_started_before_its_actor_runs_and_unmarked_with_its_outcome(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    seen: list[dict[bytes, int]] = []
+
+    @dramatiq.actor(broker=broker, queue_name="single", retry_delays=(10,))
+    def single(n: int) -> None:
+        seen.append(started_marks(redis_client, "single"))
+        if n == 1 and CurrentMessage.get_current_message().options.get("retry_count", 0) == 0:
+            raise ValueError("fails once")  # its retry's settle drops the mark too
+
+    for n in range(3):
+        single.send(n)
+    worker = make_worker(broker, threads=1)
+    broker.join("single", timeout=30_000)
+    worker.join()
+    assert len(seen) == 4
+    assert all(len(marks) == 1 and list(marks.values()) == [1] for marks in seen), seen
+    assert started_marks(redis_client, "single") == {}
+
+
+def test_a_batch_marks_all_its_messages_started_in_one_step(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    calls: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def run(messages: list[ListMessageProxy]) -> None:
+        marks = started_marks(redis_client, "batchq")
+        with lock:
+            calls.append((len(messages), sum(marks.get(m.payload, 0) for m in messages)))
+
+    def work(n: int) -> None:
+        raise AssertionError("a batched actor's messages go to its batch function")
+
+    batched = dramatiq.actor(broker=broker, queue_name="batchq", batch_size=8, batch_fn=run)(work)
+    for n in range(24):
+        batched.send(n)
+    worker = make_worker(broker, threads=1)
+    broker.join("batchq", timeout=30_000)
+    worker.join()
+    assert sum(n for n, _ in calls) == 24
+    assert all(marked == n for n, marked in calls), calls  # every message of a call, marked
+    assert started_marks(redis_client, "batchq") == {}
+
+
+def test_a_message_that_could_not_begin_is_given_back_unmarked(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    """DependencyUnavailable: returned to its queue uncounted, and its started mark goes with it."""
+    runs: list[int] = []
+
+    @dramatiq.actor(broker=broker, queue_name="gated")
+    def gated(n: int) -> None:
+        runs.append(n)
+        if len(runs) == 1:
+            raise DependencyUnavailable("not yet")
+
+    gated.send(7)
+    worker = make_worker(broker, threads=1)
+    broker.join("gated", timeout=30_000)
+    worker.join()
+    assert runs == [7, 7]
+    assert started_marks(redis_client, "gated") == {}
+    assert not redis_client.exists("gated:queue:crashed")
