@@ -333,8 +333,10 @@ class RedisListConsumer(Consumer):
 
     def _batching(self, proxy: ListMessageProxy) -> Batching | None:
         message = proxy._message  # not through the proxy's __getattr__: this runs per message
-        # A message with an eta goes alone: Dramatiq's consumer thread delays it itself.
-        if "eta" in message.options:
+        # A message with an eta goes alone: Dramatiq's consumer thread delays it itself. So does
+        # one that was lost with its worker: should it be what kills the worker (a poison pill),
+        # its next deaths are its alone, not those of a batch of innocent messages around it.
+        if "eta" in message.options or proxy.redeliveries:
             return None
         name = message.actor_name
         if name not in self._batchings:
