@@ -106,3 +106,30 @@ def test_a_message_that_could_not_begin_is_given_back_unmarked(
     assert runs == [7, 7]
     assert started_marks(redis_client, "gated") == {}
     assert not redis_client.exists("gated:queue:crashed")
+
+
+def test_a_message_lost_with_its_worker_runs_alone_not_in_a_batch(
+    broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
+) -> None:
+    """Should it be the poison pill, its next deaths are its own, not those of a batch around it."""
+    batches: list[list[int]] = []
+
+    def run(messages: list[ListMessageProxy]) -> None:
+        batches.append([m.args[0] for m in messages])
+
+    def work(n: int) -> None:
+        raise AssertionError("a batched actor's messages go to its batch function")
+
+    batched = dramatiq.actor(broker=broker, queue_name="lonely", batch_size=8, batch_fn=run)(work)
+    for n in range(6):
+        batched.send(n)
+    # The message 2 was lost once with a worker (as reap.lua counts it).
+    payload = next(p for p in redis_client.lrange("lonely:queue", 0, -1) if b'"args":[2]' in p)
+    redis_client.hset("lonely:queue:crashed", payload, 1)
+    worker = make_worker(broker, threads=1)
+    broker.join("lonely", timeout=30_000)
+    worker.join()
+    assert sorted(n for batch in batches for n in batch) == list(range(6))
+    assert [2] in batches, batches  # to the batch function, in a batch of one
+    assert not redis_client.exists("lonely:queue:delayed", "lonely:queue:dead")  # no attempt failed
+    assert not redis_client.exists("lonely:queue:crashed")  # its ack cleared the count

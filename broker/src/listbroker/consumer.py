@@ -326,17 +326,23 @@ class RedisListConsumer(Consumer):
             self._outstanding += 1
             return head
         items = [head]
-        while self._buffer and len(items) < batching.size and self._batching(self._buffer[0]) == batching:
+        # A message lost with its worker goes in a batch of its own: should it be what kills the
+        # worker (a poison pill), its next deaths are its own, not every message of a batch's.
+        while (
+            not head.redeliveries
+            and self._buffer
+            and len(items) < batching.size
+            and not self._buffer[0].redeliveries
+            and self._batching(self._buffer[0]) == batching
+        ):
             items.append(self._buffer.popleft())
         self._outstanding += len(items)
         return ListBatchProxy(items, batching.actor_name)
 
     def _batching(self, proxy: ListMessageProxy) -> Batching | None:
         message = proxy._message  # not through the proxy's __getattr__: this runs per message
-        # A message with an eta goes alone: Dramatiq's consumer thread delays it itself. So does
-        # one that was lost with its worker: should it be what kills the worker (a poison pill),
-        # its next deaths are its alone, not those of a batch of innocent messages around it.
-        if "eta" in message.options or proxy.redeliveries:
+        # A message with an eta goes alone: Dramatiq's consumer thread delays it itself.
+        if "eta" in message.options:
             return None
         name = message.actor_name
         if name not in self._batchings:
