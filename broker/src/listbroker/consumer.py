@@ -448,8 +448,9 @@ class RedisListConsumer(Consumer):
         """
         try:
             with connection_errors():
-                self.scripts.start(
-                    keys=[self.processing_key, self.started_key], args=[p.payload for p in proxies]
+                # A hot path (a call per message, or per batch): no redis-py per-call machinery.
+                self.broker.direct.run_script(
+                    self.scripts.start, [self.processing_key, self.started_key], [p.payload for p in proxies]
                 )
         except ConnectionClosed as exc:
             raise DependencyUnavailable(
