@@ -24,6 +24,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import dramatiq
 import redis
@@ -98,7 +99,9 @@ def run_restarts(python: str, redis_url: str, *, max_runs: int = 8, innocents: i
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent), env.get("PYTHONPATH", "")])
     sender = RedisListBroker(url=redis_url)
     sender.declare_queue(QUEUE)
-    messages = [dramatiq.Message(queue_name=QUEUE, actor_name="suicide", args=(1,), kwargs={}, options={})]
+    messages: list[dramatiq.Message[Any]] = [
+        dramatiq.Message(queue_name=QUEUE, actor_name="suicide", args=(1,), kwargs={}, options={})
+    ]
     messages += [
         dramatiq.Message(queue_name=QUEUE, actor_name="ok", args=(i,), kwargs={}, options={})
         for i in range(innocents)

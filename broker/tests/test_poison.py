@@ -16,7 +16,7 @@ from dramatiq.middleware import CurrentMessage
 from listbroker import DependencyUnavailable, ListMessageProxy, RedisListBroker
 from listbroker.retries import DEFAULT_MAX_LOST_DELIVERIES
 from poison_app import run_restarts
-from support import WorkerFactory
+from support import WorkerFactory, bytes_map
 
 
 def test_a_poison_pill_takes_no_innocent_job_with_it(redis_url: str, redis_client: redis.Redis) -> None:
@@ -36,7 +36,7 @@ def started_marks(client: redis.Redis, queue: str) -> dict[bytes, int]:
     """Every consumer's started marks on `queue`: payload -> deliveries marked."""
     marks: dict[bytes, int] = {}
     for key in client.scan_iter(match=f"{queue}:queue:started:*"):
-        for payload, n in client.hgetall(key).items():
+        for payload, n in bytes_map(client.hgetall(key)).items():
             marks[payload] = marks.get(payload, 0) + int(n)
     return marks
 
@@ -49,7 +49,9 @@ def test_a_message_is_marked_started_before_its_actor_runs_and_unmarked_with_its
     @dramatiq.actor(broker=broker, queue_name="single", retry_delays=(10,))
     def single(n: int) -> None:
         seen.append(started_marks(redis_client, "single"))
-        if n == 1 and CurrentMessage.get_current_message().options.get("retry_count", 0) == 0:
+        current = CurrentMessage.get_current_message()
+        assert current is not None
+        if n == 1 and current.options.get("retry_count", 0) == 0:
             raise ValueError("fails once")  # its retry's settle drops the mark too
 
     for n in range(3):
