@@ -321,7 +321,7 @@ def test_a_poison_record_takes_no_job_held_beside_it(
     others = [make_record(RecordStatus.GENERATING) for _ in range(6)]
     # One thread, which the poison's job holds; the consumer holds every other job beside it.
     env = {"dramatiq_queue_prefetch": "10", "REPORT_BATCH_SIZE": "4"}
-    charged: set[bytes] = set()
+    charged: set[str] = set()
     kills = DEFAULT_MAX_LOST_DELIVERIES + 1
     with row_locked(settings.database_url, poison):
         for kill in range(kills):
@@ -332,7 +332,7 @@ def test_a_poison_record_takes_no_job_held_beside_it(
                 wait_until(consuming(redis_client), timeout=60, what="the worker to start consuming")
                 RedisReportQueue(redis_client).enqueue(poison)
                 wait_until(
-                    lambda waiting=waiting: sessions_waiting_for_a_lock(settings.database_url) > waiting,
+                    lambda: sessions_waiting_for_a_lock(settings.database_url) > waiting,  # noqa: B023
                     timeout=60,
                     what="the poison's job to start",
                 )
@@ -348,7 +348,7 @@ def test_a_poison_record_takes_no_job_held_beside_it(
 
             wait_until(holding, timeout=60, what=f"run {kill + 1}: the poison's job running, the others held")
             worker.kill()
-            charged |= set(redis_client.hkeys(f"{REPORT_QUEUE_KEY}:crashed"))
+            charged |= {str(job) for job in redis_client.hkeys(f"{REPORT_QUEUE_KEY}:crashed")}
     start_worker(env=env)
     wait_until(
         lambda: all(
