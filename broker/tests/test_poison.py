@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import dramatiq
 import redis
@@ -41,6 +42,17 @@ def started_marks(client: redis.Redis, queue: str) -> dict[bytes, int]:
     return marks
 
 
+def marks_seen(client: redis.Redis, queue: str, payloads: list[bytes]) -> dict[bytes, int]:
+    """The marks of `payloads`, once they are all there (the mark is sent, not waited for,
+    before the actor runs: Redis has it a moment later), or as they are after 5 s."""
+    deadline = time.monotonic() + 5
+    while True:
+        marks = started_marks(client, queue)
+        if all(p in marks for p in payloads) or time.monotonic() > deadline:
+            return marks
+        time.sleep(0.001)
+
+
 def test_a_message_is_marked_started_before_its_actor_runs_and_unmarked_with_its_outcome(
     broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
 ) -> None:
@@ -48,9 +60,9 @@ def test_a_message_is_marked_started_before_its_actor_runs_and_unmarked_with_its
 
     @dramatiq.actor(broker=broker, queue_name="single", retry_delays=(10,))
     def single(n: int) -> None:
-        seen.append(started_marks(redis_client, "single"))
         current = CurrentMessage.get_current_message()
-        assert current is not None
+        assert isinstance(current, ListMessageProxy)
+        seen.append(marks_seen(redis_client, "single", [current.payload]))
         if n == 1 and current.options.get("retry_count", 0) == 0:
             raise ValueError("fails once")  # its retry's settle drops the mark too
 
@@ -71,7 +83,7 @@ def test_a_batch_marks_all_its_messages_started_in_one_step(
     lock = threading.Lock()
 
     def run(messages: list[ListMessageProxy]) -> None:
-        marks = started_marks(redis_client, "batchq")
+        marks = marks_seen(redis_client, "batchq", [m.payload for m in messages])
         with lock:
             calls.append((len(messages), sum(marks.get(m.payload, 0) for m in messages)))
 
@@ -135,3 +147,21 @@ def test_a_message_lost_with_its_worker_runs_alone_not_in_a_batch(
     assert [2] in batches, batches  # to the batch function, in a batch of one
     assert not redis_client.exists("lonely:queue:delayed", "lonely:queue:dead")  # no attempt failed
     assert not redis_client.exists("lonely:queue:crashed")  # its ack cleared the count
+
+
+def test_a_mark_is_written_blind_and_only_for_a_message_still_held(
+    broker: RedisListBroker, redis_client: redis.Redis
+) -> None:
+    """ScriptChannel.send: no reply is read (the server skips it), the script runs all the same,
+    after the connection's earlier commands; start.lua marks nothing a consumer no longer holds."""
+    channel = broker.direct.channel()
+    redis_client.lpush("q:processing:c", b"held")
+    channel.send(broker.scripts.start, ["q:processing:c", "q:started:c"], [b"held", b"gone"])
+    channel.send(broker.scripts.start, ["q:processing:c", "q:started:c"], [b"held"])
+    deadline = time.monotonic() + 5
+    while redis_client.hget("q:started:c", b"held") != b"2" and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert bytes_map(redis_client.hgetall("q:started:c")) == {b"held": b"2"}
+    # The channel's calls still read their own replies.
+    assert channel.call(broker.scripts.start, ["q:processing:c", "q:started:c"], [b"held"]) == 1
+    channel.close()

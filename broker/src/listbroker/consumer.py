@@ -462,8 +462,9 @@ class RedisListConsumer(Consumer):
         """
         try:
             with connection_errors():
-                # A hot path (a call per message, or per batch): no redis-py per-call machinery.
-                self.broker.direct.run_script(
+                # Not waited for (ScriptChannel.send): Redis runs it even if this process dies
+                # the next instant; start.lua marks only a message still held.
+                self.channel.send(
                     self.scripts.start, [self.processing_key, self.started_key], [p.payload for p in proxies]
                 )
         except ConnectionClosed as exc:
