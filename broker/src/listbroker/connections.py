@@ -217,6 +217,11 @@ class DirectConnections:
             conn, since = self._idle.pop()
         except IndexError:
             return cast(AbstractConnection, self.pool.connection_class(**self.pool.connection_kwargs))
+        return self.refresh(conn, since)
+
+    def refresh(self, conn: AbstractConnection, since: float) -> AbstractConnection:
+        """`conn`, idle since `since`, disconnected if it must not be written to as it is (it
+        reconnects on its next send): to a master since demoted, or closed by the server."""
         if self._follow is not None:
             self._follow()
             if not self.pool.owns_connection(cast(Any, conn)):
@@ -273,7 +278,8 @@ class ScriptChannel:
     blind. Redis runs it even if this process dies the next instant: the kernel delivers a
     dead process's written bytes before its FIN, as long as nothing unread sits in its
     receive buffer (a close with unread data resets the connection instead), and nothing
-    ever does on that connection. Its order against the other connection's calls is not
+    ever does on that connection; once a second it is checked as an idle connection is (closed
+    by the server? to a master since demoted?). Its order against the other connection's calls is not
     guaranteed: a script sent so must hold whatever it finds (start.lua marks only a message
     still held). The script goes in full (EVAL: no reply would say NOSCRIPT). A server that
     refuses `CLIENT REPLY` (a proxy) is found on the first `send`, which then waits for the
@@ -286,7 +292,7 @@ class ScriptChannel:
         self._lock = threading.Lock()
         #: `send`'s connection and lock.
         self._blind: AbstractConnection | None = None
-        self._blind_used = 0.0
+        self._blind_checked = 0.0
         self._blind_lock = threading.Lock()
         #: Whether the server skips replies on request (None: not asked yet).
         self._skips: bool | None = None
@@ -305,14 +311,12 @@ class ScriptChannel:
         command = ("EVAL", source.script, len(keys), *keys, *args)
         with self._blind_lock:
             now = time.monotonic()
-            if self._blind is not None and now - self._blind_used > IDLE_CHECK_SECONDS:
-                # Taken afresh after a pause, so that one closed by the server meanwhile (or
-                # to a master since demoted) is found by `take`: no reply would say so.
-                self.connections.give_back(self._blind)
-                self._blind = None
             if self._blind is None:
-                self._blind = self.connections.take()
-            self._blind_used = now
+                self._blind, self._blind_checked = self.connections.take(), now
+            elif now - self._blind_checked > IDLE_CHECK_SECONDS:
+                # No reply would say that the server closed it or that its master was demoted
+                # (a Sentinel failover): checked once a second, as an idle connection is.
+                self._blind, self._blind_checked = self.connections.refresh(self._blind, 0.0), now
             conn = self._blind
             if self._skips is None:
                 self._skips = skips_replies(conn)
