@@ -218,7 +218,10 @@ def test_reaper_returns_messages_of_a_dead_consumer(
     dying.declare_queue(RAW_QUEUE)
     redis_client.lpush("raw:queue", "a", "b", "c", "d")
     consumer = dying.consume(RAW_QUEUE, prefetch=3, timeout=100)
-    assert [m.args[0] for m in take(consumer, 3)] == ["a", "b", "c"]
+    taken = take(consumer, 3)
+    assert [m.args[0] for m in taken] == ["a", "b", "c"]
+    for running in taken[:2]:
+        running.start()  # a and b run, c is only held
     # The process "dies": its heartbeats stop, nothing is acked or closed.
     dying.maintenance().stop()
 
@@ -232,11 +235,13 @@ def test_reaper_returns_messages_of_a_dead_consumer(
         time.sleep(0.05)
     # Returned within timeout + 10 s (the reaper's promise): the loop above waits no longer.
     assert processing_len(redis_client, consumer) == 0
-    # Back at the head of the queue in their original order, each with one lost delivery.
+    # Back at the head of the queue in their original order, each that had started with
+    # one lost delivery; the one only held goes back uncounted, as at a graceful shutdown.
     taker = survivor.consume(RAW_QUEUE, prefetch=4, timeout=500)
     again = take(taker, 4)
     assert [m.args[0] for m in again] == ["a", "b", "c", "d"]
-    assert [m.redeliveries for m in again] == [1, 1, 1, 0]
+    assert [m.redeliveries for m in again] == [1, 1, 0, 0]
+    assert not redis_client.exists(consumer.started_key)
     assert redis_client.zscore(HEARTBEATS_KEY, consumer.processing_key) is None
 
 

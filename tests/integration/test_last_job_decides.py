@@ -231,7 +231,15 @@ def make_machine(make_broker: BrokerFactory, client: redis.Redis) -> type[RuleBa
             processing = self.consumer.processing_key
             client.zadd(KEYS.heartbeats, {processing: 0})
             self.broker.scripts.reap(
-                keys=[KEYS.heartbeats, processing, KEYS.queue, KEYS.crashed, KEYS.counted], args=[1_000]
+                keys=[
+                    KEYS.heartbeats,
+                    processing,
+                    KEYS.queue,
+                    KEYS.crashed,
+                    KEYS.counted,
+                    self.consumer.started_key,
+                ],
+                args=[1_000],
             )
             self.counted_waiting += self.in_flight
             self.in_flight = Counter()

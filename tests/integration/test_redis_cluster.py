@@ -129,9 +129,12 @@ def test_fetch_retry_dead_letter_and_reaper_on_the_cluster(
         on_dead_letter=on_dead_letter,
     )
     report = KEYS.report
-    # A consumer that died holding record 4: its processing list, its last beat long ago.
+    # A consumer that died running record 4: its processing list, the job's started mark, its
+    # last beat long ago.
     lost = report.processing("deadbeefdeadbeef")
-    cluster.lpush(lost, ReportQueueMessage.new(4).encode())
+    running = ReportQueueMessage.new(4).encode()
+    cluster.lpush(lost, running)
+    cluster.hset(report.started("deadbeefdeadbeef"), running, 1)
     cluster.zadd(report.heartbeats, {lost: 1})
     RedisReportQueue(cluster, key=report.queue, jobs_key=report.jobs).enqueue_many([1, 2, 3])
     cluster.lpush(report.queue, b"not a job")  # quarantined, verbatim

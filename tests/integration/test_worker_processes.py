@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 from listbroker import HEARTBEATS_KEY
+from listbroker.keys import PROCESSING_INFIX
+from listbroker.retries import DEFAULT_MAX_LOST_DELIVERIES
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -297,3 +299,67 @@ def test_a_worker_process_writes_its_lines_itself_not_through_its_main_process(
     finally:
         os.kill(master, signal.SIGCONT)
     assert status_of(session_factory, record_id) == RecordStatus.COMPLETED
+
+
+def report_lists(client: redis.Redis) -> list[bytes]:
+    """The report queue's processing lists (one per live or not yet reaped consumer)."""
+    return list(client.scan_iter(match=f"{REPORT_QUEUE_KEY}{PROCESSING_INFIX}*", count=1000))
+
+
+def test_a_poison_record_takes_no_job_held_beside_it(
+    start_worker: Callable[..., WorkerProcess],
+    make_record: MakeRecord,
+    redis_client: redis.Redis,
+    session_factory: sessionmaker[Session],
+    settings: Settings,
+) -> None:
+    """The report worker's process SIGKILLed while a record's job runs (held up by its row lock,
+    as a poison pill that kills its worker would be) and it holds a batch of other records' jobs,
+    again after each restart, one more time than the poison-pill threshold allows: the jobs held
+    beside it go back uncounted each time and complete; only the running one is dead-lettered."""
+    poison = make_record(RecordStatus.GENERATING)
+    others = [make_record(RecordStatus.GENERATING) for _ in range(6)]
+    # One thread, which the poison's job holds; the consumer holds every other job beside it.
+    env = {"dramatiq_queue_prefetch": "10", "REPORT_BATCH_SIZE": "4"}
+    charged: set[str] = set()
+    kills = DEFAULT_MAX_LOST_DELIVERIES + 1
+    with row_locked(settings.database_url, poison):
+        for kill in range(kills):
+            # A killed worker's session waits on the lock until it is released: count new ones.
+            waiting = sessions_waiting_for_a_lock(settings.database_url)
+            worker = start_worker(env=env)
+            if kill == 0:
+                wait_until(consuming(redis_client), timeout=60, what="the worker to start consuming")
+                RedisReportQueue(redis_client).enqueue(poison)
+                wait_until(
+                    lambda: sessions_waiting_for_a_lock(settings.database_url) > waiting,  # noqa: B023
+                    timeout=60,
+                    what="the poison's job to start",
+                )
+                RedisReportQueue(redis_client).enqueue_many(others)
+
+            def holding(waiting: int = waiting) -> bool:
+                lists = report_lists(redis_client)
+                return (
+                    sessions_waiting_for_a_lock(settings.database_url) > waiting
+                    and len(lists) == 1
+                    and redis_client.llen(lists[0]) == 1 + len(others)
+                )
+
+            wait_until(holding, timeout=60, what=f"run {kill + 1}: the poison's job running, the others held")
+            worker.kill()
+            charged |= {str(job) for job in redis_client.hkeys(f"{REPORT_QUEUE_KEY}:crashed")}
+    start_worker(env=env)
+    wait_until(
+        lambda: all(
+            status_of(session_factory, r) in (RecordStatus.COMPLETED, RecordStatus.FAILED)
+            for r in [poison, *others]
+        ),
+        timeout=60,
+        what="every record to settle",
+    )
+    assert {r: status_of(session_factory, r) for r in others} == {r: RecordStatus.COMPLETED for r in others}
+    assert status_of(session_factory, poison) == RecordStatus.FAILED
+    assert len(charged) == 1  # only the poison's job ever counted a lost delivery
+    (dead,) = redis_client.lrange(f"{REPORT_QUEUE_KEY}:dead", 0, -1)
+    assert f"lost with its worker {kills} times".encode() in dead

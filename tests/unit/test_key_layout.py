@@ -7,7 +7,7 @@ import re
 from importlib import resources
 
 import pytest
-from listbroker.keys import HEARTBEATS_KEY, QueueKeys, owner_of_processing, queue_key
+from listbroker.keys import HEARTBEATS_KEY, QueueKeys, owner_of_processing, queue_key, started_of_processing
 from listbroker.scripts import script_names, source
 from redis.crc import key_slot
 
@@ -34,6 +34,7 @@ def queue_family(keys: QueueKeys) -> list[str]:
         keys.heartbeats,
         processing,
         *owner,
+        keys.started("0123456789abcdef"),
     ]
 
 
@@ -127,6 +128,9 @@ def test_owner_of_processing() -> None:
     )
     assert owner_of_processing("something-else") is None
     assert owner_of_processing(":processing:x") is None
+    assert started_of_processing("{report}:queue:processing:x") == "{report}:queue:started:x"
+    assert started_of_processing("report:queue:processing:x") == QueueKeys.for_queue("report").started("x")
+    assert started_of_processing("something-else") is None
     assert family_prefix("hotpath") == "hotpath:"
     assert family_prefix("hotpath", hash_tag=True) == "{hotpath}:"
 

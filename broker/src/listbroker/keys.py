@@ -28,6 +28,7 @@ CRASHED_SUFFIX = ":crashed"  # hash: raw message -> times its consumer died hold
 JOBS_SUFFIX = ":jobs"  # hash: job key -> jobs alive for it (see scripts.py), if the codec names one
 COUNTED_SUFFIX = ":counted"  # hash: payload -> its copies waiting in the queue already counted in `:jobs`
 PROCESSING_INFIX = ":processing:"  # list per consumer: `Q:processing:<consumer id>`
+STARTED_INFIX = ":started:"  # hash per consumer: payload -> its deliveries there that started
 HEARTBEATS_SUFFIX = ":heartbeats"  # hash-tagged layout only: the queue's own heartbeat set
 
 #: Sorted set of live consumers' processing lists, scored by their last heartbeat (ms).
@@ -87,6 +88,10 @@ class QueueKeys:
         """The processing list of one consumer of this queue."""
         return self.processing_prefix + consumer_id
 
+    def started(self, consumer_id: str) -> str:
+        """The started marks of one consumer of this queue: which messages it holds began to run."""
+        return self.queue + STARTED_INFIX + consumer_id
+
 
 def owner_of_processing(processing_key: str) -> tuple[str, str, str] | None:
     """(queue key, crashed key, counted key) of a processing list `Q:processing:<id>`; None for
@@ -100,3 +105,11 @@ def owner_of_processing(processing_key: str) -> tuple[str, str, str] | None:
         return None
     queue = processing_key[:at]
     return queue, queue + CRASHED_SUFFIX, queue + COUNTED_SUFFIX
+
+
+def started_of_processing(processing_key: str) -> str | None:
+    """The started marks `Q:started:<id>` of a processing list `Q:processing:<id>`; None for another name."""
+    at = processing_key.find(PROCESSING_INFIX)
+    if at <= 0:
+        return None
+    return processing_key[:at] + STARTED_INFIX + processing_key[at + len(PROCESSING_INFIX) :]

@@ -29,7 +29,7 @@ import redis
 
 from listbroker.backoff import Backoff
 from listbroker.connections import connection_errors
-from listbroker.keys import QueueKeys, owner_of_processing
+from listbroker.keys import QueueKeys, owner_of_processing, started_of_processing
 from listbroker.scripts import Scripts
 
 logger = logging.getLogger(__name__)
@@ -186,14 +186,15 @@ class Maintenance(threading.Thread):
             for member in self.broker.scripts.silent(keys=[heartbeats], args=[timeout, REAP_BATCH]):
                 processing = member.decode() if isinstance(member, bytes) else str(member)
                 owner = owner_of_processing(processing)
-                if owner is None:
+                started = started_of_processing(processing)
+                if owner is None or started is None:
                     # Not a processing list: nothing to return, only a stray entry to drop.
                     self.broker.client.zrem(heartbeats, member)
                     continue
                 queue, crashed, counted = owner
                 n = int(
                     self.broker.scripts.reap(
-                        keys=[heartbeats, processing, queue, crashed, counted], args=[timeout]
+                        keys=[heartbeats, processing, queue, crashed, counted, started], args=[timeout]
                     )
                 )
                 if n >= 0:

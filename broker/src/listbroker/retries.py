@@ -19,11 +19,15 @@ Replaces Dramatiq's `Retries` middleware on a `RedisListBroker`:
 - Recording the failure and scheduling the retry (or dead-lettering) is one atomic
   Redis step, so no crash can duplicate or lose the message (Dramatiq #431/#545).
 - Deliveries lost to a dead worker are counted apart from failures (the retry count counts
-  failed attempts only): a worker killed under a job, or holding prefetched jobs it never
-  started, says nothing about the job, and must not cost it a step of its schedule. A
-  message lost more than `max_lost_deliveries` times is dead-lettered on arrival as a
-  poison pill (it may be what kills its worker) instead of looping forever, as Sidekiq
-  Pro's super_fetch does with a job recovered more than 3 times.
+  failed attempts only): a worker killed under a job says nothing sure about the job, and
+  must not cost it a step of its schedule. Only a delivery that had started counts: each
+  message (each batch, for all its messages at once) is marked started in Redis once it
+  passes this middleware's checks, before its actor runs, and the reaper counts a lost
+  delivery for the marked ones only; the jobs merely prefetched beside a poison pill go
+  back to their queue uncounted, as at a graceful shutdown. A message lost more than
+  `max_lost_deliveries` times is dead-lettered on arrival as a poison pill (it may be what
+  kills its worker) instead of looping forever, as Sidekiq Pro's super_fetch does with a
+  job recovered more than 3 times.
 
 Without `retry_delays` the count lives in `options["retries"]`, as with Dramatiq's own.
 
@@ -131,9 +135,15 @@ class ExactRetries(Retries):
                     refused.append(False)
             if all(refused):
                 raise SkipMessage("every message of the batch was refused on arrival")
+            # Marked started in one step, the last thing before the call: from here on, a
+            # death of this worker counts a lost delivery for each of them.
+            running = [item for item in message.items if not item.settled]
+            running[0]._origin.start(running)
             return
-        if isinstance(message, ListMessageProxy) and self._refuse(broker, message):
-            raise SkipMessage("refused on arrival")
+        if isinstance(message, ListMessageProxy):
+            if self._refuse(broker, message):
+                raise SkipMessage("refused on arrival")
+            message.start()
 
     def _suspect(self, message: ListMessageProxy) -> bool:
         """Might `_refuse` settle it? (A cheap test, so a batch's items pay for no more.)"""

@@ -12,6 +12,11 @@ Layout of a queue `Q` (e.g. `report:queue`):
 - `Q:dead`, `Q:invalid` lists; `Q:invalid:meta` hash digest of a quarantined payload ->
                       JSON {"at": ms, "reason"} (quarantine.lua); `Q:crashed` hash
                       payload -> deliveries lost to dead workers;
+- `Q:started:<id>`    hash per consumer, payload -> its deliveries held there that began to
+                      run (start.lua, written before the actor's code): the reaper counts a
+                      lost delivery for these only; a message merely prefetched beside a
+                      poison pill goes back uncounted. Dropped with the outcome, by the
+                      release and by the reaper;
 - `broker:heartbeats` sorted set of processing lists scored by last heartbeat in ms
                       (hash-tagged layout: `Q:heartbeats`, one per queue, see keys.py);
 - `Q:jobs`            hash job key -> number of jobs alive for it (queued, in flight or
@@ -98,6 +103,7 @@ class Scripts:
     heartbeat: Script
     silent: Script
     reap: Script
+    start: Script
     figures: Script
     enqueue: Script
     enqueue_missing: Script

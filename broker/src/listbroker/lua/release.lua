@@ -1,8 +1,9 @@
 -- uses: _index
--- KEYS: processing, queue, heartbeats, jobs, counted. ARGV: job key field, acked payloads...
+-- KEYS: processing, queue, heartbeats, jobs, counted, started. ARGV: job key field, acked
+-- payloads...
 -- Closes a consumer with nothing in flight: drops the acknowledged payloads, returns
 -- anything left (a message whose fetch reply was lost) to the head of the queue, credited
--- as counted, and forgets the consumer.
+-- as counted, and forgets the consumer (and its started marks).
 local p, q = KEYS[1], KEYS[2]
 for i = 2, #ARGV do
   if redis.call('LREM', p, -1, ARGV[i]) == 1 then
@@ -17,4 +18,5 @@ while true do
   n = n + 1
 end
 redis.call('ZREM', KEYS[3], p)
+redis.call('DEL', KEYS[6])
 return n

@@ -1,5 +1,5 @@
--- uses: _now _index
--- KEYS: processing, target, crashed, jobs. ARGV: payload, mode, new payload, delay ms,
+-- uses: _now _index _started
+-- KEYS: processing, target, crashed, jobs, started. ARGV: payload, mode, new payload, delay ms,
 -- member prefix, job key field, '1' if a dead letter's follow-up is unconfirmed.
 -- Records the outcome of one message atomically, but only if this consumer still holds it
 -- (a reaper may have given it to someone else): mode 'ack' drops it, 'push' LPUSHes the new
@@ -12,6 +12,7 @@ if redis.call('LREM', p, -1, raw) == 0 then
   return 0
 end
 redis.call('HDEL', crashed, raw)
+unstart(KEYS[5], raw)
 if mode == 'push' then
   redis.call('LPUSH', target, ARGV[3])
   untrack(jobs, field, raw, ARGV[7] == '1')
