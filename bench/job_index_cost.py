@@ -93,7 +93,7 @@ def main() -> None:
                 client.register_script(source(new, "enqueue")),
                 client.register_script(source(new, "fetch")),
                 ["q", "q:jobs", "q:counted"],
-                ["q", "q:p", "q:crashed", "q:jobs", "q:counted"],
+                ["q", "q:p", "q:crashed", "q:jobs", "q:counted", "q:started"],
                 "RecordId",
             ),
         }
