@@ -136,6 +136,8 @@ class FaultProxy:
                 conn.shutdown(socket.SHUT_WR)
 
     def close(self) -> None:
+        # A forwarding thread of a hung proxy leaves its wait once closed: it must then end,
+        # not spin on the hang (a closed hung proxy's threads held the GIL for good).
         self._closed = True
         self._unsilence()
         self.down()
@@ -164,6 +166,8 @@ class FaultProxy:
         pair = {client: server, server: client}
         try:
             while True:
+                if self._closed:
+                    return
                 if self._hung.is_set():
                     self._hung_wait()
                     continue
