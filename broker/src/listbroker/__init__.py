@@ -40,7 +40,6 @@ from listbroker.batches import (
     BATCH_SIZE_OPTION,
     Batches,
     Batching,
-    ListBatchProxy,
     batching_of,
 )
 from listbroker.broker import (
@@ -52,7 +51,7 @@ from listbroker.broker import (
 )
 from listbroker.codecs import Codec, DramatiqCodec, job_key_field
 from listbroker.connections import DirectConnections, connection_errors, run_on
-from listbroker.consumer import ListMessageProxy, RedisListConsumer
+from listbroker.consumer import ListBatchProxy, ListMessageProxy, RedisListConsumer
 from listbroker.deadletters import (
     DEAD_LETTER_OPTION,
     MAX_DEAD_ERROR_CHARS,

@@ -26,8 +26,7 @@ import dramatiq
 from dramatiq.middleware import Middleware, SkipMessage
 
 from listbroker.backoff import Backoff
-from listbroker.batches import ListBatchProxy
-from listbroker.consumer import ListMessageProxy
+from listbroker.consumer import ListBatchProxy, ListMessageProxy
 from listbroker.errors import DependencyUnavailable
 
 logger = logging.getLogger(__name__)

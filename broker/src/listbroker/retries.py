@@ -51,8 +51,7 @@ from dramatiq.errors import ConnectionClosed, Retry
 from dramatiq.middleware import Retries, SkipMessage
 from dramatiq.middleware.retries import DEFAULT_MAX_BACKOFF
 
-from listbroker.batches import ListBatchProxy
-from listbroker.consumer import ListMessageProxy
+from listbroker.consumer import ListBatchProxy, ListMessageProxy
 from listbroker.deadletters import DEAD_LETTER_OPTION
 from listbroker.errors import DependencyUnavailable
 
