@@ -111,4 +111,24 @@ def test_only_the_broker_is_imported_back_for_type_checking() -> None:
     imports = listbroker_imports(type_only=True)
     graph = {module: targets - {"broker"} for module, targets in imports.items()}
     assert cycle_in(graph) is None, cycle_in(graph)
-    assert {"consumer", "maintenance"} <= {module for module, targets in imports.items() if "broker" in targets}
+    assert {"consumer", "maintenance"} <= {
+        module for module, targets in imports.items() if "broker" in targets
+    }
+
+
+#: Dramatiq's own attributes of a message proxy (its `_message`, `_exception`): the library reads
+#: a message through the proxy and a failure through its own `ListMessageProxy.failure`.
+DRAMATIQ_PRIVATE = {"_message", "_exception"}
+
+
+def test_the_library_reads_no_private_attribute_of_dramatiq() -> None:
+    found = set()
+    for entry in resources.files(listbroker).iterdir():
+        if not entry.name.endswith(".py"):
+            continue
+        for node in ast.walk(ast.parse(entry.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in DRAMATIQ_PRIVATE:
+                found.add(f"{entry.name}:{node.lineno} .{node.attr}")
+            elif isinstance(node, ast.Constant) and node.value in DRAMATIQ_PRIVATE:
+                found.add(f"{entry.name}:{node.lineno} {node.value!r}")
+    assert not found, sorted(found)

@@ -103,6 +103,7 @@ class ListMessageProxy(MessageProxy):
         self, message: dramatiq.Message[Any], *, payload: bytes, origin: RedisListConsumer, redeliveries: int
     ) -> None:
         super().__init__(message)
+        self._dramatiq_message = message
         #: The exact bytes held in the processing list (removed by value).
         self.payload = payload
         #: How many earlier deliveries of this payload were lost with their worker.
@@ -121,6 +122,28 @@ class ListMessageProxy(MessageProxy):
         self._unrecorded: Callable[[], object] | None = None
         #: Set by a batch function for a message whose work is finished (`mark_done`).
         self.done = False
+        self._failure: BaseException | None = None
+
+    @property
+    def message(self) -> dramatiq.Message[Any]:
+        """The Dramatiq message itself (read without the proxy's attribute lookup)."""
+        return self._dramatiq_message
+
+    def stuff_exception(self, exception: BaseException) -> None:
+        """Record the error this message's attempt ended with (Dramatiq's worker does it when the
+        actor raises; a batch function does it for one message of its batch)."""
+        super().stuff_exception(exception)
+        self._failure = exception
+
+    def clear_exception(self) -> None:
+        super().clear_exception()
+        self._failure = None
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error this message's attempt ended with (`stuff_exception`), None while it has
+        none: a batch's items carry their own, where Dramatiq hands middleware the batch's."""
+        return self._failure
 
     def mark_done(self) -> None:
         """A batch function finished this message's work (batches.py): it is acknowledged now,
@@ -160,7 +183,7 @@ class ListMessageProxy(MessageProxy):
         for a reconciler.
         """
         if error is None:
-            error = getattr(self, "_exception", None)
+            error = self.failure
         entry = self._origin.dead_entry(self, error, attempts)
         return self._record(lambda: self._origin.settle(self, "push", entry, unconfirmed=unconfirmed))
 
@@ -402,7 +425,7 @@ class RedisListConsumer(Consumer):
         return ListBatchProxy(items, batching.actor_name)
 
     def _batching(self, proxy: ListMessageProxy) -> Batching | None:
-        message = proxy._message  # not through the proxy's __getattr__: this runs per message
+        message = proxy.message
         # A message with an eta goes alone: Dramatiq's consumer thread delays it itself.
         if "eta" in message.options:
             return None
@@ -618,8 +641,8 @@ class RedisListConsumer(Consumer):
         self, proxy: ListMessageProxy, error: BaseException | str | None, attempts: int | None
     ) -> str | bytes:
         """What the dead-letter list gets for `proxy`: its message with the `dead_letter` option."""
-        marked = proxy._message.copy(
-            options={**proxy._message.options, DEAD_LETTER_OPTION: dead_letter_option(error, attempts)}
+        marked = proxy.message.copy(
+            options={**proxy.message.options, DEAD_LETTER_OPTION: dead_letter_option(error, attempts)}
         )
         try:
             return self.codec.encode(marked)

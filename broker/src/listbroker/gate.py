@@ -151,6 +151,6 @@ class AvailabilityGate(Middleware):
         elif isinstance(message, ListBatchProxy):
             # A batch's message may have found the dependency down on its own.
             for item in message.items:
-                if isinstance(item._exception, DependencyUnavailable):
-                    self.close(item._exception)
+                if isinstance(item.failure, DependencyUnavailable):
+                    self.close(item.failure)
                     return
