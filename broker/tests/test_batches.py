@@ -18,17 +18,17 @@ import pytest
 import redis
 from listbroker import (
     DEAD_LETTER_OPTION,
-    DELAYED_PREFIX_LEN,
     DependencyUnavailable,
     DramatiqCodec,
     ExactRetries,
     ListBatchProxy,
     ListMessageProxy,
     RedisListBroker,
-    dead_letter_option,
 )
 from listbroker import consumer as consumer_module
 from listbroker.consumer import BATCHES_HELD, MAX_ADAPTIVE_PREFETCH, RedisListConsumer
+from listbroker.deadletters import dead_letter_option
+from listbroker.scripts import DELAYED_PREFIX_LEN
 from support import BrokerFactory, WorkerFactory, as_bytes, bytes_list
 
 QUEUE = "batched"

@@ -7,6 +7,7 @@ import ast
 import subprocess
 import sys
 from importlib import resources
+from pathlib import Path
 
 import listbroker
 
@@ -132,3 +133,16 @@ def test_the_library_reads_no_private_attribute_of_dramatiq() -> None:
             elif isinstance(node, ast.Constant) and node.value in DRAMATIQ_PRIVATE:
                 found.add(f"{entry.name}:{node.lineno} {node.value!r}")
     assert not found, sorted(found)
+
+
+def test_every_public_name_is_named_in_the_readme() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Public names", 1)[1].split("\n## ", 1)[0]
+    assert not [name for name in listbroker.__all__ if f"`{name}`" not in section]
+    assert all(hasattr(listbroker, name) for name in listbroker.__all__)
+
+
+def test_the_library_internals_are_not_public() -> None:
+    for name in ("RedisListConsumer", "DirectConnections", "run_on", "DELAYED_PREFIX_LEN", "HEARTBEATS_KEY"):
+        assert name not in listbroker.__all__
+        assert not hasattr(listbroker, name), name
