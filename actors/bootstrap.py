@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
-import dramatiq.worker
 from dramatiq.middleware import (
     AgeLimit,
     Callbacks,
@@ -47,7 +46,6 @@ from redis_adapters.keyspace import Keyspace
 from redis_adapters.queue_ops import RedisQueueOperations
 from redis_adapters.queues import (
     ADMIN_QUEUE_NAME,
-    ERROR_RECOVERY_DELAY_MS,
     REPORT_ACTOR_NAME,
     REPORT_QUEUE_NAME,
 )
@@ -205,7 +203,4 @@ def install(settings: Settings) -> RedisListBroker:
     """Build the worker's broker and make it Dramatiq's global broker."""
     broker = build_broker(settings)
     dramatiq.set_broker(broker)
-    if not settings.dramatiq_restart_delay:
-        # The pause before listening again after a Redis error (ERROR_RECOVERY_DELAY_MS).
-        dramatiq.worker.CONSUMER_RESTART_DELAY_SECS = ERROR_RECOVERY_DELAY_MS / 1000
     return broker

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import sys
 
-from dramatiq.cli import main as dramatiq_main
-from dramatiq.cli import make_argument_parser
-
 from actors import lifetime
-from config.settings import Settings
+from config.settings import Settings, default_dramatiq_restart_delay
 from observability.logs import configure_logging
 
 #: The module Dramatiq imports in each worker process.
@@ -23,6 +20,10 @@ WORKER_MODULE = "actors.worker"
 
 
 def main(argv: list[str] | None = None) -> int:
+    default_dramatiq_restart_delay()  # before Dramatiq is imported: it reads the variable then
+    from dramatiq.cli import main as dramatiq_main  # noqa: PLC0415
+    from dramatiq.cli import make_argument_parser  # noqa: PLC0415
+
     settings = Settings.from_env()
     configure_logging("worker", level=settings.worker_log_level, fmt=settings.log_format)
     lifetime.remember_main_process()  # its worker processes, forked, die with it

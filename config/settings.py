@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from config import ConfigError
 from config.redis_urls import SENTINEL_SCHEME, is_sentinel_url, parse_sentinel_url
-from config.retries import MAX_RETRY_COUNT, RETRY_DELAYS_ENV, RETRY_DELAYS_MS
+from config.retries import ERROR_RECOVERY_DELAY_MS, MAX_RETRY_COUNT, RETRY_DELAYS_ENV, RETRY_DELAYS_MS
 
 T = TypeVar("T")
 
@@ -101,6 +101,17 @@ def prometheus_multiproc_dir() -> str:
     """PROMETHEUS_MULTIPROC_DIR now ("" unset). Read live, not from `Settings`: prometheus_client
     reads the variable itself whenever it counts, so /metrics must follow what it sees."""
     return environment().get("PROMETHEUS_MULTIPROC_DIR", "")
+
+
+#: Dramatiq's variable: the pause before a consumer that failed on a Redis error starts again.
+DRAMATIQ_RESTART_DELAY = "dramatiq_restart_delay"
+
+
+def default_dramatiq_restart_delay() -> None:
+    """Unset, `dramatiq_restart_delay` becomes the project's (ERROR_RECOVERY_DELAY_MS). Dramatiq
+    reads it once, when dramatiq.worker is first imported: the caller (actors.run_worker) runs
+    this before that import, and the worker processes Dramatiq forks inherit the result."""
+    os.environ.setdefault(DRAMATIQ_RESTART_DELAY, str(ERROR_RECOVERY_DELAY_MS))
 
 
 def retry_delays_ms(env: Mapping[str, str]) -> tuple[int, ...]:
@@ -696,7 +707,7 @@ class Settings:
             ),
             report_retry_delays_ms=retry_delays_ms(env),
             report_batch_size=env_int(env, "REPORT_BATCH_SIZE", DEFAULT_REPORT_BATCH_SIZE, minimum=1),
-            dramatiq_restart_delay="dramatiq_restart_delay" in env,
+            dramatiq_restart_delay=DRAMATIQ_RESTART_DELAY in env,
             prometheus_multiproc_dir=env.get("PROMETHEUS_MULTIPROC_DIR", ""),
             event_spool_dir=env.get("EVENT_SPOOL_DIR", ""),
             reconcile_interval_ms=env_int(

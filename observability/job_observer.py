@@ -162,15 +162,13 @@ class JobObserver(Middleware):
         batch = isinstance(message, ListBatchProxy)
         outcomes: list[Outcome] = []
         for each in items:
-            if batch and each._exception is None and each.settled_as not in (None, "ack"):
+            if batch and each.failure is None and each.settled_as not in (None, "ack"):
                 # Refused on arrival: it never ran (one done early was acknowledged: "ack").
                 outcomes.extend(self._skipped(each, series))
                 continue
             if elapsed_ms is not None:
                 series.duration_ms.observe(elapsed_ms)
-            outcomes.extend(
-                self._outcomes(each, (each._exception or exception) if batch else exception, series)
-            )
+            outcomes.extend(self._outcomes(each, (each.failure or exception) if batch else exception, series))
         self._count(items[0], *outcomes)
 
     def _outcomes(

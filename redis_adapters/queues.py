@@ -11,7 +11,7 @@ from __future__ import annotations
 from listbroker.keys import QueueKeys
 
 # The retry schedule, part of the queue's contract (REPORT_RETRY_DELAYS_MS: config/settings.py).
-from config.retries import MAX_RETRY_COUNT, RETRY_DELAYS_MS
+from config.retries import ERROR_RECOVERY_DELAY_MS, MAX_RETRY_COUNT, RETRY_DELAYS_MS
 
 __all__ = [
     "ADMIN_QUEUE_NAME",
@@ -46,8 +46,5 @@ INVALID_QUEUE_KEY = _REPORT_KEYS.invalid  # "report:queue:invalid"
 INVALID_META_KEY = _REPORT_KEYS.invalid_meta  # "report:queue:invalid:meta": why and when, per payload
 REPORT_DELAYED_KEY = _REPORT_KEYS.delayed  # "report:queue:delayed"
 REPORT_JOBS_KEY = _REPORT_KEYS.jobs  # "report:queue:jobs": RecordId -> jobs alive
-
-#: Pause before a consumer reconnects after a Redis error, so an outage is not a busy loop.
-ERROR_RECOVERY_DELAY_MS = 5_000
 
 assert REPORT_QUEUE_KEY == "report:queue"  # the .NET system's key: changing it breaks its producer

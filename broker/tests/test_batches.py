@@ -18,17 +18,17 @@ import pytest
 import redis
 from listbroker import (
     DEAD_LETTER_OPTION,
-    DELAYED_PREFIX_LEN,
     DependencyUnavailable,
     DramatiqCodec,
     ExactRetries,
     ListBatchProxy,
     ListMessageProxy,
     RedisListBroker,
-    dead_letter_option,
 )
 from listbroker import consumer as consumer_module
 from listbroker.consumer import BATCHES_HELD, MAX_ADAPTIVE_PREFETCH, RedisListConsumer
+from listbroker.deadletters import dead_letter_option
+from listbroker.scripts import DELAYED_PREFIX_LEN
 from support import BrokerFactory, WorkerFactory, as_bytes, bytes_list
 
 QUEUE = "batched"
@@ -471,4 +471,22 @@ def test_a_batch_moves_the_pace_as_its_messages_one_by_one_would(
     for _ in range(3):
         expected += consumer_module.PACE_WEIGHT * (0.020 - expected)
     assert consumer._pace == pytest.approx(expected)
+    consumer.close()
+
+
+def test_an_item_tells_its_own_failure(broker: RedisListBroker) -> None:
+    """`failure` is what `stuff_exception` recorded for that message alone, cleared with it."""
+    actor = declare(broker, Calls().record, retry_delays=(60_000,))
+    actor.send(1)
+    actor.send(2)
+    consumer = broker.consume(QUEUE, prefetch=10, timeout=1_000)
+    batch = next(consumer)
+    assert isinstance(batch, ListBatchProxy)
+    one, two = batch.items
+    error = RuntimeError("generation failed")
+    one.stuff_exception(error)
+    assert (one.failure, two.failure) == (error, None)
+    one.clear_exception()
+    assert one.failure is None
+    consumer.requeue(batch.items)
     consumer.close()

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import redis
-from listbroker import run_on
+from listbroker.connections import run_on
 
 
 class FakeConnection:

@@ -9,14 +9,8 @@ from typing import Any
 import dramatiq
 import pytest
 import redis
-from listbroker import (
-    InvalidMessage,
-    JobIndex,
-    ListMessageProxy,
-    QueueKeys,
-    RedisListBroker,
-    RedisListConsumer,
-)
+from listbroker import InvalidMessage, JobIndex, ListMessageProxy, QueueKeys, RedisListBroker
+from listbroker.consumer import RedisListConsumer
 
 QUEUE = "jobs"
 KEYS = QueueKeys.for_queue(QUEUE)

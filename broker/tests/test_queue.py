@@ -15,17 +15,15 @@ from dramatiq.errors import ConnectionClosed, QueueJoinTimeout
 from dramatiq.middleware import Middleware
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from listbroker import (
-    DEAD_LETTER_OPTION,
-    HEARTBEATS_KEY,
-    DeadLetters,
-    InvalidMessage,
-    ListMessageProxy,
-    RedisListBroker,
+from listbroker import DEAD_LETTER_OPTION, DeadLetters, InvalidMessage, ListMessageProxy, RedisListBroker
+from listbroker.consumer import (
+    MAX_ADAPTIVE_PREFETCH,
+    MAX_BLOCK_SECONDS,
+    PREFETCH_HOLD_SECONDS,
     RedisListConsumer,
-    invalid_meta_field,
 )
-from listbroker.consumer import MAX_ADAPTIVE_PREFETCH, MAX_BLOCK_SECONDS, PREFETCH_HOLD_SECONDS
+from listbroker.deadletters import invalid_meta_field
+from listbroker.keys import HEARTBEATS_KEY
 from support import CLOSED_REDIS_URL, BrokerFactory, WorkerFactory, as_bytes
 
 RAW_QUEUE = "raw"

@@ -7,8 +7,7 @@ import re
 from importlib import resources
 
 import pytest
-from listbroker import DEAD_MARK, DELAYED_PREFIX_LEN
-from listbroker.scripts import Scripts, script_names, source
+from listbroker.scripts import DEAD_MARK, DELAYED_PREFIX_LEN, Scripts, script_names, source
 
 #: Every script file: the broker's own (`Scripts`) and those of the operators' and producers'
 #: classes (dead letters, delayed messages, job index).

@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 from dramatiq.errors import ConnectionClosed
-from listbroker import HEARTBEATS_KEY
+from listbroker.keys import HEARTBEATS_KEY
 
 from scripts.faults import FaultProxy
 from tests.support.broker_fixtures import BrokerFactory

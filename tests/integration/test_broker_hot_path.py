@@ -13,8 +13,9 @@ from pathlib import Path
 import dramatiq
 import pytest
 import redis
-from listbroker import RedisListBroker, RedisListConsumer
+from listbroker import RedisListBroker
 from listbroker.connections import IDLE_CHECK_SECONDS
+from listbroker.consumer import RedisListConsumer
 
 from actors.bootstrap import default_middleware
 from tests.support.processes import RedisServer, wait_until

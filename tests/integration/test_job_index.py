@@ -14,15 +14,10 @@ import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from listbroker import (
-    DEAD_MARK,
-    DELAYED_PREFIX_LEN,
-    HEARTBEATS_KEY,
-    ListMessageProxy,
-    RedisListBroker,
-    RedisListConsumer,
-)
-from listbroker.keys import PROCESSING_INFIX
+from listbroker import ListMessageProxy, RedisListBroker
+from listbroker.consumer import RedisListConsumer
+from listbroker.keys import HEARTBEATS_KEY, PROCESSING_INFIX
+from listbroker.scripts import DEAD_MARK, DELAYED_PREFIX_LEN
 
 from redis_adapters.queue_ops import RedisQueueOperations
 from redis_adapters.queues import (

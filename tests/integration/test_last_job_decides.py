@@ -28,7 +28,8 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from listbroker import ListMessageProxy, RedisListBroker, RedisListConsumer
+from listbroker import ListMessageProxy, RedisListBroker
+from listbroker.consumer import RedisListConsumer
 
 from redis_adapters.keyspace import Keyspace
 from redis_adapters.queues import REPORT_QUEUE_NAME

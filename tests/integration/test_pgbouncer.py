@@ -15,7 +15,8 @@ from typing import cast
 
 import pytest
 import redis
-from listbroker import DELAYED_PREFIX_LEN, HEARTBEATS_KEY
+from listbroker.keys import HEARTBEATS_KEY
+from listbroker.scripts import DELAYED_PREFIX_LEN
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 

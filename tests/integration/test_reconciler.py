@@ -8,7 +8,8 @@ from typing import Any
 import dramatiq
 import pytest
 import redis
-from listbroker import DEAD_MARK, RedisListBroker
+from listbroker import RedisListBroker
+from listbroker.scripts import DEAD_MARK
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 

@@ -19,7 +19,8 @@ import dramatiq
 import pytest
 import redis
 from dramatiq.middleware import CurrentMessage
-from listbroker import DEAD_MARK, RedisListBroker
+from listbroker import RedisListBroker
+from listbroker.scripts import DEAD_MARK
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 from sqlalchemy import Engine, text

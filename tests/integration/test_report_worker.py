@@ -10,7 +10,8 @@ from typing import cast
 import dramatiq
 import pytest
 import redis
-from listbroker import DELAYED_PREFIX_LEN, AvailabilityGate, RedisListBroker
+from listbroker import AvailabilityGate, RedisListBroker
+from listbroker.scripts import DELAYED_PREFIX_LEN
 from sqlalchemy.orm import Session, sessionmaker
 
 from actors import bootstrap

@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from listbroker import (
     DEFAULT_MAX_LOST_DELIVERIES,
-    DELAYED_PREFIX_LEN,
     LOST_DELIVERIES_OPTION,
     DeadLetterHook,
     ExactRetries,
@@ -25,6 +24,7 @@ from listbroker import (
     RedisListBroker,
 )
 from listbroker.consumer import RedisListConsumer
+from listbroker.scripts import DELAYED_PREFIX_LEN
 
 from redis_adapters.queues import (
     DEAD_LETTER_QUEUE_KEY,

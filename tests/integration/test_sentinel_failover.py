@@ -23,8 +23,9 @@ from typing import Any
 import dramatiq
 import pytest
 import redis
-from listbroker import DELAYED_PREFIX_LEN, HEARTBEATS_KEY
 from listbroker.connections import DirectConnections
+from listbroker.keys import HEARTBEATS_KEY
+from listbroker.scripts import DELAYED_PREFIX_LEN
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 

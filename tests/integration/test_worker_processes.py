@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from listbroker import HEARTBEATS_KEY
-from listbroker.keys import PROCESSING_INFIX
+from listbroker.keys import HEARTBEATS_KEY, PROCESSING_INFIX
 from listbroker.retries import DEFAULT_MAX_LOST_DELIVERIES
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker

@@ -24,7 +24,8 @@ from typing import cast
 import dramatiq
 import redis
 from dramatiq.broker import MessageProxy
-from listbroker import DELAYED_PREFIX_LEN, ExactRetries, ListBatchProxy
+from listbroker import ExactRetries, ListBatchProxy
+from listbroker.scripts import DELAYED_PREFIX_LEN
 
 from redis_adapters.queues import REPORT_DELAYED_KEY
 from redis_adapters.report_message import ReportQueueMessage

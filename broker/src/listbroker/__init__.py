@@ -15,7 +15,8 @@ nothing: an application builds a `RedisListBroker` and sets it with `dramatiq.se
 - `AvailabilityGate` and `DependencyUnavailable` (gate.py, errors.py): hold messages
   while a dependency is down rather than spend attempts on it.
 - `Batches` (batches.py): the actor options `batch_size` and `batch_fn` hand up to N
-  messages of an actor to one call, each message keeping its own outcome.
+  messages of an actor (`ListMessageProxy`, in a `ListBatchProxy`: consumer.py) to one call,
+  each message keeping its own outcome.
 - `RequeueOnShutdown`, `ShutdownDeadline` (shutdown.py: a worker process's shutdown bounded
   once its jobs are done), `debounce_worker_sigterm` (signals.py): graceful shutdown under
   Procfile runners; `default_middleware()` (middleware.py): Dramatiq's
@@ -34,15 +35,7 @@ nothing: an application builds a `RedisListBroker` and sets it with `dramatiq.se
 from __future__ import annotations
 
 from listbroker.backoff import Backoff
-from listbroker.batches import (
-    BATCH_ACTOR_SUFFIX,
-    BATCH_FN_OPTION,
-    BATCH_SIZE_OPTION,
-    Batches,
-    Batching,
-    ListBatchProxy,
-    batching_of,
-)
+from listbroker.batches import BATCH_ACTOR_SUFFIX, BATCH_FN_OPTION, BATCH_SIZE_OPTION, Batches
 from listbroker.broker import (
     DEFAULT_DELAY_POLL_MS,
     DEFAULT_HEARTBEAT_INTERVAL_MS,
@@ -51,22 +44,14 @@ from listbroker.broker import (
     RedisListBroker,
 )
 from listbroker.codecs import Codec, DramatiqCodec, job_key_field
-from listbroker.connections import DirectConnections, connection_errors, run_on
-from listbroker.consumer import ListMessageProxy, RedisListConsumer
-from listbroker.deadletters import (
-    DEAD_LETTER_OPTION,
-    MAX_DEAD_ERROR_CHARS,
-    DeadLetters,
-    Quarantine,
-    dead_letter_option,
-    invalid_meta_field,
-)
+from listbroker.consumer import ListBatchProxy, ListMessageProxy
+from listbroker.deadletters import DEAD_LETTER_OPTION, DeadLetters, Quarantine
 from listbroker.delayed import DelayedEntry, DelayedMessages, Removed
 from listbroker.errors import BrokerError, DependencyUnavailable, InvalidMessage
 from listbroker.figures import QueueFigures, queue_figures
 from listbroker.gate import DEFAULT_MAX_BACKOFF_S, DEFAULT_MIN_BACKOFF_S, AvailabilityGate, Probe
 from listbroker.jobindex import JobIndex
-from listbroker.keys import HEARTBEATS_KEY, QueueKeys
+from listbroker.keys import QueueKeys
 from listbroker.middleware import default_middleware
 from listbroker.retries import (
     DEFAULT_MAX_LOST_DELIVERIES,
@@ -74,17 +59,19 @@ from listbroker.retries import (
     DeadLetterHook,
     ExactRetries,
 )
-from listbroker.scripts import DEAD_MARK, DELAYED_PREFIX_LEN
 from listbroker.shutdown import RequeueOnShutdown, ShutdownDeadline
 from listbroker.signals import debounce_worker_sigterm
 from listbroker.spec import ActorSpec, actor_spec
 
+#: What a Dramatiq application uses: the broker and its options, its middleware, the proxies a
+#: batch function receives, codecs, errors, and the readers of a queue's state. Everything else
+#: (the consumer, the connections, the scripts, the key layout's constants) is the library's
+#: own, importable by its module path for tests and tools, and may change in any version.
 __all__ = [
     "BATCH_ACTOR_SUFFIX",
     "BATCH_FN_OPTION",
     "BATCH_SIZE_OPTION",
     "DEAD_LETTER_OPTION",
-    "DEAD_MARK",
     "DEFAULT_DELAY_POLL_MS",
     "DEFAULT_HEARTBEAT_INTERVAL_MS",
     "DEFAULT_HEARTBEAT_TIMEOUT_MS",
@@ -92,15 +79,11 @@ __all__ = [
     "DEFAULT_MAX_LOST_DELIVERIES",
     "DEFAULT_MIN_BACKOFF_S",
     "DEFAULT_SOCKET_TIMEOUT",
-    "DELAYED_PREFIX_LEN",
-    "HEARTBEATS_KEY",
     "LOST_DELIVERIES_OPTION",
-    "MAX_DEAD_ERROR_CHARS",
     "ActorSpec",
     "AvailabilityGate",
     "Backoff",
     "Batches",
-    "Batching",
     "BrokerError",
     "Codec",
     "DeadLetterHook",
@@ -108,7 +91,6 @@ __all__ = [
     "DelayedEntry",
     "DelayedMessages",
     "DependencyUnavailable",
-    "DirectConnections",
     "DramatiqCodec",
     "ExactRetries",
     "InvalidMessage",
@@ -120,18 +102,12 @@ __all__ = [
     "QueueFigures",
     "QueueKeys",
     "RedisListBroker",
-    "RedisListConsumer",
     "Removed",
     "RequeueOnShutdown",
     "ShutdownDeadline",
     "actor_spec",
-    "batching_of",
-    "connection_errors",
-    "dead_letter_option",
     "debounce_worker_sigterm",
     "default_middleware",
-    "invalid_meta_field",
     "job_key_field",
     "queue_figures",
-    "run_on",
 ]

@@ -24,26 +24,21 @@ specification asks per message still is:
   handling (so its log lines carry that message's ids);
 - at shutdown, a batch never started goes back to the queue message by message.
 
+The batch a worker runs is the consumer's `ListBatchProxy` (consumer.py); this module holds only
+the actor options and the companion's declaration, so the consumer depends on it and not back.
+
 A batch never waits for messages to come: it is what the consumer holds when a worker thread
 asks for work (one message when the queue trickles), so batching adds no latency.
 """
 
 from __future__ import annotations
 
-import contextlib
-import uuid
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dramatiq
-from dramatiq.broker import MessageProxy
-from dramatiq.errors import ConnectionClosed
 from dramatiq.middleware import Middleware
-
-if TYPE_CHECKING:
-    from listbroker.consumer import ListMessageProxy
 
 #: The actor option: the most messages of the actor one call of its `batch_fn` takes.
 BATCH_SIZE_OPTION = "batch_size"
@@ -52,14 +47,8 @@ BATCH_FN_OPTION = "batch_fn"
 #: The companion actor's name is the actor's with this suffix.
 BATCH_ACTOR_SUFFIX = ".batch"
 
-BatchFn = Callable[[list["ListMessageProxy"]], None]
-#: What surrounds the work done for one message of a batch outside its call (ExactRetries'
-#: recording of its outcome, with its log lines), e.g. an observer's logging context.
-ItemContext = Callable[["ListMessageProxy"], AbstractContextManager[object]]
-
-
-def no_item_context(item: ListMessageProxy) -> AbstractContextManager[object]:
-    return contextlib.nullcontext()
+#: A batch function: it takes the list of the batch's messages (`ListMessageProxy`, consumer.py).
+BatchFn = Callable[[list[Any]], None]
 
 
 @dataclass(frozen=True)
@@ -102,63 +91,3 @@ class Batches(Middleware):
             priority=actor.priority,
             options=options,
         )
-
-
-class ListBatchProxy(MessageProxy):
-    """Messages of one batched actor, handed to one call of its companion.
-
-    Dramatiq sees one message of the companion actor, whose one argument is the list of the
-    messages still to run (`args`); `items` holds them all. It is never encoded or stored: the
-    consumer records each item's outcome (its ack acknowledges every item not yet settled).
-    """
-
-    def __init__(self, items: Sequence[ListMessageProxy], actor_name: str) -> None:
-        first = items[0]
-        super().__init__(
-            dramatiq.Message(
-                queue_name=first.queue_name,
-                actor_name=actor_name,
-                args=(),
-                kwargs={},
-                options={},
-                message_id=str(uuid.uuid4()),
-            )
-        )
-        self.items: list[ListMessageProxy] = list(items)
-        #: Entered around each item's own handling by the middleware (ExactRetries); an
-        #: observer sets it in its before_process_message, so that the item's log lines carry
-        #: that item's ids (a batch's own lines carry none).
-        self.item_context: ItemContext = no_item_context
-
-    # Dramatiq types the message's fields as attributes; this one is computed.
-    @property
-    def args(self) -> tuple[Any, ...]:  # type: ignore[override]
-        """The companion's one argument: the messages to run (those not settled on arrival)."""
-        return ([item for item in self.items if not item.settled],)
-
-    @property
-    def settled(self) -> bool:
-        return all(item.settled for item in self.items)
-
-    def give_back(self) -> None:
-        """Return every message not yet settled, never run, to the head of its queue, uncounted.
-
-        One step for the batch; when Redis fails, each message keeps its return to be recorded
-        by its acknowledgement (as `ListMessageProxy.give_back`)."""
-        unsettled = [item for item in self.items if not item.settled]
-        if not unsettled:
-            return
-        try:
-            unsettled[0]._origin._requeue(unsettled)
-        except ConnectionClosed:
-            for item in unsettled:
-                item._unrecorded = item.give_back
-            raise
-
-    def __repr__(self) -> str:
-        return f"ListBatchProxy({len(self.items)} messages of {self.actor_name})"
-
-    def __str__(self) -> str:
-        ids = ", ".join(item.message_id for item in self.items[:3])
-        more = f", … {len(self.items)} in all" if len(self.items) > 3 else ""
-        return f"batch of {self.actor_name}: {ids}{more}"

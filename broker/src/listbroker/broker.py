@@ -193,7 +193,8 @@ class RedisListBroker(Broker):
 
     def enqueue(self, message: dramatiq.Message[Any], *, delay: int | None = None) -> dramatiq.Message[Any]:
         if isinstance(message, MessageProxy):
-            message = message._message
+            # A proxy's attributes read through to its message: this is a copy of it.
+            message = message.copy()
         keys = self.queue_keys(message.queue_name)
         self.emit_before("enqueue", message, delay)
         codec = self.codec_for(message.queue_name)

@@ -21,19 +21,18 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import dramatiq
-import redis
 from dramatiq.broker import Consumer, MessageProxy
 from dramatiq.errors import ConnectionClosed
 
 from listbroker.backoff import Backoff
-from listbroker.batches import Batching, ListBatchProxy
+from listbroker.batches import Batching
 from listbroker.codecs import Codec, job_key_field
-from listbroker.connections import HotPathConnections, connection_errors
+from listbroker.connections import connection_errors
 from listbroker.deadletters import (
     DEAD_LETTER_OPTION,
     MAX_DEAD_ERROR_CHARS,
@@ -44,7 +43,10 @@ from listbroker.deadletters import (
 )
 from listbroker.errors import DependencyUnavailable, InvalidMessage
 from listbroker.keys import QueueKeys
-from listbroker.scripts import Scripts
+
+if TYPE_CHECKING:
+    # broker.py makes the consumers: imported at run time, it would be a circle.
+    from listbroker.broker import RedisListBroker
 
 logger = logging.getLogger(__name__)
 
@@ -94,39 +96,6 @@ PACE_WEIGHT = 0.2
 WRITE_MAX_BACKOFF_S = 5.0
 
 
-class ConsumerHost(Protocol):
-    """What a consumer needs from the broker that made it (`RedisListBroker` is one).
-
-    A Protocol rather than the broker class, so this module never imports broker.py.
-    """
-
-    @property
-    def client(self) -> redis.Redis: ...
-
-    @property
-    def scripts(self) -> Scripts: ...
-
-    @property
-    def direct(self) -> HotPathConnections: ...
-
-    def queue_keys(self, queue_name: str) -> QueueKeys: ...
-
-    def codec_for(self, queue_name: str) -> Codec: ...
-
-    def batching(self, actor_name: str) -> Batching | None:
-        """How the actor's messages are handed out: in batches (batches.py), or one by one (None)."""
-
-    def delay_scheduled(self, delay_ms: int) -> None:
-        """A message was delayed by `delay_ms`: the delay scheduler may need to wake sooner."""
-
-    def releasing(self, consumer: RedisListConsumer) -> AbstractContextManager[None]:
-        """Around the script by which the consumer gives its processing list up: no heartbeat of
-        it runs meanwhile, and none after it succeeds."""
-
-    def consumer_failed(self, consumer: RedisListConsumer, error: ConnectionClosed) -> None:
-        """The consumer's fetch failed on a Redis error (Dramatiq restarts the consumer)."""
-
-
 class ListMessageProxy(MessageProxy):
     """A message taken from a Redis list, with what is needed to record its outcome."""
 
@@ -134,6 +103,7 @@ class ListMessageProxy(MessageProxy):
         self, message: dramatiq.Message[Any], *, payload: bytes, origin: RedisListConsumer, redeliveries: int
     ) -> None:
         super().__init__(message)
+        self._dramatiq_message = message
         #: The exact bytes held in the processing list (removed by value).
         self.payload = payload
         #: How many earlier deliveries of this payload were lost with their worker.
@@ -152,6 +122,28 @@ class ListMessageProxy(MessageProxy):
         self._unrecorded: Callable[[], object] | None = None
         #: Set by a batch function for a message whose work is finished (`mark_done`).
         self.done = False
+        self._failure: BaseException | None = None
+
+    @property
+    def message(self) -> dramatiq.Message[Any]:
+        """The Dramatiq message itself (read without the proxy's attribute lookup)."""
+        return self._dramatiq_message
+
+    def stuff_exception(self, exception: BaseException) -> None:
+        """Record the error this message's attempt ended with (Dramatiq's worker does it when the
+        actor raises; a batch function does it for one message of its batch)."""
+        super().stuff_exception(exception)
+        self._failure = exception
+
+    def clear_exception(self) -> None:
+        super().clear_exception()
+        self._failure = None
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error this message's attempt ended with (`stuff_exception`), None while it has
+        none: a batch's items carry their own, where Dramatiq hands middleware the batch's."""
+        return self._failure
 
     def mark_done(self) -> None:
         """A batch function finished this message's work (batches.py): it is acknowledged now,
@@ -191,7 +183,7 @@ class ListMessageProxy(MessageProxy):
         for a reconciler.
         """
         if error is None:
-            error = getattr(self, "_exception", None)
+            error = self.failure
         entry = self._origin.dead_entry(self, error, attempts)
         return self._record(lambda: self._origin.settle(self, "push", entry, unconfirmed=unconfirmed))
 
@@ -214,6 +206,75 @@ class ListMessageProxy(MessageProxy):
     @property
     def settled(self) -> bool:
         return self._finished
+
+
+#: What surrounds the work done for one message of a batch outside its call (ExactRetries'
+#: recording of its outcome, with its log lines), e.g. an observer's logging context.
+ItemContext = Callable[[ListMessageProxy], AbstractContextManager[object]]
+
+
+def no_item_context(item: ListMessageProxy) -> AbstractContextManager[object]:
+    return contextlib.nullcontext()
+
+
+class ListBatchProxy(MessageProxy):
+    """Messages of one batched actor, handed to one call of its companion.
+
+    Dramatiq sees one message of the companion actor, whose one argument is the list of the
+    messages still to run (`args`); `items` holds them all. It is never encoded or stored: the
+    consumer records each item's outcome (its ack acknowledges every item not yet settled).
+    """
+
+    def __init__(self, items: Sequence[ListMessageProxy], actor_name: str) -> None:
+        first = items[0]
+        super().__init__(
+            dramatiq.Message(
+                queue_name=first.queue_name,
+                actor_name=actor_name,
+                args=(),
+                kwargs={},
+                options={},
+                message_id=str(uuid.uuid4()),
+            )
+        )
+        self.items: list[ListMessageProxy] = list(items)
+        #: Entered around each item's own handling by the middleware (ExactRetries); an
+        #: observer sets it in its before_process_message, so that the item's log lines carry
+        #: that item's ids (a batch's own lines carry none).
+        self.item_context: ItemContext = no_item_context
+
+    # Dramatiq types the message's fields as attributes; this one is computed.
+    @property
+    def args(self) -> tuple[Any, ...]:  # type: ignore[override]
+        """The companion's one argument: the messages to run (those not settled on arrival)."""
+        return ([item for item in self.items if not item.settled],)
+
+    @property
+    def settled(self) -> bool:
+        return all(item.settled for item in self.items)
+
+    def give_back(self) -> None:
+        """Return every message not yet settled, never run, to the head of its queue, uncounted.
+
+        One step for the batch; when Redis fails, each message keeps its return to be recorded
+        by its acknowledgement (as `ListMessageProxy.give_back`)."""
+        unsettled = [item for item in self.items if not item.settled]
+        if not unsettled:
+            return
+        try:
+            unsettled[0]._origin._requeue(unsettled)
+        except ConnectionClosed:
+            for item in unsettled:
+                item._unrecorded = item.give_back
+            raise
+
+    def __repr__(self) -> str:
+        return f"ListBatchProxy({len(self.items)} messages of {self.actor_name})"
+
+    def __str__(self) -> str:
+        ids = ", ".join(item.message_id for item in self.items[:3])
+        more = f", … {len(self.items)} in all" if len(self.items) > 3 else ""
+        return f"batch of {self.actor_name}: {ids}{more}"
 
 
 def _record_deferred(proxy: ListMessageProxy) -> bool:
@@ -247,7 +308,7 @@ def adaptive_prefetch(prefetch: int, pace_s: float | None, *, batched: bool = Fa
 
 
 class RedisListConsumer(Consumer):
-    def __init__(self, broker: ConsumerHost, queue_name: str, prefetch: int, timeout_ms: int) -> None:
+    def __init__(self, broker: RedisListBroker, queue_name: str, prefetch: int, timeout_ms: int) -> None:
         self.broker = broker
         self.queue_name = queue_name
         self.keys: QueueKeys = broker.queue_keys(queue_name)
@@ -364,7 +425,7 @@ class RedisListConsumer(Consumer):
         return ListBatchProxy(items, batching.actor_name)
 
     def _batching(self, proxy: ListMessageProxy) -> Batching | None:
-        message = proxy._message  # not through the proxy's __getattr__: this runs per message
+        message = proxy.message
         # A message with an eta goes alone: Dramatiq's consumer thread delays it itself.
         if "eta" in message.options:
             return None
@@ -580,8 +641,8 @@ class RedisListConsumer(Consumer):
         self, proxy: ListMessageProxy, error: BaseException | str | None, attempts: int | None
     ) -> str | bytes:
         """What the dead-letter list gets for `proxy`: its message with the `dead_letter` option."""
-        marked = proxy._message.copy(
-            options={**proxy._message.options, DEAD_LETTER_OPTION: dead_letter_option(error, attempts)}
+        marked = proxy.message.copy(
+            options={**proxy.message.options, DEAD_LETTER_OPTION: dead_letter_option(error, attempts)}
         )
         try:
             return self.codec.encode(marked)

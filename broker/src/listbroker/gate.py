@@ -26,8 +26,7 @@ import dramatiq
 from dramatiq.middleware import Middleware, SkipMessage
 
 from listbroker.backoff import Backoff
-from listbroker.batches import ListBatchProxy
-from listbroker.consumer import ListMessageProxy
+from listbroker.consumer import ListBatchProxy, ListMessageProxy
 from listbroker.errors import DependencyUnavailable
 
 logger = logging.getLogger(__name__)
@@ -152,6 +151,6 @@ class AvailabilityGate(Middleware):
         elif isinstance(message, ListBatchProxy):
             # A batch's message may have found the dependency down on its own.
             for item in message.items:
-                if isinstance(item._exception, DependencyUnavailable):
-                    self.close(item._exception)
+                if isinstance(item.failure, DependencyUnavailable):
+                    self.close(item.failure)
                     return

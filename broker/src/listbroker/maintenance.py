@@ -21,16 +21,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import redis
 
 from listbroker.backoff import Backoff
 from listbroker.connections import connection_errors
-from listbroker.keys import QueueKeys, owner_of_processing, started_of_processing
-from listbroker.scripts import Scripts
+from listbroker.keys import owner_of_processing, started_of_processing
+
+if TYPE_CHECKING:
+    # broker.py runs the housekeeping thread: imported at run time, it would be a circle.
+    from listbroker.broker import RedisListBroker
+    from listbroker.consumer import RedisListConsumer
 
 logger = logging.getLogger(__name__)
 
@@ -45,48 +49,8 @@ REAP_BATCH = 100
 PROMOTE_BATCH = 1_000
 
 
-class MaintainedBroker(Protocol):
-    """What the housekeeping thread needs from its broker (`RedisListBroker` is one).
-
-    A Protocol rather than the broker class, so this module never imports broker.py.
-    """
-
-    @property
-    def scripts(self) -> Scripts: ...
-
-    @property
-    def client(self) -> redis.Redis: ...
-
-    @property
-    def heartbeat_interval_ms(self) -> int: ...
-
-    @property
-    def heartbeat_timeout_ms(self) -> int: ...
-
-    @property
-    def delay_poll_ms(self) -> int: ...
-
-    def declared_queue_keys(self) -> Sequence[QueueKeys]: ...
-
-
-class Heartbeating(Protocol):
-    """A consumer as the housekeeping thread sees it (`RedisListConsumer` is one)."""
-
-    @property
-    def processing_key(self) -> str: ...
-
-    @property
-    def heartbeats_key(self) -> str: ...
-
-    @property
-    def closed(self) -> bool: ...
-
-    def try_release(self) -> None:
-        """Retry giving the processing list up, if the consumer is closed and idle."""
-
-
 class Maintenance(threading.Thread):
-    def __init__(self, broker: MaintainedBroker) -> None:
+    def __init__(self, broker: RedisListBroker) -> None:
         super().__init__(name="redis-list-broker-maintenance", daemon=True)
         self.broker = broker
         self._lock = threading.Lock()
@@ -94,13 +58,13 @@ class Maintenance(threading.Thread):
         #: a beat taken before a release must not land after it and list the consumer again
         #: (a heartbeat for a processing list nobody owns, later reaped as a dead consumer).
         self._beating = threading.Lock()
-        self._consumers: set[Heartbeating] = set()
+        self._consumers: set[RedisListConsumer] = set()
         self._wake = threading.Event()
         self._stopping = threading.Event()
 
     # Called from consumer threads -------------------------------------------------
 
-    def register(self, consumer: Heartbeating) -> None:
+    def register(self, consumer: RedisListConsumer) -> None:
         # Beat at once: a consumer must be visible to the reaper before it takes anything.
         # Beat *before* adding it: if Redis is down, `consume` fails and Dramatiq forgets
         # this consumer; registered anyway, it would be heartbeated forever once Redis is
@@ -110,12 +74,12 @@ class Maintenance(threading.Thread):
         with self._lock:
             self._consumers.add(consumer)
 
-    def unregister(self, consumer: Heartbeating) -> None:
+    def unregister(self, consumer: RedisListConsumer) -> None:
         with self._lock:
             self._consumers.discard(consumer)
 
     @contextmanager
-    def releasing(self, consumer: Heartbeating) -> Iterator[None]:
+    def releasing(self, consumer: RedisListConsumer) -> Iterator[None]:
         """The block (the consumer's release script, which forgets its heartbeat) runs between
         two beats, never during one, and unregisters the consumer when it succeeds."""
         with self._beating:

@@ -51,8 +51,7 @@ from dramatiq.errors import ConnectionClosed, Retry
 from dramatiq.middleware import Retries, SkipMessage
 from dramatiq.middleware.retries import DEFAULT_MAX_BACKOFF
 
-from listbroker.batches import ListBatchProxy
-from listbroker.consumer import ListMessageProxy
+from listbroker.consumer import ListBatchProxy, ListMessageProxy
 from listbroker.deadletters import DEAD_LETTER_OPTION
 from listbroker.errors import DependencyUnavailable
 
@@ -195,7 +194,7 @@ class ExactRetries(Retries):
     ) -> None:
         if isinstance(message, ListBatchProxy):
             if isinstance(exception, DependencyUnavailable) and not any(
-                item._exception for item in message.items if not item.settled
+                item.failure for item in message.items if not item.settled
             ):
                 self._give_back_batch(message, exception)
                 return
@@ -204,12 +203,12 @@ class ExactRetries(Retries):
             for item in message.items:
                 if item.settled:
                     continue  # refused on arrival (before_process_message)
-                if item._exception is None:
+                if item.failure is None:
                     if exception is None or item.done:
                         continue  # succeeded: its ack follows
                     item.stuff_exception(exception)
                 with message.item_context(item):
-                    self._after_attempt(broker, item, item._exception)
+                    self._after_attempt(broker, item, item.failure)
             return
         if exception is None:
             return
@@ -306,7 +305,7 @@ class ExactRetries(Retries):
             self._dead_letter(message, actor, exception, failed + message.redeliveries)
             return
         delay = delays[failed - 1]
-        retried = message._message.copy(options={**message.options, "retry_count": failed})
+        retried = message.message.copy(options={**message.options, "retry_count": failed})
         if message.retry_later(retried, delay):
             logger.warning(
                 "Message %s failed (attempt %d of %d: %s); retry %d in %d ms.",
@@ -368,7 +367,7 @@ class ExactRetries(Retries):
                 retries, factor=min_backoff, max_backoff=min(max_backoff, DEFAULT_MAX_BACKOFF)
             )
         logger.info("Retrying message %r in %d milliseconds.", message.message_id, delay)
-        message.retry_later(message._message, delay)
+        message.retry_later(message.message, delay)
 
     # ------------------------------------------------------------------ shared
 
@@ -395,7 +394,7 @@ class ExactRetries(Retries):
         confirmed = True
         if hook is not None:
             try:
-                confirmed = hook(message._message) is not False
+                confirmed = hook(message.message) is not False
             except Exception:
                 confirmed = False
                 logger.exception(
