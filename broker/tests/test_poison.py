@@ -56,13 +56,13 @@ def marks_seen(client: redis.Redis, queue: str, payloads: list[bytes]) -> dict[b
 def test_a_message_is_marked_started_before_its_actor_runs_and_unmarked_with_its_outcome(
     broker: RedisListBroker, make_worker: WorkerFactory, redis_client: redis.Redis
 ) -> None:
-    seen: list[dict[bytes, int]] = []
+    seen: list[tuple[bytes, dict[bytes, int]]] = []
 
     @dramatiq.actor(broker=broker, queue_name="single", retry_delays=(10,))
     def single(n: int) -> None:
         current = CurrentMessage.get_current_message()
         assert isinstance(current, ListMessageProxy)
-        seen.append(marks_seen(redis_client, "single", [current.payload]))
+        seen.append((current.payload, marks_seen(redis_client, "single", [current.payload])))
         if n == 1 and current.options.get("retry_count", 0) == 0:
             raise ValueError("fails once")  # its retry's settle drops the mark too
 
@@ -72,7 +72,11 @@ def test_a_message_is_marked_started_before_its_actor_runs_and_unmarked_with_its
     broker.join("single", timeout=30_000)
     worker.join()
     assert len(seen) == 4
-    assert all(len(marks) == 1 and list(marks.values()) == [1] for marks in seen), seen
+    # Each delivery marked once while it ran. The previous message's mark may still be there:
+    # its outcome is recorded by its acknowledgement, which Dramatiq's consumer thread sends
+    # after the worker thread has moved on.
+    assert all(marks.get(payload) == 1 for payload, marks in seen), seen
+    assert all(len(marks) <= 2 for _, marks in seen), seen
     assert started_marks(redis_client, "single") == {}
 
 
