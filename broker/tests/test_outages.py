@@ -194,7 +194,7 @@ def test_the_messages_of_a_fetch_whose_reply_was_lost_go_back_to_the_queue_once_
     assert next(consumer) is None  # the acks ride along with this fetch
     assert redis_client.llen(consumer.processing_key) == 0
     assert redis_client.llen(keys.queue) == 0
-    [returned] = [m for m in lines_of(logs, "listbroker.consumer") if "never received" in m]
+    [returned] = [m for m in lines_of(logs, "listbroker.consumer") if "reply was lost" in m]
     assert "2 message(s)" in returned
     consumer.close()
 

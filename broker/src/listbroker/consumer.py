@@ -445,18 +445,18 @@ class RedisListConsumer(Consumer):
         return True
 
     def _rejoin(self) -> None:
-        """What a consumer made afresh does before it takes anything (Dramatiq's restart after a
-        connection error made one): beat at once, since another worker's reaper may have taken
-        this consumer for dead while Redis was gone (or Redis may have come back without its
-        heartbeat), and return the messages of a fetch whose reply was lost to the queue."""
+        """What a consumer made afresh does before it takes anything: beat at once, since another
+        worker's reaper may have taken this consumer for dead while Redis was gone (or Redis may
+        have come back without its heartbeat); and return to the queue the messages of a fetch
+        whose reply was lost."""
         self.broker.maintenance().register(self)
         self._return_strays()
 
     def _return_strays(self) -> None:
         """Return to the head of the queue, uncounted, what the processing list holds beyond
         what this consumer knows it holds: the messages of a fetch that ran but whose reply
-        never came, or that could not be quarantined. A consumer Dramatiq restarted left them
-        to its release (release.lua); this one goes on with its processing list.
+        never came, or that could not be quarantined. A consumer closed leaves them to its
+        release (release.lua); this one goes on with its processing list.
 
         Known: the messages buffered or handed out and not finished, and the acks pending.
         Acks being flushed by an acking thread meanwhile are neither, so none is let start
@@ -485,8 +485,7 @@ class RedisListConsumer(Consumer):
                     args=strays,
                 )
             logger.warning(
-                "Consumer of %s: %d message(s) fetched while Redis failed, never received, "
-                "returned to the queue.",
+                "Consumer of %s: %d message(s) of a fetch whose reply was lost returned to the queue.",
                 self.keys.queue,
                 returned,
             )
