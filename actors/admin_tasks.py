@@ -50,9 +50,6 @@ def mark_task_failed(message: dramatiq.Message[Any]) -> None:
     retry_delays=RETRY_DELAYS_MS,
     on_dead_letter=mark_task_failed,
     time_limit=TASK_TIME_LIMIT_MS,
-    # Expected: Dramatiq logs it as one INFO line, not an error with the chained traceback
-    # of every job running when the database went (ExactRetries and the gate say the rest).
-    throws=(DependencyUnavailable,),
 )
 def regenerate_matching(task_id: str) -> None:
     made = bootstrap.services()

@@ -219,9 +219,6 @@ def _attempt_of(message: dramatiq.Message[Any] | ListMessageProxy) -> int:
     retry_delays=RETRY_DELAYS_MS,
     on_dead_letter=mark_record_failed,
     time_limit=GENERATION_TIME_LIMIT_MS,
-    # Expected: Dramatiq logs it as one INFO line, not an error with the chained traceback
-    # of every job running when the database went (ExactRetries and the gate say the rest).
-    throws=(DependencyUnavailable,),
     # The worker's jobs go in batches of up to this many (actors/worker.py: REPORT_BATCH_SIZE).
     batch_size=DEFAULT_REPORT_BATCH_SIZE,
     batch_fn=generate_report_batch,

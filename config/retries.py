@@ -16,8 +16,10 @@ RETRY_DELAYS_MS: tuple[int, ...] = (10_000, 30_000, 60_000)
 #: delays, in milliseconds (config/settings.py reads it). Production leaves it unset.
 RETRY_DELAYS_ENV = "REPORT_RETRY_DELAYS_MS"
 
-#: Pause before a worker's consumer listens again after a Redis error, so an outage is not a
-#: busy loop (Dramatiq's `dramatiq_restart_delay`, which actors/run_worker.py defaults to it).
+#: Pause before Dramatiq starts a worker's consumer again after an error the broker does not wait
+#: out itself (an unexpected one: a Redis error is waited out by the consumer, with backoff), so
+#: a failing consumer is not a busy loop (Dramatiq's `dramatiq_restart_delay`, which
+#: actors/run_worker.py defaults to it).
 ERROR_RECOVERY_DELAY_MS = 5_000
 
 assert len(RETRY_DELAYS_MS) == MAX_RETRY_COUNT

@@ -103,7 +103,8 @@ def prometheus_multiproc_dir() -> str:
     return environment().get("PROMETHEUS_MULTIPROC_DIR", "")
 
 
-#: Dramatiq's variable: the pause before a consumer that failed on a Redis error starts again.
+#: Dramatiq's variable: the pause before it starts a consumer again after an unexpected error
+#: (a Redis error the consumer waits out itself, without a restart).
 DRAMATIQ_RESTART_DELAY = "dramatiq_restart_delay"
 
 
@@ -623,7 +624,10 @@ class Settings:
         Variable(
             "dramatiq_restart_delay",
             "worker",
-            "pause before a consumer reconnects after a Redis error (5 s, as in the .NET system)",
+            (
+                "pause before Dramatiq starts a consumer again after an unexpected error (5 s, as in the "
+                ".NET system); a Redis error is waited out by the consumer itself, 1 s doubling to 10 s"
+            ),
             default="`5000`",
         ),
     )

@@ -97,8 +97,9 @@ def test_consumer_restarts_back_off_and_say_so_once(
     redis_proxy: FaultProxy,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Dramatiq restarts a consumer whose fetch failed, logging two lines each time
-    (a CRITICAL and an INFO); the broker makes each restart wait longer and logs once."""
+    """A consumer whose fetch fails waits Redis out itself with backoff and logs it once:
+    Dramatiq's consumer thread, which would restart it with two lines each time (a CRITICAL
+    and an INFO), never sees the error and logs nothing."""
     caplog.set_level(logging.INFO)
     broker: RedisListBroker = make_broker(
         client=redis.Redis.from_url(redis_proxy.url, socket_timeout=2, socket_connect_timeout=1)

@@ -1,8 +1,8 @@
 """How a failing loop waits and what it logs: capped exponential backoff, the failure once,
 a summary while it lasts, its end.
 
-Every long-running loop of the Procfile's processes (the broker's housekeeping and consumer
-restarts, the availability gate, the heartbeats, the hot path's loops, the reconciler)
+Every long-running loop of the Procfile's processes (the broker's housekeeping and consumers'
+fetches, the availability gate, the heartbeats, the hot path's loops, the reconciler)
 retries a failing step through a `Backoff`:
 
 - it waits `first_s` after the first failure, twice as long after each next one, at most

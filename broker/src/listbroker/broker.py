@@ -12,15 +12,14 @@ Compared with Dramatiq's RedisBroker:
   by whichever worker is alive, on time;
 - fetches and acks are batched: about one round trip per prefetch batch.
 
-Redis errors surface as `dramatiq.errors.ConnectionClosed`, so Dramatiq's consumer
-threads pause and reconnect: each restart of a queue's consumer waits with backoff
-(`consume`), and the outage is logged once, then summarised, then its end (backoff.py),
-instead of Dramatiq's two lines per restart.
+Redis errors: a consumer waits them out itself, with backoff, and goes on (consumer.py), so
+Dramatiq's consumer thread never restarts it for one; the outage is logged once, then
+summarised, then its end (backoff.py). Elsewhere (`enqueue`, an ack Dramatiq repeats) they
+surface as `dramatiq.errors.ConnectionClosed`, as Dramatiq expects of a broker.
 """
 
 from __future__ import annotations
 
-import logging
 import secrets
 import threading
 import time
@@ -32,10 +31,9 @@ import dramatiq
 import redis
 from dramatiq.broker import Broker, MessageProxy
 from dramatiq.common import q_name
-from dramatiq.errors import ConnectionClosed, QueueJoinTimeout, QueueNotFound
+from dramatiq.errors import QueueJoinTimeout, QueueNotFound
 from dramatiq.middleware import Middleware
 
-from listbroker.backoff import Backoff
 from listbroker.batches import Batching, batching_of
 from listbroker.codecs import Codec, DramatiqCodec, job_key_field
 from listbroker.connections import connection_errors, hot_path_connections
@@ -68,35 +66,6 @@ def _as_bytes(payload: str | bytes) -> bytes:
 
 #: How often `join` looks at the queue.
 JOIN_POLL_SECONDS = 0.05
-
-#: A queue's consumer that failed on a Redis error is started again by Dramatiq's consumer
-#: thread (after `dramatiq_restart_delay`, 3 s by default); `consume` first waits this long,
-#: doubling while the restarts fail, at most CONSUMER_MAX_BACKOFF_S.
-CONSUMER_FIRST_BACKOFF_S = 1.0
-CONSUMER_MAX_BACKOFF_S = 10.0
-
-logger = logging.getLogger(__name__)
-
-
-class _QuietRestarts(logging.Filter):
-    """Drops the lines Dramatiq's consumer thread logs at each restart after a connection
-    error (CRITICAL "Consumer encountered a connection error", INFO "Restarting consumer"):
-    the consumer's `Backoff` logs the outage once, a summary while it lasts and its end."""
-
-    DROPPED = ("Consumer encountered a connection error", "Restarting consumer in")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (isinstance(record.msg, str) and record.msg.startswith(self.DROPPED))
-
-
-_QUIET_RESTARTS = _QuietRestarts()
-
-
-def _quiet_consumer_thread(queue_name: str) -> None:
-    """Put the filter on the logger of Dramatiq's consumer thread of `queue_name` (once)."""
-    thread_logger = logging.getLogger(f"dramatiq.worker.ConsumerThread({queue_name})")
-    if _QUIET_RESTARTS not in thread_logger.filters:
-        thread_logger.addFilter(_QUIET_RESTARTS)
 
 
 class RedisListBroker(Broker):
@@ -156,8 +125,6 @@ class RedisListBroker(Broker):
         self.queues = {}
         self._maintenance: Maintenance | None = None
         self._maintenance_lock = threading.Lock()
-        #: Per queue: the restarts of its consumer after Redis errors (see `consume`).
-        self._restarts: dict[str, Backoff] = {}
         self._consuming_stopped = threading.Event()
 
     # ------------------------------------------------------------------ queues
@@ -272,46 +239,19 @@ class RedisListBroker(Broker):
     def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 30000) -> RedisListConsumer:
         """A consumer of the queue, registered for heartbeats before it takes anything.
 
-        After a Redis error of this queue's consumer (Dramatiq's consumer thread then calls
-        this again) it first waits out the queue's backoff, so a long outage costs a few
-        attempts a minute; a failed registration raises ConnectionClosed, as Dramatiq expects.
+        It never raises a Redis error: while Redis fails, the consumer waits with backoff and
+        registers before its first fetch (`RedisListConsumer.register`).
         """
         self.queue_keys(queue_name)
-        _quiet_consumer_thread(queue_name)
-        restarts = self.restarts(queue_name)
-        if restarts.failing:
-            self._consuming_stopped.wait(restarts.delay)
         consumer = RedisListConsumer(self, queue_name, prefetch, timeout)
-        try:
-            with connection_errors():
-                self.maintenance().register(consumer)
-        except ConnectionClosed as exc:
-            restarts.failed(exc.__cause__ or exc)
-            raise
-        restarts.succeeded()
+        consumer.register()
         if self._consuming_stopped.is_set():
             consumer.stop_fetching()  # started while the worker shuts down: it hands out nothing
         return consumer
 
-    def restarts(self, queue_name: str) -> Backoff:
-        """The backoff of the restarts of `queue_name`'s consumer after Redis errors."""
-        with self._maintenance_lock:
-            if queue_name not in self._restarts:
-                self._restarts[queue_name] = Backoff(
-                    f"Consumer of {self.queue_keys(queue_name).queue}",
-                    logger,
-                    first_s=CONSUMER_FIRST_BACKOFF_S,
-                    max_s=CONSUMER_MAX_BACKOFF_S,
-                )
-            return self._restarts[queue_name]
-
-    def consumer_failed(self, consumer: RedisListConsumer, error: ConnectionClosed) -> None:
-        """A consumer's fetch failed on a Redis error: Dramatiq restarts it, after a backoff."""
-        self.restarts(consumer.queue_name).failed(error.__cause__ or error)
-
     def stop_consuming(self) -> None:
-        """The worker is shutting down: a consumer restart waiting out its backoff goes on at
-        once, and a consumer made from now on hands out nothing (RequeueOnShutdown calls it)."""
+        """The worker is shutting down: a consumer made from now on (Dramatiq restarts one after
+        an unexpected error) hands out nothing (RequeueOnShutdown calls it)."""
         self._consuming_stopped.set()
 
     def maintenance(self) -> Maintenance:

@@ -1,7 +1,8 @@
 """Connection plumbing of the broker's hot paths, and Redis errors as Dramatiq's.
 
 `connection_errors` turns redis-py's connection failures into Dramatiq's
-`ConnectionClosed`, so its consumer threads log, pause and reconnect. `run_on`,
+`ConnectionClosed`: a consumer waits them out (consumer.py), Dramatiq repeats a failed ack,
+a producer's `send` raises it. `run_on`,
 `DirectConnections` and `ScriptChannel` send the hot-path commands (enqueue, a
 consumer's fetch) without redis-py's per-call machinery. On a Redis Cluster client
 (which routes each command to the node of its keys' slot) `ClusterCommands` sends them
@@ -46,7 +47,7 @@ def unavailable(exc: redis.RedisError) -> bool:
 
 @contextmanager
 def connection_errors() -> Iterator[None]:
-    """Redis failures become Dramatiq's ConnectionClosed, so its threads reconnect and retry.
+    """Redis failures become Dramatiq's ConnectionClosed: waited out and tried again.
 
     So do the error replies of a server that cannot serve for now (`unavailable`): found by
     the soak on Sentinel, a consumer's fetch refused with NOREPLICAS raised a ResponseError,

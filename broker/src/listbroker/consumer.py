@@ -10,6 +10,17 @@ and the proxies' `retry_later`/`dead_letter` concurrently. All shared state is g
 by one condition variable. Acknowledgements are batched: they ride along with the next
 fetch, or are flushed at once by the acking thread when the consumer thread is blocked
 waiting for messages, so an idle queue never holds an ack back.
+
+Redis errors: a consumer waits them out itself and goes on, so Dramatiq's consumer thread
+never sees one and never restarts it. A fetch (or the registration, `register`) that fails
+makes `__next__` return None, Dramatiq's "no message now", and try again with backoff
+(`FETCH_FIRST_BACKOFF_S` doubling to `FETCH_MAX_BACKOFF_S`; each wait is cut into pieces of
+one worker timeout and ended by a stop, so a worker stops as promptly as on an idle queue);
+the outage is logged once, then summarised, then its end (backoff.py). Before it fetches
+again it does what a consumer made afresh would (`_rejoin`): its heartbeat at once, then the
+messages its processing list holds that it does not know of (a fetch whose reply was lost)
+back to the queue. What a failing ack or nack could not record is kept for the next one
+(`_unrecorded`, `_flush`).
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ import secrets
 import threading
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -94,6 +105,11 @@ PACE_WEIGHT = 0.2
 #: While acknowledgements (or the return of prefetched messages) cannot be written, a
 #: stopped consumer tries again after this long, doubling up to WRITE_MAX_BACKOFF_S.
 WRITE_MAX_BACKOFF_S = 5.0
+
+#: After a fetch failed on a Redis error, the consumer tries again after this long, doubling
+#: while Redis stays unreachable, at most FETCH_MAX_BACKOFF_S: a few attempts a minute.
+FETCH_FIRST_BACKOFF_S = 1.0
+FETCH_MAX_BACKOFF_S = 10.0
 
 
 class ListMessageProxy(MessageProxy):
@@ -347,6 +363,14 @@ class RedisListConsumer(Consumer):
         self._batched = False
         self._outstanding = 0  # handed out, outcome not yet recorded
         self._pending_acks: list[bytes] = []
+        #: The messages fetched and not yet finished (buffered or handed out), by identity (a
+        #: proxy compares equal to any proxy of an equal message); with the acks pending and
+        #: those of the acking threads' flushes under way, what the processing list may hold
+        #: (`_return_strays`).
+        self._held: dict[int, ListMessageProxy] = {}
+        self._flushes = 0
+        #: While set, acking threads leave their acks pending rather than flush them.
+        self._sweeping = False
         self._blocking = False
         #: Set by `stop_fetching` when the worker starts shutting down; `drained` once the
         #: consumer thread has given its buffer back and hands out nothing more.
@@ -362,20 +386,114 @@ class RedisListConsumer(Consumer):
             first_s=STOPPED_POLL_SECONDS,
             max_s=WRITE_MAX_BACKOFF_S,
         )
+        #: Fetching (and registering) while Redis fails: when to try again (None: not failing).
+        self._fetching = Backoff(
+            f"Consumer of {self.keys.queue}",
+            logger,
+            first_s=FETCH_FIRST_BACKOFF_S,
+            max_s=FETCH_MAX_BACKOFF_S,
+        )
+        self._retry_at: float | None = None
+        #: Set by `stop_fetching` and `close`: ends a wait for the next attempt at once.
+        self._stopping = threading.Event()
+
+    def register(self) -> None:
+        """Beat for this consumer at once, before it takes anything, and have the broker's
+        housekeeping beat for it from then on (`Maintenance.register`). While Redis fails, the
+        consumer starts out waiting with backoff and registers before its first fetch."""
+        try:
+            self.broker.maintenance().register(self)
+        except ConnectionClosed as exc:
+            self._fetch_failed(exc)
 
     # ------------------------------------------------------------------ fetching
 
     def __next__(self) -> MessageProxy | None:
-        try:
-            return self._next()
-        except ConnectionClosed as exc:
-            self.broker.consumer_failed(self, exc)
-            raise
-
-    def _next(self) -> MessageProxy | None:
         if self.stopped:
             self._idle_while_stopped()
             return None
+        if self._retry_at is not None and not self._recovered():
+            return None
+        try:
+            return self._next()
+        except ConnectionClosed as exc:
+            self._fetch_failed(exc)
+            return None
+
+    def _fetch_failed(self, exc: ConnectionClosed) -> None:
+        """A Redis error while fetching or registering: logged by the backoff (once, then a
+        summary while it lasts), and the next attempt put off."""
+        delay = self._fetching.failed(exc.__cause__ or exc)
+        self._retry_at = time.monotonic() + delay
+
+    def _recovered(self) -> bool:
+        """While Redis fails: wait for the next attempt, one worker timeout at most (Dramatiq's
+        consumer thread looks at its stop between two calls), then rejoin. Whether it did."""
+        assert self._retry_at is not None
+        remaining = self._retry_at - time.monotonic()
+        if remaining > 0:
+            self._stopping.wait(min(remaining, max(self.timeout, STOPPED_POLL_SECONDS)))
+            if self.stopped or time.monotonic() < self._retry_at:
+                return False
+        try:
+            self._rejoin()
+        except ConnectionClosed as exc:
+            self._fetch_failed(exc)
+            return False
+        self._retry_at = None
+        self._fetching.succeeded()
+        return True
+
+    def _rejoin(self) -> None:
+        """What a consumer made afresh does before it takes anything: beat at once, since another
+        worker's reaper may have taken this consumer for dead while Redis was gone (or Redis may
+        have come back without its heartbeat); and return to the queue the messages of a fetch
+        whose reply was lost."""
+        self.broker.maintenance().register(self)
+        self._return_strays()
+
+    def _return_strays(self) -> None:
+        """Return to the head of the queue, uncounted, what the processing list holds beyond
+        what this consumer knows it holds: the messages of a fetch that ran but whose reply
+        never came, or that could not be quarantined. A consumer closed leaves them to its
+        release (release.lua); this one goes on with its processing list.
+
+        Known: the messages buffered or handed out and not finished, and the acks pending.
+        Acks being flushed by an acking thread meanwhile are neither, so none is let start
+        and those under way are waited for (bounded by the client's socket timeout).
+        """
+        with self._cond:
+            self._sweeping = True
+            while self._flushes:
+                self._cond.wait()
+            known: Counter[bytes | str] = Counter(proxy.payload for proxy in self._held.values())
+            known.update(self._pending_acks)
+        try:
+            with connection_errors():
+                listed = self.client.lrange(self.processing_key, 0, -1)
+            strays = []
+            for payload in reversed(listed):  # the oldest first: a fetch pushes on the left
+                if known[payload] > 0:
+                    known[payload] -= 1
+                else:
+                    strays.append(payload)
+            if not strays:
+                return
+            with connection_errors():
+                returned = self.scripts.requeue(
+                    keys=[self.processing_key, self.keys.queue, self.keys.counted, self.started_key],
+                    args=strays,
+                )
+            logger.warning(
+                "Consumer of %s: %d message(s) of a fetch whose reply was lost returned to the queue.",
+                self.keys.queue,
+                returned,
+            )
+        finally:
+            with self._cond:
+                self._sweeping = False
+
+    def _next(self) -> MessageProxy | None:
         deadline = time.monotonic() + self.timeout
         while True:
             with self._cond:
@@ -489,22 +607,27 @@ class RedisListConsumer(Consumer):
 
     def _accept(self, payloads: list[bytes], crashes: list[Any]) -> None:
         proxies = []
+        invalid: list[tuple[bytes, InvalidMessage]] = []
         for payload, crashed in zip(payloads, crashes, strict=True):
             try:
                 message = self.codec.decode(payload)
             except InvalidMessage as exc:
-                self._quarantine(payload, exc)
+                invalid.append((payload, exc))
                 continue
             except Exception as exc:
                 # Whatever a codec raises on a payload, the payload is the problem: keep it
                 # aside rather than let it stop the queue (it would come back to the head).
-                self._quarantine(payload, InvalidMessage(f"{type(exc).__name__}: {exc}"))
+                invalid.append((payload, InvalidMessage(f"{type(exc).__name__}: {exc}")))
                 continue
             proxies.append(
                 ListMessageProxy(message, payload=payload, origin=self, redeliveries=int(crashed or 0))
             )
         with self._cond:
             self._buffer.extend(proxies)
+            self._held.update((id(proxy), proxy) for proxy in proxies)
+        # Last: should Redis fail here, what is left unquarantined is a stray (`_return_strays`).
+        for payload, reason in invalid:
+            self._quarantine(payload, reason)
 
     def _quarantine(self, payload: bytes, reason: Exception) -> None:
         logger.error(
@@ -592,10 +715,20 @@ class RedisListConsumer(Consumer):
             self._finish_locked(*finishing, notify=False)
             self._pending_acks.extend(proxy.payload for proxy in finishing)
             self._cond.notify_all()
-            flush_now = self._blocking or self.closed or len(self._pending_acks) >= ACK_FLUSH_THRESHOLD
+            flush_now = not self._sweeping and (
+                self._blocking or self.closed or len(self._pending_acks) >= ACK_FLUSH_THRESHOLD
+            )
             acks = self._take_acks() if flush_now else []
+            if acks:
+                self._flushes += 1
         if acks:
-            self._flush(acks)
+            try:
+                self._flush(acks)
+            finally:
+                with self._cond:
+                    self._flushes -= 1
+                    if self._sweeping:
+                        self._cond.notify_all()
         self._release_if_done()
 
     def settle(
@@ -682,6 +815,7 @@ class RedisListConsumer(Consumer):
             return
         for proxy in proxies:
             proxy._finished = True
+            self._held.pop(id(proxy), None)
         self._outstanding -= len(proxies)
         now = time.monotonic()
         if self._last_finish is not None:
@@ -721,6 +855,7 @@ class RedisListConsumer(Consumer):
         from then on it only records acks and returns None once per poll interval.
         """
         self.stopped = True
+        self._stopping.set()
 
     def _idle_while_stopped(self) -> None:
         self._give_back_buffer()
@@ -741,6 +876,7 @@ class RedisListConsumer(Consumer):
         """
         with self._cond:
             self.closed = True
+        self._stopping.set()
         self._give_back_buffer()
         self._release_if_done()
 

@@ -66,9 +66,9 @@ class Maintenance(threading.Thread):
 
     def register(self, consumer: RedisListConsumer) -> None:
         # Beat at once: a consumer must be visible to the reaper before it takes anything.
-        # Beat *before* adding it: if Redis is down, `consume` fails and Dramatiq forgets
-        # this consumer; registered anyway, it would be heartbeated forever once Redis is
-        # back, an empty entry in the heartbeat set per failed restart.
+        # Beat *before* adding it: a consumer whose beat failed takes nothing until its
+        # registration succeeds (it tries again with backoff, `RedisListConsumer._rejoin`);
+        # closed before that, it leaves no entry for this thread to beat or release.
         with connection_errors():
             self.broker.scripts.heartbeat(keys=[consumer.heartbeats_key], args=[consumer.processing_key])
         with self._lock:

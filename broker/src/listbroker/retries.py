@@ -32,9 +32,11 @@ Replaces Dramatiq's `Retries` middleware on a `RedisListBroker`:
 Without `retry_delays` the count lives in `options["retries"]`, as with Dramatiq's own.
 
 Logs: for an actor on an exact schedule, one line per failed attempt (the error, the
-attempt, the retry), the traceback once, with the dead letter; Dramatiq's own
-"Failed to process message" line, which carries the traceback of every attempt, is
-demoted to DEBUG for those actors (`AttemptLogFilter`), so it shows only with DEBUG on.
+attempt, the retry), the traceback once, with the dead letter. Every failure of such an
+actor is expected (its `throws` is `EVERY_FAILURE`, set when it is declared on a
+`RedisListBroker`), so Dramatiq's worker logs it in one INFO line without a traceback, not
+as an error with the traceback of every attempt; the schedule does not read `throws`, so
+it stops no retry.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from dramatiq.errors import ConnectionClosed, Retry
 from dramatiq.middleware import Retries, SkipMessage
 from dramatiq.middleware.retries import DEFAULT_MAX_BACKOFF
 
+from listbroker.broker import RedisListBroker
 from listbroker.consumer import ListBatchProxy, ListMessageProxy
 from listbroker.deadletters import DEAD_LETTER_OPTION
 from listbroker.errors import DependencyUnavailable
@@ -70,39 +73,14 @@ LOST_DELIVERIES_OPTION = "lost_deliveries"
 DeadLetterHook = Callable[[dramatiq.Message[Any]], bool | None]
 
 
-#: Dramatiq's log line for an attempt that raised (dramatiq.worker), with the traceback.
-DRAMATIQ_FAILURE = "Failed to process message %s with unhandled exception."
+#: The `throws` of an actor on an exact schedule (`ExactRetries.after_declare_actor`).
+EVERY_FAILURE: tuple[type[BaseException], ...] = (BaseException,)
 
 
 def describe_error(error: BaseException | str) -> str:
     """`Type: message`, on one line."""
     text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     return " ".join(text.split())
-
-
-class AttemptLogFilter(logging.Filter):
-    """On Dramatiq's worker logger: its failure line of an actor with `retry_delays` goes to
-    DEBUG (and is dropped unless DEBUG is enabled there), since ExactRetries logs that attempt
-    in one line and the traceback at the dead letter."""
-
-    def __init__(self, broker: dramatiq.Broker) -> None:
-        super().__init__()
-        self.broker = broker
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.msg != DRAMATIQ_FAILURE or not isinstance(record.args, tuple) or not record.args:
-            return True
-        name = getattr(record.args[0], "actor_name", None)
-        try:
-            scheduled = (
-                name is not None and self.broker.get_actor(name).options.get("retry_delays") is not None
-            )
-        except dramatiq.ActorNotFound:
-            scheduled = False
-        if not scheduled:
-            return True
-        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
-        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
 class ExactRetries(Retries):
@@ -116,11 +94,14 @@ class ExactRetries(Retries):
 
     # ------------------------------------------------------------------ hooks
 
-    def before_worker_boot(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
-        # Dramatiq's worker threads log on this logger (dramatiq.worker.WorkerThread).
-        target = logging.getLogger("dramatiq.worker.WorkerThread")
-        if not any(isinstance(f, AttemptLogFilter) for f in target.filters):
-            target.addFilter(AttemptLogFilter(broker))
+    def after_declare_actor(self, broker: dramatiq.Broker, actor: dramatiq.Actor[Any, Any]) -> None:
+        """An actor on an exact schedule expects every failure (Dramatiq's `throws`): each failed
+        attempt is then one INFO line of Dramatiq's worker without a traceback, beside this
+        middleware's line. Its own `throws` would say nothing more: the schedule retries every
+        failure. On a `RedisListBroker` only, where the schedule applies; elsewhere such an
+        actor keeps Dramatiq's retries, which `throws` would stop."""
+        if isinstance(broker, RedisListBroker) and actor.options.get("retry_delays") is not None:
+            actor.options["throws"] = EVERY_FAILURE
 
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
         if isinstance(message, ListBatchProxy):

@@ -38,7 +38,7 @@ class RequeueOnShutdown(Middleware):
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: Any) -> None:
         stop_consuming = getattr(broker, "stop_consuming", None)
         if stop_consuming is not None:
-            stop_consuming()  # a consumer restart waiting out its backoff must not delay the stop
+            stop_consuming()  # a consumer Dramatiq starts again from now on hands out nothing
         threads = dict(getattr(worker, "consumers", {}))
         consumers = [t.consumer for t in threads.values() if isinstance(t.consumer, RedisListConsumer)]
         if not consumers:
