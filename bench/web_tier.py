@@ -287,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--duration", type=float, default=30.0, help="seconds per side and round (default 30)"
     )
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: 2 clients, 2 s, 1 round")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: 2 clients, 0.5 s, 1 round")
     parser.add_argument(
         "--threads",
         type=int,
@@ -314,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.quick:
-        args.clients, args.duration, args.rounds = 2, 2.0, 1
+        args.clients, args.duration, args.rounds = 2, 0.5, 1
     database_url = stores.database_url()
     engine = db.prepare(database_url)
     with engine.connect() as conn:

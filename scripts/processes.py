@@ -24,6 +24,10 @@ from scripts import lifeline, procfile_exec
 ROOT = Path(__file__).resolve().parent.parent
 
 
+#: The longest pause between two checks of a long wait (`wait_until`).
+MAX_POLL_INTERVAL_S = 0.5
+
+
 def wait_until(
     check: Callable[[], bool],
     *,
@@ -32,12 +36,19 @@ def wait_until(
     interval: float = 0.05,
     error: type[Exception] = TimeoutError,
 ) -> None:
-    """Poll `check` every `interval` s until it is true; raise `error` after `timeout` s."""
-    deadline = time.monotonic() + timeout
+    """Poll `check` until it is true; raise `error` after `timeout` s.
+
+    Every `interval` s at first; a wait that lasts polls less often, every tenth of the time
+    waited so far (at most `MAX_POLL_INTERVAL_S`): a check is a query or a request, and the
+    long waits (a retry's 60 s, a stack's start) would otherwise spend the cores other work
+    needs, for an answer at most a tenth later."""
+    started = time.monotonic()
+    deadline = started + timeout
     while not check():
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             raise error(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
+        time.sleep(max(interval, min((now - started) / 10, MAX_POLL_INTERVAL_S)))
 
 
 class SessionProcess:

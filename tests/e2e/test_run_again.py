@@ -101,20 +101,27 @@ def banner_and_after(output: str) -> tuple[str, list[str]]:
     return output[start:end], [line for line in output[end:].splitlines() if line.strip()]
 
 
-def test_a_second_make_run_refuses_and_leaves_the_running_stack_untouched(
+def test_a_second_make_run_refuses_and_a_restart_keeps_the_web_port_while_it_is_free(
     environment: dict[str, str], tmp_path: Path
 ) -> None:
+    """One operator's afternoon, three stacks on one state folder: started with 8000 taken, run
+    again while it runs (refused, nothing touched), stopped and started again (the same port,
+    nothing said, no lock left behind), then started with that port taken (a new one, said)."""
     state = tmp_path / "state"
-    with make_run(environment, state, tmp_path / "first.log") as first:
+    # 8000 held (by us, or by whoever has it already): the first run gets another port.
+    with port_taken(run_stack.WEB_PORT), make_run(environment, state, tmp_path / "first.log") as first:
         info = stack_info(state)
         base_url = str(info["base_url"])
+        port = int(info["port"])
+        assert port != run_stack.WEB_PORT
+        banner, after = banner_and_after(first.output())
+        assert f"port {run_stack.WEB_PORT} is in use: web listens on {port}" in banner
         pids = sorted(first.pids())
         web_pid = first.info("web")["pid"]
         socket_path = state / "web.sock"
         assert socket_path.exists()
 
         # The quiet terminal: `ready` right below the banner; no INFO line, no request.
-        _, after = banner_and_after(first.output())
         assert after[0].startswith("[servers] ready: "), after[:5]
         assert "gunicorn.access" not in first.output()
         assert not [line for line in after if " INFO [" in line]
@@ -145,27 +152,14 @@ def test_a_second_make_run_refuses_and_leaves_the_running_stack_untouched(
         assert socket_path.exists()
         assert requests.get(f"{base_url}/readyz", timeout=5).status_code == 200
         assert stack_info(state)["pid"] == first.process.pid
-    # Stopped, the folder is free again: a killed or stopped run leaves no lock behind.
-    with make_run(environment, state, tmp_path / "third.log") as third:
-        assert "already running" not in third.output()
-
-
-def test_a_restart_keeps_the_web_port_while_it_is_free_and_says_when_it_changes(
-    environment: dict[str, str], tmp_path: Path
-) -> None:
-    state = tmp_path / "state"
-    # 8000 held (by us, or by whoever has it already): the first run gets another port.
-    with port_taken(run_stack.WEB_PORT), make_run(environment, state, tmp_path / "1.log") as first:
-        port = int(stack_info(state)["port"])
-        assert port != run_stack.WEB_PORT
-        banner, _ = banner_and_after(first.output())
-        assert f"port {run_stack.WEB_PORT} is in use: web listens on {port}" in banner
     assert (state / "web-port").read_text().strip() == str(port)
 
-    # 8000 may be free now: the previous run's port is taken all the same, and nothing is said.
-    with make_run(environment, state, tmp_path / "2.log") as second:
+    # Stopped, the folder is free again (a stopped run leaves no lock behind), and 8000 may be
+    # free now: the previous run's port is taken all the same, and nothing is said.
+    with make_run(environment, state, tmp_path / "third.log") as third:
+        assert "already running" not in third.output()
         assert int(stack_info(state)["port"]) == port
-        banner, _ = banner_and_after(second.output())
+        banner, _ = banner_and_after(third.output())
         assert f"http://127.0.0.1:{port}/" in banner
         assert "NOTE" not in banner
 
@@ -173,10 +167,10 @@ def test_a_restart_keeps_the_web_port_while_it_is_free_and_says_when_it_changes(
     with ExitStack() as held:
         taken = held.enter_context(port_taken(port))
         assert taken, f"port {port} was taken by someone else meanwhile"
-        with make_run(environment, state, tmp_path / "3.log") as third:
+        with make_run(environment, state, tmp_path / "fourth.log") as fourth:
             new_port = int(stack_info(state)["port"])
             assert new_port != port
-            banner, _ = banner_and_after(third.output())
+            banner, _ = banner_and_after(fourth.output())
             assert (
                 f"the web port changed: {port} (the previous run's) is in use, web listens on {new_port}"
                 in (banner)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import time
+import contextlib
 from datetime import datetime
 
 from sqlalchemy import Engine, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from services.persistence.models import AssessmentRecord, DimensionResult, ReportSummary
+from tests.support.processes import wait_until
 
 
 def status_of(session_factory: sessionmaker[Session], record_id: int) -> int:
@@ -43,9 +44,12 @@ def wait_for_status(
     session_factory: sessionmaker[Session], record_id: int, status: int, timeout: float = 10
 ) -> None:
     """Wait until the record is in `status` (the bound only ends a hang), then assert it is."""
-    deadline = time.monotonic() + timeout
-    while status_of(session_factory, record_id) != status and time.monotonic() < deadline:
-        time.sleep(0.05)
+    with contextlib.suppress(AssertionError):
+        wait_until(
+            lambda: status_of(session_factory, record_id) == status,
+            timeout=timeout,
+            what=f"record {record_id} in status {status}",
+        )
     assert status_of(session_factory, record_id) == status
 
 
