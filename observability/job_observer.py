@@ -209,8 +209,11 @@ class JobObserver(Middleware):
         if running is None:
             return None  # skipped before this middleware's before_process_message ran
         self.activity.end(running.token)
-        with contextlib.suppress(ValueError):  # set in another thread's context: nothing to undo here
+        # Not contextlib.suppress: a context manager per job costs more than the reset itself.
+        try:  # noqa: SIM105
             job_context.reset(running.context)
+        except ValueError:
+            pass  # set in another thread's context: nothing to undo here
         return running
 
     def _count(self, message: Any, *outcomes: Outcome) -> None:
