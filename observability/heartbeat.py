@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import redis
 from listbroker import Backoff
@@ -43,7 +44,7 @@ class Heartbeat:
         interval_s: float = BEAT_INTERVAL_S,
         load: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
-        """`load`: (jobs running, threads), for a worker process's beat (busy / concurrency)."""
+        """`load`: (busy threads, threads), for a worker process's beat (busy / concurrency)."""
         self.client = client
         self.identity = ProcessIdentity.current(kind)
         self.doing = doing
@@ -105,33 +106,45 @@ class Heartbeat:
 
 
 class Activity:
-    """What a process is doing, for its heartbeat: the set of tasks running now, or `idle`.
+    """What a process is doing, for its heartbeat: the tasks running now, or `idle`.
 
-    Thread-safe: the worker's threads start and end jobs concurrently.
+    Thread-safe: the worker's threads start and end jobs concurrently. A thread may run several
+    tasks at once (a worker thread running a batch of jobs: each job begins and ends on its
+    own): it shows as its first task and how many more (`report 42 (+31)`), and counts as one
+    busy thread.
     """
 
-    def __init__(self, idle: str = "idle") -> None:
+    def __init__(self, describe: Callable[[Any], str] = str, idle: str = "idle") -> None:
+        """`describe`: what a task passed to `begin` is, in words; asked only when the heartbeat
+        reads the activity (a job costs no more than its `begin` and `end`)."""
+        self._describe = describe
         self._idle = idle
-        self._running: dict[int, str] = {}
-        self._lock = threading.Lock()
-        self._next = 0
+        #: token -> (thread, task). One set, pop or copy of a dict is atomic: no lock of ours
+        #: (every job begins and ends a task).
+        self._running: dict[object, tuple[int, Any]] = {}
 
-    def begin(self, what: str) -> int:
-        with self._lock:
-            self._next += 1
-            self._running[self._next] = what
-            return self._next
+    def begin(self, what: Any) -> object:
+        """A task begins in this thread; `end` it with the token returned."""
+        token = object()
+        self._running[token] = (threading.get_ident(), what)
+        return token
 
-    def end(self, token: int) -> None:
-        with self._lock:
-            self._running.pop(token, None)
+    def end(self, token: object) -> None:
+        self._running.pop(token, None)
 
     def __call__(self) -> str:
-        with self._lock:
-            running = list(self._running.values())
-        return ", ".join(running) if running else self._idle
+        running = list(self._running.values())
+        if not running:
+            return self._idle
+        first: dict[int, str] = {}
+        more: dict[int, int] = {}
+        for thread, what in running:
+            if thread in first:
+                more[thread] += 1
+            else:
+                first[thread], more[thread] = self._describe(what), 0
+        return ", ".join(what if not more[t] else f"{what} (+{more[t]})" for t, what in first.items())
 
     def busy(self) -> int:
-        """How many tasks run now."""
-        with self._lock:
-            return len(self._running)
+        """How many threads run a task now."""
+        return len({thread for thread, _ in list(self._running.values())})

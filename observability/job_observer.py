@@ -13,6 +13,11 @@ hooks in reverse order, so this one runs once ExactRetries has settled the messa
 reads from the proxy (`settled_as`) whether the failure was retried or dead-lettered
 rather than repeating ExactRetries' arithmetic. A job ExactRetries dead-letters on
 arrival (its attempts used up by crashed workers) is skipped, and counted dead here.
+
+The jobs of a batch come here one by one, each with its own outcome (the broker hands each
+message of a batch to the middleware on its own: broker/src/listbroker/batchhooks.py), so
+nothing here knows batches: a worker thread running a batch is one busy thread in the
+heartbeat, since `Activity` counts threads.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any
 import dramatiq
 import redis
 from dramatiq.middleware import Middleware
-from listbroker import Backoff, DependencyUnavailable, ListBatchProxy, ListMessageProxy
+from listbroker import Backoff, DependencyUnavailable, ListMessageProxy
 
 from observability import prometheus as metrics
 from observability.heartbeat import Activity, Heartbeat
@@ -46,28 +51,21 @@ FLUSH_MAX_BACKOFF_S = 10.0
 
 
 def describe(message: Any) -> str:
-    """What a job is, in a heartbeat: `report 42` for the report actor, else `<actor> <first arg>`;
-    a batch: its first message's, and how many it holds (`report 42 (+31)`)."""
-    if isinstance(message, ListBatchProxy):
-        first = describe(message.items[0])
-        return first if len(message.items) == 1 else f"{first} (+{len(message.items) - 1})"
+    """What a job is, in a heartbeat: `report 42` for the report actor, else `<actor> <first arg>`.
+    (A worker thread running a batch runs all its jobs at once: the heartbeat's Activity shows
+    the thread's first and how many more, `report 42 (+31)`.)"""
     name = "report" if message.actor_name == REPORT_ACTOR_NAME else message.actor_name
     return f"{name} {message.args[0]}" if message.args else name
 
 
 @contextlib.contextmanager
 def in_job_context(message: ListMessageProxy) -> Iterator[None]:
-    """Within it, log lines carry the ids of `message` (one of a batch's)."""
+    """Within it, log lines carry the ids of `message` (e.g. one of a batch's, in its batch function)."""
     token = job_context.set(job_of(message))
     try:
         yield
     finally:
         job_context.reset(token)
-
-
-def _each(message: Any) -> list[Any]:
-    """The messages a job stands for: a batch's items, or the message itself."""
-    return message.items if isinstance(message, ListBatchProxy) else [message]
 
 
 def job_of(message: dramatiq.Message[Any] | ListMessageProxy) -> JobContext:
@@ -77,19 +75,26 @@ def job_of(message: dramatiq.Message[Any] | ListMessageProxy) -> JobContext:
 
 
 class _Running:
-    __slots__ = ("context", "started", "token")
+    __slots__ = ("context", "series", "started", "token")
 
-    def __init__(self, token: int, context: contextvars.Token[JobContext | None]) -> None:
+    def __init__(
+        self, token: object, context: contextvars.Token[JobContext | None], series: metrics.ActorMetrics
+    ) -> None:
         self.token = token
         self.context = context
+        self.series = series
         self.started = time.perf_counter()
 
 
 class JobObserver(Middleware):
     def __init__(self) -> None:
-        self.activity = Activity()
+        self.activity = Activity(describe)
         self._heartbeat: Heartbeat | None = None
-        self._running: dict[str, _Running] = {}
+        #: By the proxy's identity (two deliveries of one message id may run at once); one
+        #: set or pop of a dict needs no lock of ours.
+        self._running: dict[int, _Running] = {}
+        #: Each actor's series, looked up once (a lookup takes a lock per metric).
+        self._series: dict[tuple[str, str], metrics.ActorMetrics] = {}
         self._lock = threading.Lock()
         self._counts: collections.Counter[tuple[int, Outcome]] = collections.Counter()
         self._client: redis.Redis | None = None
@@ -129,21 +134,14 @@ class JobObserver(Middleware):
     # ------------------------------------------------------------------ jobs
 
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
-        # A batch's messages are one actor's: one series, counted by the batch's size.
-        items = _each(message)
-        series = metrics.for_actor(items[0].queue_name, items[0].actor_name)
-        series.messages.inc(len(items))
-        series.inprogress.inc(len(items))
-        # A batch's lines carry no one job's ids: the batch function sets each item's around
-        # that item's lines (actors/report.py).
-        job = None
-        if isinstance(message, ListBatchProxy):
-            message.item_context = in_job_context  # ExactRetries' lines of each item carry its ids
-        else:
-            job = job_of(message)
-        running = _Running(self.activity.begin(describe(message)), job_context.set(job))
-        with self._lock:
-            self._running[message.message_id] = running
+        # One call per message, a batched one's too (the broker's seam runs each in a context of
+        # its own: the job context set here is that message's until its after_process_message).
+        series = self._series_of(message)
+        series.messages.inc()
+        series.inprogress.inc()
+        self._running[id(message)] = _Running(
+            self.activity.begin(message), job_context.set(job_of(message)), series
+        )
 
     def after_process_message(
         self,
@@ -154,22 +152,23 @@ class JobObserver(Middleware):
         exception: BaseException | None = None,
     ) -> None:
         running = self._finish(message)
-        items = _each(message)
-        series = metrics.for_actor(items[0].queue_name, items[0].actor_name)
-        if running is not None:
-            series.inprogress.dec(len(items))
-        elapsed_ms = None if running is None else (time.perf_counter() - running.started) * 1000
-        batch = isinstance(message, ListBatchProxy)
-        outcomes: list[Outcome] = []
-        for each in items:
-            if batch and each.failure is None and each.settled_as not in (None, "ack"):
-                # Refused on arrival: it never ran (one done early was acknowledged: "ack").
-                outcomes.extend(self._skipped(each, series))
-                continue
-            if elapsed_ms is not None:
-                series.duration_ms.observe(elapsed_ms)
-            outcomes.extend(self._outcomes(each, (each.failure or exception) if batch else exception, series))
-        self._count(items[0], *outcomes)
+        if running is None:
+            series = self._series_of(message)
+        else:
+            series = running.series
+            series.inprogress.dec()
+            series.duration_ms.observe((time.perf_counter() - running.started) * 1000)
+        if exception is None:
+            self._count(message, Outcome.PROCESSED)
+        else:
+            self._count(message, *self._outcomes(message, exception, series))
+
+    def _series_of(self, message: Any) -> metrics.ActorMetrics:
+        key = (message.queue_name, message.actor_name)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = metrics.for_actor(*key)
+        return series
 
     def _outcomes(
         self, message: Any, exception: BaseException | None, series: metrics.ActorMetrics
@@ -193,14 +192,10 @@ class JobObserver(Middleware):
 
     def after_skip_message(self, broker: dramatiq.Broker, message: Any) -> None:
         running = self._finish(message)
-        items = _each(message)
-        series = metrics.for_actor(items[0].queue_name, items[0].actor_name)
+        series = self._series_of(message)
         if running is not None:
-            series.inprogress.dec(len(items))
-        outcomes: list[Outcome] = []
-        for each in items:
-            outcomes.extend(self._skipped(each, series))
-        self._count(items[0], *outcomes)
+            series.inprogress.dec()
+        self._count(message, *self._skipped(message, series))
 
     def _skipped(self, message: Any, series: metrics.ActorMetrics) -> list[Outcome]:
         """A message settled without running: a dead letter counts as one (a poison pill)."""
@@ -210,13 +205,15 @@ class JobObserver(Middleware):
         return []
 
     def _finish(self, message: Any) -> _Running | None:
-        with self._lock:
-            running = self._running.pop(message.message_id, None)
+        running = self._running.pop(id(message), None)
         if running is None:
             return None  # skipped before this middleware's before_process_message ran
         self.activity.end(running.token)
-        with contextlib.suppress(ValueError):  # set in another thread's context: nothing to undo here
+        # Not contextlib.suppress: a context manager per job costs more than the reset itself.
+        try:  # noqa: SIM105
             job_context.reset(running.context)
+        except ValueError:
+            pass  # set in another thread's context: nothing to undo here
         return running
 
     def _count(self, message: Any, *outcomes: Outcome) -> None:

@@ -22,8 +22,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
 import psycopg
 import redis
@@ -70,8 +69,9 @@ JSON_RENAMES = {
 }
 
 
-@dataclass(frozen=True)
-class JobContext:
+class JobContext(NamedTuple):
+    """The ids a job's log lines carry (a tuple: one is made for every job, a batch's included)."""
+
     message_id: str
     record_id: int | None
 

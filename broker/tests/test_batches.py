@@ -7,6 +7,7 @@ schedule, dead-lettered alone with its hook, given back uncounted, refused on ar
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 import types
@@ -91,6 +92,89 @@ def test_messages_run_in_batches_and_each_is_acknowledged(
     assert redis_client.zcard(keys.delayed) == 0
     assert redis_client.llen(keys.dead) == 0
     assert broker.pending(QUEUE) == 0  # nothing left in a processing list
+
+
+class Seen(dramatiq.Middleware):
+    """A plain Dramatiq middleware, knowing nothing of batches: what it is shown of each message
+    (its arg and retry count, the hook, the outcome), and a context variable it sets per message."""
+
+    current: contextvars.ContextVar[str | None] = contextvars.ContextVar("seen_current", default=None)
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.events: dict[tuple[int, int], list[tuple[str, str | None]]] = defaultdict(list)
+        #: Messages whose after-hook saw another message's context variable.
+        self.mixed: list[str] = []
+
+    def _add(self, message: Any, hook: str, outcome: str | None = None) -> None:
+        with self.lock:
+            self.events[message.args[0], int(message.options.get("retry_count", 0))].append((hook, outcome))
+
+    def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
+        self.current.set(message.message_id)
+        self._add(message, "before")
+
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: Any,
+        *,
+        result: Any = None,
+        exception: BaseException | None = None,
+    ) -> None:
+        if self.current.get() != message.message_id:
+            self.mixed.append(message.message_id)
+        self._add(message, "after", None if exception is None else type(exception).__name__)
+
+    def after_skip_message(self, broker: dramatiq.Broker, message: Any) -> None:
+        self._add(message, "skip")
+
+
+def test_a_plain_middleware_sees_each_batched_message_with_its_own_outcome(
+    broker: RedisListBroker, make_worker: WorkerFactory
+) -> None:
+    """The broker hands a batch's messages to the middleware one by one: one before and one
+    after per message, with that message's outcome (its own error, else the call's, none for
+    one finished early), a skip for one refused on arrival; its hooks share a context of their
+    own, which the call does not see."""
+    seen = Seen()
+    broker.add_middleware(seen, before=ExactRetries)
+    calls = Calls()
+    in_call: list[str | None] = []
+
+    def run(messages: list[ListMessageProxy]) -> None:
+        in_call.append(Seen.current.get())
+        calls.record(messages)
+        if all(m.options.get("retry_count") for m in messages):
+            return  # the retries succeed
+        for m in messages:
+            if m.args[0] == 0:
+                m.mark_done()
+            elif m.args[0] == 1:
+                m.stuff_exception(ValueError("one fails on its own"))
+        raise RuntimeError("the call fails")  # 2's failure (0 was done, 1 has its own)
+
+    actor = declare(broker, run, retry_delays=(200,))
+    for n in range(3):
+        actor.send(n)
+    moved_back = actor.message(9)
+    marked = {**moved_back.options, DEAD_LETTER_OPTION: dead_letter_option("RuntimeError: x", 4)}
+    broker.enqueue(moved_back.copy(options=marked))
+    worker = make_worker(broker, threads=1)
+    settle_all(broker, worker)
+
+    assert dict(seen.events) == {
+        (0, 0): [("before", None), ("after", None)],
+        (1, 0): [("before", None), ("after", "ValueError")],
+        (1, 1): [("before", None), ("after", None)],
+        (2, 0): [("before", None), ("after", "RuntimeError")],
+        (2, 1): [("before", None), ("after", None)],
+        (9, 0): [("before", None), ("skip", None)],
+    }
+    assert seen.mixed == []
+    assert in_call
+    assert set(in_call) == {None}
+    assert calls.attempts() == {0: [0], 1: [0, 1], 2: [0, 1]}
 
 
 def test_a_failure_stuffed_into_one_message_retries_that_message_alone(
@@ -348,8 +432,7 @@ def test_a_retry_recorded_late_is_recorded_by_the_batch_acknowledgement(
         return settle(*args, **kwargs)
 
     consumer.settle = settle_failing_once  # type: ignore[method-assign]
-    retries = next(m for m in broker.middleware if isinstance(m, ExactRetries))
-    retries.after_process_message(broker, batch)
+    broker.emit_after("process_message", batch)  # what the worker does once the call returned
     assert redis_client.zcard(broker.queue_keys(QUEUE).delayed) == 0  # not recorded yet
 
     consumer.ack(batch)

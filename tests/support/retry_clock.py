@@ -24,7 +24,7 @@ from typing import cast
 import dramatiq
 import redis
 from dramatiq.broker import MessageProxy
-from listbroker import ExactRetries, ListBatchProxy
+from listbroker import ExactRetries
 from listbroker.scripts import DELAYED_PREFIX_LEN
 
 from redis_adapters.queues import REPORT_DELAYED_KEY
@@ -64,12 +64,11 @@ class RetryClock(dramatiq.Middleware):
         return self
 
     def before_process_message(self, broker: dramatiq.Broker, message: MessageProxy) -> None:
-        # A batch's messages each make an attempt (broker/src/listbroker/batches.py).
-        for each in _each(message):
-            attempt = Attempt(int(each.options.get("retry_count", 0)), _now_ms())
-            with self._lock:
-                self._current[each.message_id] = attempt
-                self.attempts.append(attempt)
+        # A batch's messages each come here on their own (broker/src/listbroker/batchhooks.py).
+        attempt = Attempt(int(message.options.get("retry_count", 0)), _now_ms())
+        with self._lock:
+            self._current[message.message_id] = attempt
+            self.attempts.append(attempt)
 
     def after_process_message(
         self,
@@ -83,19 +82,14 @@ class RetryClock(dramatiq.Middleware):
         entries = cast(
             list[tuple[bytes, float]], self.client.zrange(self.delayed_key, 0, -1, withscores=True)
         )
-        for each in _each(message):
-            with self._lock:
-                attempt = self._current.pop(each.message_id)
-            attempt.ended_ms = ended_ms
-            record_id = each.args[0]
-            for member, score in entries:
-                job = ReportQueueMessage.decode(member[DELAYED_PREFIX_LEN:])
-                if job.record_id == record_id and job.retry_count == attempt.retry_count + 1:
-                    attempt.due_ms = score
-
-
-def _each(message: MessageProxy) -> list[MessageProxy]:
-    return list(message.items) if isinstance(message, ListBatchProxy) else [message]
+        with self._lock:
+            attempt = self._current.pop(message.message_id)
+        attempt.ended_ms = ended_ms
+        record_id = message.args[0]
+        for member, score in entries:
+            job = ReportQueueMessage.decode(member[DELAYED_PREFIX_LEN:])
+            if job.record_id == record_id and job.retry_count == attempt.retry_count + 1:
+                attempt.due_ms = score
 
 
 def assert_schedule(attempts: list[Attempt], delays_ms: tuple[int, ...] | list[int]) -> None:

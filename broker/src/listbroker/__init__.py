@@ -16,7 +16,8 @@ nothing: an application builds a `RedisListBroker` and sets it with `dramatiq.se
   while a dependency is down rather than spend attempts on it.
 - `Batches` (batches.py): the actor options `batch_size` and `batch_fn` hand up to N
   messages of an actor (`ListMessageProxy`, in a `ListBatchProxy`: consumer.py) to one call,
-  each message keeping its own outcome.
+  each message keeping its own outcome; middleware sees each message on its own, never the
+  batch (the broker's `emit_before` / `emit_after`: batchhooks.py).
 - `RequeueOnShutdown`, `ShutdownDeadline` (shutdown.py: a worker process's shutdown bounded
   once its jobs are done), `debounce_worker_sigterm` (signals.py): graceful shutdown under
   Procfile runners; `default_middleware()` (middleware.py): Dramatiq's

@@ -4,24 +4,26 @@ An actor declared with `batch_size=N` (N > 1) and `batch_fn=f` still takes one m
 call when called or sent as usual (`actor.send(42)`: the wire format is unchanged), but a
 worker on a `RedisListBroker` hands up to N of its messages, as the consumer holds them, to
 one call `f(messages)` of a companion actor, `<actor_name>.batch`, declared beside it with the
-same queue and options (`Batches.after_declare_actor`). What Dramatiq does per message (the
-worker thread's hand-off, the middleware's hooks) is then done once per batch, while what the
-specification asks per message still is:
+same queue and options (`Batches.after_declare_actor`). Dramatiq's worker thread hands over a
+batch as it would one message, once, while the specification's per message still holds:
 
+- middleware sees the messages, not the batch: the broker hands each message to every
+  middleware's hooks on its own (`before_process_message` before the call, then
+  `after_process_message` with that message's outcome, or `after_skip_message` for one refused
+  on arrival), each in a context of its own (batchhooks.py); it marks the messages that run
+  started in one step, the last thing before the call;
 - each message is acknowledged on its own, and a failure is its own: `f` records it with
   `message.stuff_exception(error)` and returns; `ExactRetries` then retries that message
   alone on its schedule, or dead-letters it with its hook, or gives it back uncounted when the
   error is `DependencyUnavailable`, exactly as if it had raised alone;
-- `f` raising fails every message of the batch not yet settled with that error (a
-  `DependencyUnavailable`: all given back uncounted, the gate closed), except those `f` marked
-  finished (`message.mark_done()`, which acknowledges it at once: a message of the batch
-  still waiting, on a lock say, does not hold the others in flight): a time limit striking a
-  batch late fails only the messages whose work it interrupted;
-- a message `ExactRetries` refuses on arrival (a poison pill, a dead letter moved back by hand)
-  is settled before the call and left out of `f`'s list;
-- observers count and time each message (observability's JobObserver looks into the batch),
-  and may set the batch's `item_context`, which ExactRetries enters around each message's
-  handling (so its log lines carry that message's ids);
+- `f` raising fails every message of the batch not yet settled with that error, except those
+  `f` marked finished (`message.mark_done()`, which acknowledges it at once: a message of the
+  batch still waiting, on a lock say, does not hold the others in flight): a time limit
+  striking a batch late fails only the messages whose work it interrupted. `f` raising
+  `DependencyUnavailable` with no message failed on its own: nothing ran, and the broker gives
+  all its messages back uncounted in one step (the gate closes, as for each of them);
+- a message a middleware refuses on arrival (`ExactRetries`: a poison pill, a dead letter moved
+  back by hand) is settled before the call and left out of `f`'s list;
 - at shutdown, a batch never started goes back to the queue message by message.
 
 The batch a worker runs is the consumer's `ListBatchProxy` (consumer.py); this module holds only

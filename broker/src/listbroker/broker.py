@@ -34,10 +34,11 @@ from dramatiq.common import q_name
 from dramatiq.errors import QueueJoinTimeout, QueueNotFound
 from dramatiq.middleware import Middleware
 
+from listbroker import batchhooks
 from listbroker.batches import Batching, batching_of
 from listbroker.codecs import Codec, DramatiqCodec, job_key_field
 from listbroker.connections import connection_errors, hot_path_connections
-from listbroker.consumer import MAX_BLOCK_SECONDS, RedisListConsumer
+from listbroker.consumer import MAX_BLOCK_SECONDS, ListBatchProxy, ListMessageProxy, RedisListConsumer
 from listbroker.figures import read_figures
 from listbroker.keys import QueueKeys
 from listbroker.maintenance import Maintenance
@@ -126,6 +127,27 @@ class RedisListBroker(Broker):
         self._maintenance: Maintenance | None = None
         self._maintenance_lock = threading.Lock()
         self._consuming_stopped = threading.Event()
+
+    # ------------------------------------------------------------------ middleware
+
+    def emit_before(self, signal: str, *args: Any, **kwargs: Any) -> None:
+        """Dramatiq's, but a batch's signals go to each of its messages (batchhooks.py), and a
+        message about to run is marked started once its middleware let it through (a batch's
+        messages all in one step): should the worker die under it, a lost delivery counts."""
+        if args and isinstance(args[0], ListBatchProxy) and signal in batchhooks.BATCH_SIGNALS:
+            batchhooks.emit_before(self, signal, args[0])
+            return
+        super().emit_before(signal, *args, **kwargs)
+        if signal == "process_message" and isinstance(args[0], ListMessageProxy):
+            args[0].start()
+
+    def emit_after(self, signal: str, *args: Any, **kwargs: Any) -> None:
+        """Dramatiq's, but a batch's signals go to each of its messages, each with its own
+        outcome (batchhooks.py)."""
+        if args and isinstance(args[0], ListBatchProxy) and signal in batchhooks.BATCH_SIGNALS:
+            batchhooks.emit_after(self, signal, args[0], **kwargs)
+            return
+        super().emit_after(signal, *args, **kwargs)
 
     # ------------------------------------------------------------------ queues
 

@@ -26,6 +26,7 @@ back to the queue. What a failing ack or nack could not record is kept for the n
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import secrets
 import threading
@@ -33,7 +34,6 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import dramatiq
@@ -145,6 +145,29 @@ class ListMessageProxy(MessageProxy):
         """The Dramatiq message itself (read without the proxy's attribute lookup)."""
         return self._dramatiq_message
 
+    # The fields every middleware hook reads, read directly: Dramatiq's proxy forwards them
+    # through __getattr__, which runs only after a failed lookup (a batch's messages each go
+    # through every hook: batchhooks.py).
+    @property
+    def message_id(self) -> str:  # type: ignore[override]
+        return self._dramatiq_message.message_id
+
+    @property
+    def queue_name(self) -> str:  # type: ignore[override]
+        return self._dramatiq_message.queue_name
+
+    @property
+    def actor_name(self) -> str:  # type: ignore[override]
+        return self._dramatiq_message.actor_name
+
+    @property
+    def args(self) -> tuple[Any, ...]:  # type: ignore[override]
+        return self._dramatiq_message.args
+
+    @property
+    def options(self) -> dict[str, Any]:  # type: ignore[override]
+        return self._dramatiq_message.options
+
     def stuff_exception(self, exception: BaseException) -> None:
         """Record the error this message's attempt ended with (Dramatiq's worker does it when the
         actor raises; a batch function does it for one message of its batch)."""
@@ -223,22 +246,21 @@ class ListMessageProxy(MessageProxy):
     def settled(self) -> bool:
         return self._finished
 
-
-#: What surrounds the work done for one message of a batch outside its call (ExactRetries'
-#: recording of its outcome, with its log lines), e.g. an observer's logging context.
-ItemContext = Callable[[ListMessageProxy], AbstractContextManager[object]]
-
-
-def no_item_context(item: ListMessageProxy) -> AbstractContextManager[object]:
-    return contextlib.nullcontext()
+    @property
+    def recording_deferred(self) -> bool:
+        """Its outcome is decided but could not be written (Redis failing): its acknowledgement
+        records it. Nothing else is to be recorded for it meanwhile."""
+        return self._unrecorded is not None
 
 
 class ListBatchProxy(MessageProxy):
     """Messages of one batched actor, handed to one call of its companion.
 
     Dramatiq sees one message of the companion actor, whose one argument is the list of the
-    messages still to run (`args`); `items` holds them all. It is never encoded or stored: the
+    messages to run (`args`); `items` holds them all. It is never encoded or stored: the
     consumer records each item's outcome (its ack acknowledges every item not yet settled).
+    Middleware never sees it: the broker hands each item to the middleware hooks instead
+    (`RedisListBroker.emit_before` / `emit_after`, batchhooks.py), which fills `running`.
     """
 
     def __init__(self, items: Sequence[ListMessageProxy], actor_name: str) -> None:
@@ -254,15 +276,21 @@ class ListBatchProxy(MessageProxy):
             )
         )
         self.items: list[ListMessageProxy] = list(items)
-        #: Entered around each item's own handling by the middleware (ExactRetries); an
-        #: observer sets it in its before_process_message, so that the item's log lines carry
-        #: that item's ids (a batch's own lines carry none).
-        self.item_context: ItemContext = no_item_context
+        #: The items that passed their middleware's before-hooks (None until the broker ran
+        #: them): the call's messages.
+        self.running: list[ListMessageProxy] | None = None
+        #: Per item, in the order of `items`: the context its middleware hooks run in, and
+        #: whether a before-hook refused it (SkipMessage). Filled by the broker (batchhooks.py).
+        self.contexts: list[contextvars.Context] = []
+        self.refused: list[bool] = []
 
     # Dramatiq types the message's fields as attributes; this one is computed.
     @property
     def args(self) -> tuple[Any, ...]:  # type: ignore[override]
-        """The companion's one argument: the messages to run (those not settled on arrival)."""
+        """The companion's one argument: the messages to run (those the middleware let through;
+        before the broker ran their hooks, those not settled)."""
+        if self.running is not None:
+            return (self.running,)
         return ([item for item in self.items if not item.settled],)
 
     @property
@@ -270,11 +298,13 @@ class ListBatchProxy(MessageProxy):
         return all(item.settled for item in self.items)
 
     def give_back(self) -> None:
-        """Return every message not yet settled, never run, to the head of its queue, uncounted.
+        """Return every message of the call not yet settled, never run, to the head of its
+        queue, uncounted.
 
         One step for the batch; when Redis fails, each message keeps its return to be recorded
         by its acknowledgement (as `ListMessageProxy.give_back`)."""
-        unsettled = [item for item in self.items if not item.settled]
+        called = self.items if self.running is None else self.running
+        unsettled = [item for item in called if not item.settled]
         if not unsettled:
             return
         try:

@@ -26,7 +26,7 @@ import dramatiq
 from dramatiq.middleware import Middleware, SkipMessage
 
 from listbroker.backoff import Backoff
-from listbroker.consumer import ListBatchProxy, ListMessageProxy
+from listbroker.consumer import ListMessageProxy
 from listbroker.errors import DependencyUnavailable
 
 logger = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ class AvailabilityGate(Middleware):
             if self._open:
                 return
         # Shutting down while the dependency is down: the message never ran; give it back.
-        if isinstance(message, ListMessageProxy | ListBatchProxy):
+        if isinstance(message, ListMessageProxy):
             message.give_back()
         raise SkipMessage("worker stopping while a dependency is down; message returned to its queue")
 
@@ -146,11 +146,6 @@ class AvailabilityGate(Middleware):
         result: Any = None,
         exception: BaseException | None = None,
     ) -> None:
+        # A batch's messages come one by one, each with its own outcome (batchhooks.py).
         if isinstance(exception, DependencyUnavailable):
             self.close(exception)
-        elif isinstance(message, ListBatchProxy):
-            # A batch's message may have found the dependency down on its own.
-            for item in message.items:
-                if isinstance(item.failure, DependencyUnavailable):
-                    self.close(item.failure)
-                    return

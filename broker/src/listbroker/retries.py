@@ -20,10 +20,10 @@ Replaces Dramatiq's `Retries` middleware on a `RedisListBroker`:
   Redis step, so no crash can duplicate or lose the message (Dramatiq #431/#545).
 - Deliveries lost to a dead worker are counted apart from failures (the retry count counts
   failed attempts only): a worker killed under a job says nothing sure about the job, and
-  must not cost it a step of its schedule. Only a delivery that had started counts: each
-  message (each batch, for all its messages at once) is marked started in Redis once it
-  passes this middleware's checks, before its actor runs, and the reaper counts a lost
-  delivery for the marked ones only; the jobs merely prefetched beside a poison pill go
+  must not cost it a step of its schedule. Only a delivery that had started counts: the
+  broker marks each message started in Redis once its middleware let it through, before its
+  actor runs (a batch's messages all at once: broker.py, batchhooks.py), and the reaper counts
+  a lost delivery for the marked ones only; the jobs merely prefetched beside a poison pill go
   back to their queue uncounted, as at a graceful shutdown. A message lost more than
   `max_lost_deliveries` times is dead-lettered on arrival as a poison pill (it may be what
   kills its worker) instead of looping forever, as Sidekiq Pro's super_fetch does with a
@@ -54,7 +54,7 @@ from dramatiq.middleware import Retries, SkipMessage
 from dramatiq.middleware.retries import DEFAULT_MAX_BACKOFF
 
 from listbroker.broker import RedisListBroker
-from listbroker.consumer import ListBatchProxy, ListMessageProxy
+from listbroker.consumer import ListMessageProxy
 from listbroker.deadletters import DEAD_LETTER_OPTION
 from listbroker.errors import DependencyUnavailable
 
@@ -104,32 +104,9 @@ class ExactRetries(Retries):
             actor.options["throws"] = EVERY_FAILURE
 
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
-        if isinstance(message, ListBatchProxy):
-            # Each item on its own; the refused ones are settled, so the call leaves them out.
-            refused = []
-            for item in message.items:
-                if self._suspect(item):
-                    with message.item_context(item):
-                        refused.append(self._refuse(broker, item))
-                else:
-                    refused.append(False)
-            if all(refused):
-                raise SkipMessage("every message of the batch was refused on arrival")
-            # Marked started in one step, the last thing before the call: from here on, a
-            # death of this worker counts a lost delivery for each of them.
-            running = [item for item in message.items if not item.settled]
-            running[0]._origin.start(running)
-            return
-        if isinstance(message, ListMessageProxy):
-            if self._refuse(broker, message):
-                raise SkipMessage("refused on arrival")
-            message.start()
-
-    def _suspect(self, message: ListMessageProxy) -> bool:
-        """Might `_refuse` settle it? (A cheap test, so a batch's items pay for no more.)"""
-        return (
-            bool(message.options.get(DEAD_LETTER_OPTION)) or message.redeliveries > self.max_lost_deliveries
-        )
+        # A message the broker then marks started (broker.py): first, one that must not run.
+        if isinstance(message, ListMessageProxy) and self._refuse(broker, message):
+            raise SkipMessage("refused on arrival")
 
     def _refuse(self, broker: dramatiq.Broker, message: ListMessageProxy) -> bool:
         """Settle `message` if it must not run (True): a dead letter moved back by hand, a poison pill."""
@@ -145,9 +122,9 @@ class ExactRetries(Retries):
             )
             message.return_to_dead()
             return True
-        actor = broker.get_actor(message.actor_name)
         lost = message.redeliveries
         if lost > self.max_lost_deliveries:
+            actor = broker.get_actor(message.actor_name)
             logger.error(
                 "Message %s was lost with its worker %d times (more than %d); dead-lettering it "
                 "as a poison pill.",
@@ -173,24 +150,6 @@ class ExactRetries(Retries):
         result: Any = None,
         exception: BaseException | None = None,
     ) -> None:
-        if isinstance(message, ListBatchProxy):
-            if isinstance(exception, DependencyUnavailable) and not any(
-                item.failure for item in message.items if not item.settled
-            ):
-                self._give_back_batch(message, exception)
-                return
-            # Each item's own failure (stuffed by the batch function), else the batch's, which
-            # is stuffed into the item too: observers read each item's outcome from it.
-            for item in message.items:
-                if item.settled:
-                    continue  # refused on arrival (before_process_message)
-                if item.failure is None:
-                    if exception is None or item.done:
-                        continue  # succeeded: its ack follows
-                    item.stuff_exception(exception)
-                with message.item_context(item):
-                    self._after_attempt(broker, item, item.failure)
-            return
         if exception is None:
             return
         if not isinstance(message, ListMessageProxy):
@@ -201,7 +160,7 @@ class ExactRetries(Retries):
     def _after_attempt(
         self, broker: dramatiq.Broker, message: ListMessageProxy, exception: BaseException | None
     ) -> None:
-        if exception is None or message.settled:
+        if exception is None or message.settled or message.recording_deferred:
             return
         try:
             self._record_failure(broker, message, exception)
@@ -214,24 +173,6 @@ class ExactRetries(Retries):
                 message,
                 exc.__cause__ or exc,
             )
-
-    def _give_back_batch(self, batch: ListBatchProxy, exception: DependencyUnavailable) -> None:
-        """The batch could not start: its messages go back uncounted, in one step."""
-        try:
-            batch.give_back()
-        except ConnectionClosed as exc:
-            logger.warning(
-                "%s: could not be returned to its queue (%s); its acknowledgement will.",
-                batch,
-                exc.__cause__ or exc,
-            )
-            return
-        logger.warning(
-            "%s could not start (%s); %d message(s) returned to the queue uncounted.",
-            batch,
-            exception,
-            len(batch.items),
-        )
 
     def _record_failure(
         self, broker: dramatiq.Broker, message: ListMessageProxy, exception: BaseException
