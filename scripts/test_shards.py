@@ -36,7 +36,7 @@ from typing import IO
 from scripts import lifeline
 
 #: How many parts the suite runs as, at once (tests/support/parts.py balances them).
-PARTS = 5
+PARTS = 6
 #: Every test but the chaos soak on Redis Sentinel: the soak's 3-minute run is a gate, its run
 #: on Sentinel (`make soak-sentinel`, 6 minutes more) is not (docs/reliability.md).
 SELECTION = "not sentinel_soak"
