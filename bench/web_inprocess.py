@@ -94,8 +94,16 @@ def child(n: int, app_name: str = PRODUCT) -> dict[str, float]:
 
 def run_tree(tree: Path, n: int, env: dict[str, str], app_name: str = PRODUCT) -> dict[str, float]:
     argv = [sys.executable, str(Path(__file__).resolve()), "--child", str(n), "--app", app_name]
+    # The tree's own broker library (a distribution of its own, installed from this tree's
+    # ./broker in the virtualenv): a tree of another commit runs with the broker it shipped.
+    path = os.pathsep.join(p for p in (str(tree / "broker" / "src"), os.environ.get("PYTHONPATH")) if p)
     done = subprocess.run(
-        argv, cwd=tree, env={**os.environ, **env}, capture_output=True, text=True, check=False
+        argv,
+        cwd=tree,
+        env={**os.environ, **env, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         raise RuntimeError(f"{tree}: exit {done.returncode}: {done.stderr[-2000:]}")

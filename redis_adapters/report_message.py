@@ -26,9 +26,9 @@ MAX_RECORD_ID = MAX_ID
 #: RetryCount is a .NET int.
 MAX_RETRY_FIELD = 2**31 - 1
 
+#: A job's fields, in the .NET producer's order; a dead letter adds DeadAt, LastError and
+#: Attempts after them (the broker's `DeadMark`).
 FIELDS = ("RecordId", "RetryCount", "EnqueueTime")
-#: The fields a dead letter adds (`DeadMark`), written after FIELDS.
-DEAD_FIELDS = ("DeadAt", "LastError", "Attempts")
 
 #: The member holding a job's key for the index `report:queue:jobs`: the broker's Lua scripts
 #: read the top-level RecordId as `decode` does (a positive integer, or no key at all).

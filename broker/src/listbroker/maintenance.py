@@ -4,12 +4,12 @@
   consumers' processing lists (one set in the default layout, one per queue when
   hash-tagged, see keys.py).
 - Reaper: every interval, consumers silent for longer than the heartbeat timeout are
-  declared dead and their messages returned to the queue (each counted as a lost
-  delivery): one call lists the silent consumers of a heartbeat set, then one call per
+  declared dead and their messages returned to the queue (those that had started counted
+  as a lost delivery): one call lists the silent consumers of a heartbeat set, then one call per
   consumer moves its messages, every key declared (so each call stays on one slot).
   Every worker runs it, on a fixed period: recovery takes at most
   timeout + interval, however quiet the queue (Dramatiq's RedisBroker reaps on a 0.1 %
-  dice roll per fetch, issue #527).
+  dice roll per fetch: dramatiq/dramatiq#527 upstream).
 - Delay scheduler: due messages of every declared queue are moved from its delayed set
   to the queue. It sleeps until the earliest due time, woken early when this process
   schedules a retry, and never longer than the poll interval, so retries scheduled by
