@@ -71,13 +71,9 @@ def _emit(broker: dramatiq.Broker, name: str, chain: list[Hook], *args: Any, **k
     for hook in chain:
         try:
             hook(broker, *args, **kwargs)
-        except MiddlewareError:
-            if name.startswith("before_"):
+        except Exception as exc:
+            if isinstance(exc, MiddlewareError) and name.startswith("before_"):
                 raise
-            broker.logger.critical(
-                "Unexpected failure in %s of %r.", name, getattr(hook, "__self__", hook), exc_info=True
-            )
-        except Exception:
             broker.logger.critical(
                 "Unexpected failure in %s of %r.", name, getattr(hook, "__self__", hook), exc_info=True
             )
@@ -101,21 +97,6 @@ def _before_item(broker: dramatiq.Broker, chain: list[Hook], item: ListMessagePr
                 exc_info=True,
             )
     return True
-
-
-def _after_item(
-    broker: dramatiq.Broker, chain: list[Hook], item: ListMessageProxy, exception: BaseException | None
-) -> None:
-    """`item`'s after_process_message hooks, as Dramatiq's Broker.emit_after calls them."""
-    for hook in chain:
-        try:
-            hook(broker, item, result=None, exception=exception)
-        except Exception:
-            broker.logger.critical(
-                "Unexpected failure in after_process_message of %r.",
-                getattr(hook, "__self__", hook),
-                exc_info=True,
-            )
 
 
 def emit_before(broker: dramatiq.Broker, signal: str, batch: ListBatchProxy) -> None:
@@ -174,7 +155,7 @@ def _after_process(broker: dramatiq.Broker, batch: ListBatchProxy, exception: Ba
         if outcome is None and exception is not None and not item.done:
             item.stuff_exception(exception)
             outcome = exception
-        context.run(_after_item, broker, processed, item, outcome)
+        context.run(_emit, broker, "after_process_message", processed, item, result=None, exception=outcome)
 
 
 def _give_back(batch: ListBatchProxy, exception: DependencyUnavailable) -> None:
