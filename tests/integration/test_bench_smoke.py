@@ -73,7 +73,7 @@ def _e2e(data: dict[str, Any]) -> None:
 
 
 # 100 records a mode: PostgreSQL's CPU for them (~0.5 ms a report) must register in psutil's
-# 10 ms ticks; with 20 its backends sometimes showed none and the smoke test failed.
+# 10 ms ticks, which a few records' worth does not always do.
 @case("generation_limit", "--n", "100", "--runs", "1", "--processes", "1", "--threads", "2", "--batch", "5")
 def _generation_limit(data: dict[str, Any]) -> None:
     assert set(data["summary"]) == {"pipeline", "sql", "sql100"}
@@ -200,7 +200,7 @@ SCALING_TINY = (
     "100",
     "--reports-n",
     # Enough for PostgreSQL's CPU to register (~0.5 ms a report; CPU times tick in 10 ms):
-    # with 10 reports its backends sometimes showed none and the smoke test failed.
+    # 10 reports' worth does not always register.
     "200",
     "--runs",
     "1",
