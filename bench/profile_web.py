@@ -63,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--duration", type=float, default=20.0, help="seconds sampled, under load throughout (default 20)"
     )
     parser.add_argument("--rate", type=int, default=200, help="py-spy samples per second (default 200)")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: 2 clients, 1 s")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: 2 clients, 3 s")
     parser.add_argument("--raw", type=Path, help="also keep py-spy's collapsed stacks in this file")
     parser.add_argument(
         "--tree",
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.quick:
-        args.clients, args.duration = 2, 1.0
+        args.clients, args.duration = 2, 3.0
     database_url = stores.database_url()
     engine = db.prepare(database_url)
     with engine.connect() as conn:
